@@ -1,0 +1,257 @@
+"""The spec format, written once as a JSON Schema.
+
+`kopgen schema` prints it for editors, and `check_format` walks a loaded YAML tree
+against it. The walker understands only the JSON Schema keywords used below; it
+exists (instead of the `jsonschema` package) because every message must point at a
+YAML node and unknown keys must come with a "did you mean".
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from typing import Any
+
+from .errors import Diagnostics
+from .loader import Mapping, Node, Scalar, Sequence
+
+FORMAT_VERSION = 1
+IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
+ROUTES = ["custom_op", "library", "triton_op", "torch_library", "stable_abi"]
+CPU_KERNELS = ["triton", "cpp", "python"]
+CUDA_KERNELS = ["triton", "cuda"]
+DTYPES = ["float16", "bfloat16", "float32", "float64"]
+TAGS = ["pt2_compliant_tag", "needs_fixed_stride_order", "cudagraph_unsafe"]
+REDUCTIONS = ["sum", "mean", "max", "min"]
+
+_STRING = {"type": "string"}
+_SHAPE = {"type": "array", "items": {"type": "integer", "minimum": 0}, "description": "a tensor shape"}
+_FAKE = {
+    "title": "fake",
+    "type": "object",
+    "properties": {"shape": _STRING, "dtype": _STRING},
+    "required": ["shape"],
+    "additionalProperties": False,
+}
+
+OP_PROPERTIES: dict[str, Any] = {
+    "schema": {**_STRING, "description": "PyTorch function schema without namespace: name(args) -> returns"},
+    "doc": {**_STRING, "description": "docstring of the generated Python function"},
+    "compute": {
+        "description": "pointwise op: an expression, a list (one per return) or {mutated_arg: expression}",
+        "anyOf": [
+            _STRING,
+            {"type": "array", "items": _STRING, "minItems": 1},
+            {"type": "object", "additionalProperties": _STRING, "minProperties": 1},
+        ],
+    },
+    "reduce": {
+        "title": "reduce",
+        "description": "reduction over the last dimension",
+        "type": "object",
+        "properties": {"op": {"enum": REDUCTIONS}, "expr": _STRING},
+        "required": ["op"],
+        "additionalProperties": False,
+    },
+    "kernel": {"enum": ["custom"], "description": "user-written kernel bodies"},
+    "reference": {**_STRING, "description": "PyTorch expression used as the test oracle"},
+    "fake": {"anyOf": [_FAKE, {"type": "array", "items": _FAKE, "minItems": 1}]},
+    "backward": {
+        "title": "backward",
+        "description": "Tensor argument -> derivative formula, or non_differentiable",
+        "type": "object",
+        "additionalProperties": _STRING,
+    },
+    "registration": {"enum": ROUTES},
+    "backends": {
+        "title": "backends",
+        "type": "object",
+        "properties": {"cpu": {"enum": CPU_KERNELS}, "cuda": {"enum": CUDA_KERNELS}},
+        "additionalProperties": False,
+        "minProperties": 1,
+    },
+    "dtypes": {"type": "array", "items": {"enum": DTYPES}, "minItems": 1, "uniqueItems": True},
+    "tags": {"type": "array", "items": {"enum": TAGS}, "uniqueItems": True},
+    "tests": {
+        "title": "tests",
+        "type": "object",
+        "properties": {
+            "shapes": {
+                "type": "array",
+                "minItems": 1,
+                "items": {"anyOf": [_SHAPE, {"type": "object", "additionalProperties": _SHAPE}]},
+            },
+            "atol": {"type": "number", "minimum": 0},
+            "rtol": {"type": "number", "minimum": 0},
+        },
+        "additionalProperties": False,
+    },
+}
+
+SPEC_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "https://kopgen.dev/schema/format-1.json",
+    "title": "spec",
+    "description": "A kopgen op spec (format 1)",
+    "type": "object",
+    "properties": {
+        "kopgen": {"const": FORMAT_VERSION, "description": "format version"},
+        "package": {"type": "string", "pattern": IDENTIFIER, "description": "generated import package"},
+        "namespace": {"type": "string", "pattern": IDENTIFIER, "description": "torch.ops.<namespace>"},
+        "version": _STRING,
+        "description": _STRING,
+        "defaults": {
+            "title": "defaults",
+            "type": "object",
+            "properties": {k: v for k, v in OP_PROPERTIES.items() if k != "schema"},
+            "additionalProperties": False,
+        },
+        "ops": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "title": "op",
+                "type": "object",
+                "properties": OP_PROPERTIES,
+                "required": ["schema"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    "required": ["kopgen", "package", "ops"],
+    "additionalProperties": False,
+}
+
+_TYPE_NAMES = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "array": "a list",
+    "object": "a mapping",
+}
+
+
+def check_format(root: Node, diagnostics: Diagnostics) -> None:
+    """Report every place where `root` does not follow SPEC_SCHEMA."""
+    _check(root, SPEC_SCHEMA, "spec", diagnostics)
+
+
+def _node_type(node: Node) -> str:
+    if isinstance(node, Mapping):
+        return "object"
+    if isinstance(node, Sequence):
+        return "array"
+    value = node.value
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if value is None:
+        return "null"
+    return "string"
+
+
+def _matches_type(node: Node, expected: str) -> bool:
+    actual = _node_type(node)
+    return actual == expected or (expected == "number" and actual == "integer")
+
+
+def _describe(node: Node) -> str:
+    if isinstance(node, Scalar):
+        return "nothing" if node.value is None else f"{node.text!r}"
+    return _TYPE_NAMES[_node_type(node)]
+
+
+def _check(node: Node, schema: dict[str, Any], label: str, diagnostics: Diagnostics) -> None:
+    if "anyOf" in schema:
+        _check_any_of(node, schema["anyOf"], label, diagnostics)
+        return
+    expected = schema.get("type")
+    if expected and not _matches_type(node, expected):
+        hint = ""
+        if expected == "string" and isinstance(node, Scalar) and node.value is not None:
+            hint = f'; quote it: "{node.text}"'
+        diagnostics.error(node.position, f"{label} must be {_TYPE_NAMES[expected]}, not {_describe(node)}{hint}")
+        return
+    if "const" in schema and not (isinstance(node, Scalar) and _same(node.value, schema["const"])):
+        diagnostics.error(node.position, f"{label} must be {schema['const']!r}, not {_describe(node)}")
+    if "enum" in schema:
+        _check_enum(node, schema["enum"], label, diagnostics)
+    if isinstance(node, Scalar):
+        _check_scalar(node, schema, label, diagnostics)
+    elif isinstance(node, Sequence):
+        _check_sequence(node, schema, label, diagnostics)
+    elif isinstance(node, Mapping):
+        _check_mapping(node, schema, label, diagnostics)
+
+
+def _same(value: Any, expected: Any) -> bool:
+    return type(value) is type(expected) and value == expected
+
+
+def _check_enum(node: Node, choices: list[str], label: str, diagnostics: Diagnostics) -> None:
+    if isinstance(node, Scalar) and node.value in choices and isinstance(node.value, str):
+        return
+    message = f"{label} must be one of {', '.join(choices)}; got {_describe(node)}"
+    if isinstance(node, Scalar):
+        message += _did_you_mean(str(node.text), choices)
+    diagnostics.error(node.position, message)
+
+
+def _check_scalar(node: Scalar, schema: dict[str, Any], label: str, diagnostics: Diagnostics) -> None:
+    pattern = schema.get("pattern")
+    if pattern and not re.match(pattern, node.value):
+        diagnostics.error(node.value_position, f"{label} must be an identifier (letters, digits, _), not {node.text!r}")
+    if "minimum" in schema and node.value < schema["minimum"]:
+        diagnostics.error(node.position, f"{label} must be at least {schema['minimum']}, not {node.text}")
+
+
+def _check_sequence(node: Sequence, schema: dict[str, Any], label: str, diagnostics: Diagnostics) -> None:
+    if len(node.items) < schema.get("minItems", 0):
+        diagnostics.error(node.position, f"{label} must not be empty")
+    seen: set[Any] = set()
+    for index, item in enumerate(node.items):
+        if "items" in schema:
+            _check(item, schema["items"], f"{label}[{index}]", diagnostics)
+        if schema.get("uniqueItems") and isinstance(item, Scalar):
+            if item.value in seen:
+                diagnostics.error(item.position, f"{label} lists {item.text!r} twice")
+            seen.add(item.value)
+
+
+def _check_mapping(node: Mapping, schema: dict[str, Any], label: str, diagnostics: Diagnostics) -> None:
+    properties = schema.get("properties", {})
+    extra = schema.get("additionalProperties", True)
+    noun = schema.get("title", label)
+    for key, (key_node, value) in node.entries.items():
+        child = f"{label}.{key}" if label != "spec" else key
+        if key in properties:
+            _check(value, properties[key], child, diagnostics)
+        elif extra is False:
+            diagnostics.error(key_node.position, f"unknown key '{key}' in {noun}{_did_you_mean(key, list(properties))}")
+        elif isinstance(extra, dict):
+            _check(value, extra, child, diagnostics)
+    for key in schema.get("required", []):
+        if key not in node.entries:
+            diagnostics.error(node.position, f"{noun} is missing the required key '{key}'")
+    if len(node.entries) < schema.get("minProperties", 0):
+        diagnostics.error(node.position, f"{label} must not be empty")
+
+
+def _check_any_of(node: Node, branches: list[dict[str, Any]], label: str, diagnostics: Diagnostics) -> None:
+    # Pick the branch whose type fits the node, so the user gets that branch's message.
+    for branch in branches:
+        if _matches_type(node, branch.get("type", "")):
+            _check(node, branch, label, diagnostics)
+            return
+    names = [_TYPE_NAMES[b["type"]] for b in branches]
+    expected = ", ".join(names[:-1]) + " or " + names[-1]
+    diagnostics.error(node.position, f"{label} must be {expected}, not {_describe(node)}")
+
+
+def _did_you_mean(word: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""

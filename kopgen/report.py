@@ -1,0 +1,47 @@
+"""The plan `kopgen check` prints: per op its route, kernels per device and what backward saves."""
+
+from __future__ import annotations
+
+from .model import Op, Package
+
+
+def describe_plan(package: Package, source: str) -> str:
+    lines = [
+        f"{package.name} {package.version}: namespace {package.namespace}, "
+        f"{len(package.ops)} op{'s' if len(package.ops) != 1 else ''} from {source}"
+    ]
+    for op in package.ops:
+        lines += [""] + _describe_op(op)
+    return "\n".join(lines) + "\n"
+
+
+def _describe_op(op: Op) -> list[str]:
+    kernels = ", ".join(
+        f"{k.device}: {k.language}" + (" (interpreter)" if k.device == "cpu" and k.language == "triton" else "")
+        for k in op.kernels
+    )
+    lines = [
+        f"{op.namespace}::{op.schema_text}",
+        f"  route:    {op.registration}",
+        f"  kernels:  {kernels}",
+        f"  dtypes:   {', '.join(op.dtypes)}",
+    ]
+    if op.backward is None:
+        lines.append("  backward: none (not differentiable; backward raises)")
+        return lines
+    for i, gradient in enumerate(op.backward.gradients):
+        formula = gradient.formula.text if gradient.formula else "non_differentiable"
+        lines.append(f"  {'backward:' if i == 0 else '         '} {gradient.arg.name}: {formula}")
+    saves = [f"{s.name} (tensor) if {_who(op, s.needed_by)} needs grad" for s in op.backward.saved_tensors]
+    saves += [f"{s.name} (metadata only: shape, dtype, device)" for s in op.backward.saved_metadata]
+    saves += [f"{name} (scalar)" for name in op.backward.scalars]
+    shapes = [g.arg.name for g in op.backward.gradients if g.formula]
+    if shapes:
+        saves.append(f"shape of {', '.join(shapes)} (to sum broadcast gradients back)")
+    for i, text in enumerate(saves or ["nothing"]):
+        lines.append(f"  {'saves:   ' if i == 0 else '         '} {text}")
+    return lines
+
+
+def _who(op: Op, indices: tuple[int, ...]) -> str:
+    return " or ".join(op.args[i].name for i in indices)

@@ -1,0 +1,485 @@
+"""Parse PyTorch function-schema text into a frozen, lossless model.
+
+Text format: ``[namespace::]name[.overload](args) -> returns``, e.g.
+``aten::add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)``.
+
+``str()`` of every model class prints canonical text, which is exactly what
+``str(torch._C.FunctionSchema)`` prints, so ``str(parse_schema(t)) == t`` for any
+schema text torch prints and kopgen supports.  Defaults are kept as source text
+(only whitespace inside list literals is normalised) so printing is lossless.
+
+This module must never import torch: code generation runs without it.
+
+Type predicates are properties on each type class:
+``is_tensor`` (``Tensor`` or ``Tensor?``) and ``is_tensor_like`` (any type with a
+Tensor inside, including ``Tensor[]`` and ``Tensor[]?``).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+
+class SchemaError(ValueError):
+    """A schema text that kopgen cannot parse.
+
+    ``column`` is the 0-based offset into the text of the offending token;
+    ``unsupported`` is True when the text is valid torch but uses something
+    kopgen does not support (as opposed to a syntax or validity error).
+    """
+
+    def __init__(self, message: str, column: int, unsupported: bool = False):
+        super().__init__(f"{message} (column {column})")
+        self.message = message
+        self.column = column
+        self.unsupported = unsupported
+
+
+# --------------------------------------------------------------------- model
+
+
+@dataclass(frozen=True)
+class BaseType:
+    name: str  # one of BASE_TYPES
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.name == "Tensor"
+
+    @property
+    def is_tensor_like(self) -> bool:
+        return self.name == "Tensor"
+
+
+@dataclass(frozen=True)
+class OptionalType:
+    elem: Type
+
+    def __str__(self) -> str:
+        return f"{self.elem}?"
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.elem.is_tensor
+
+    @property
+    def is_tensor_like(self) -> bool:
+        return self.elem.is_tensor_like
+
+
+@dataclass(frozen=True)
+class ListType:
+    elem: Type
+    size: int | None  # int[2] has size 2; torch then also accepts a bare scalar
+
+    def __str__(self) -> str:
+        return f"{self.elem}[{'' if self.size is None else self.size}]"
+
+    @property
+    def is_tensor(self) -> bool:
+        return False
+
+    @property
+    def is_tensor_like(self) -> bool:
+        return self.elem.is_tensor_like
+
+
+Type = BaseType | OptionalType | ListType
+
+
+@dataclass(frozen=True)
+class Annotation:
+    alias_set: str  # a single lowercase letter
+    is_write: bool
+
+    def __str__(self) -> str:
+        return f"({self.alias_set}{'!' if self.is_write else ''})"
+
+
+def _type_text(type: Type, annotation: Annotation | None) -> str:
+    # The parser only allows annotations on plain Tensor, so appending is enough.
+    return f"{type}{annotation or ''}"
+
+
+@dataclass(frozen=True)
+class Argument:
+    name: str
+    type: Type
+    default: str | None  # source text of the default, e.g. "1e-05", "[1, 2]", "None"
+    annotation: Annotation | None
+    kwarg_only: bool
+
+    def __str__(self) -> str:
+        default = "" if self.default is None else f"={self.default}"
+        return f"{_type_text(self.type, self.annotation)} {self.name}{default}"
+
+    @property
+    def is_mutated(self) -> bool:
+        return self.annotation is not None and self.annotation.is_write
+
+
+@dataclass(frozen=True)
+class Return:
+    name: str | None
+    type: Type
+    annotation: Annotation | None
+
+    def __str__(self) -> str:
+        name = "" if self.name is None else f" {self.name}"
+        return f"{_type_text(self.type, self.annotation)}{name}"
+
+
+@dataclass(frozen=True)
+class FunctionSchema:
+    namespace: str | None
+    name: str
+    overload: str | None
+    arguments: tuple[Argument, ...]
+    returns: tuple[Return, ...]
+
+    def __str__(self) -> str:
+        head = f"{self.namespace}::" if self.namespace else ""
+        head += self.name + (f".{self.overload}" if self.overload else "")
+        args = [str(a) for a in self.positional]
+        if self.kwarg_only:
+            args += ["*", *(str(a) for a in self.kwarg_only)]
+        # torch prints a single return bare, even a named one ("-> Tensor y").
+        if len(self.returns) == 1:
+            rets = str(self.returns[0])
+        else:
+            rets = f"({', '.join(str(r) for r in self.returns)})"
+        return f"{head}({', '.join(args)}) -> {rets}"
+
+    @property
+    def positional(self) -> tuple[Argument, ...]:
+        return tuple(a for a in self.arguments if not a.kwarg_only)
+
+    @property
+    def kwarg_only(self) -> tuple[Argument, ...]:
+        return tuple(a for a in self.arguments if a.kwarg_only)
+
+    @property
+    def mutated_arguments(self) -> tuple[Argument, ...]:
+        return tuple(a for a in self.arguments if a.is_mutated)
+
+    @property
+    def tensor_arguments(self) -> tuple[Argument, ...]:
+        """Arguments holding tensors: Tensor, Tensor?, Tensor[] and Tensor[]?."""
+        return tuple(a for a in self.arguments if a.type.is_tensor_like)
+
+
+# ------------------------------------------------------------------- parsing
+
+BASE_TYPES = ("Tensor", "int", "float", "bool", "str", "SymInt", "ScalarType", "Scalar")
+LIST_ELEMS = ("Tensor", "int", "float", "SymInt")
+SUPPORTED = (
+    "Tensor, int, float, bool, str, SymInt, ScalarType, Scalar, "
+    "T? of those, Tensor[], int[], float[], SymInt[], int[N], SymInt[N], and optional lists"
+)
+ALIASES = "Tensor(a) and Tensor(a!) with a one-letter alias set"
+# Real torch types kopgen does not support; any other unknown name is a typo.
+TORCH_TYPES = {
+    "Layout", "Device", "DeviceIndex", "Generator", "MemoryFormat", "QScheme", "Dimname",
+    "Storage", "Stream", "SymBool", "SymFloat", "complex", "number", "Any", "AnyEnumType",
+    "AnyClassType", "NoneType", "Capsule", "Dict", "Future", "RRef", "Await", "Union",
+    "Tuple", "t", "t1", "t2", "tVal", "__torch__",
+}  # fmt: skip
+
+_TOKEN = re.compile(
+    r"""(?P<ws>\s+)
+      | (?P<str>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')
+      | (?P<num>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)
+      | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
+      | (?P<op>->|::|\.\.\.|[-()\[\],=*?!|.])""",
+    re.VERBOSE,
+)
+_INT = re.compile(r"-?\d+")
+_FLOAT = re.compile(r"-?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|-?inf|nan")
+
+
+@dataclass(frozen=True)
+class _Tok:
+    kind: str  # 'str', 'num', 'name', 'op' or 'eof'
+    text: str
+    col: int
+
+
+def _tokenize(text: str) -> list[_Tok]:
+    toks, pos = [], 0
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if m is None:
+            quote = text[pos] in "\"'"
+            raise SchemaError(
+                "unterminated string" if quote else f"unexpected character {text[pos]!r}", pos
+            )
+        if m.lastgroup != "ws":
+            toks.append(_Tok(m.lastgroup, m.group(), pos))
+        pos = m.end()
+    return toks + [_Tok("eof", "", len(text))]
+
+
+def _unsupported(what: str, col: int, supports: str = SUPPORTED) -> SchemaError:
+    return SchemaError(f"{what} (kopgen supports: {supports})", col, unsupported=True)
+
+
+class _Parser:
+    def __init__(self, text: str):
+        self.text = text
+        self.toks = _tokenize(text)
+        self.i = 0
+
+    @property
+    def tok(self) -> _Tok:
+        return self.toks[self.i]
+
+    def take(self) -> _Tok:
+        tok = self.tok
+        self.i += 1
+        return tok
+
+    def accept(self, op: str) -> bool:
+        if self.tok.kind == "op" and self.tok.text == op:
+            self.i += 1
+            return True
+        return False
+
+    def expect(self, op: str, message: str) -> None:
+        if not self.accept(op):
+            raise SchemaError(message, self.tok.col)
+
+    def ident(self, what: str) -> _Tok:
+        if self.tok.kind != "name":
+            raise SchemaError(
+                f"expected {what}, got {self.tok.text or 'end of text'!r}", self.tok.col
+            )
+        return self.take()
+
+    def schema(self) -> FunctionSchema:
+        namespace, name = None, self.ident("operator name").text
+        if self.accept("::"):
+            namespace, name = name, self.ident("operator name").text
+        overload = self.ident("overload name").text if self.accept(".") else None
+        self.expect("(", "expected '(' after operator name")
+        arguments = self.arguments()
+        self.expect("->", "expected '->' after argument list")
+        returns = self.returns()
+        if self.tok.kind != "eof":
+            raise SchemaError(f"unexpected {self.tok.text!r} after returns", self.tok.col)
+        return FunctionSchema(namespace, name, overload, arguments, returns)
+
+    def arguments(self) -> tuple[Argument, ...]:
+        args: list[Argument] = []
+        kwarg_only = False
+        while not self.accept(")"):
+            if args or kwarg_only:
+                if self.tok.kind == "eof" or self.tok.text == "->":
+                    raise SchemaError("expected ')' after argument list", self.tok.col)
+                self.expect(",", f"expected ',' or ')' after argument, got {self.tok.text!r}")
+            if self.tok.text == "*" and not kwarg_only:
+                kwarg_only = True
+                self.take()
+                if self.tok.text == ")":
+                    raise SchemaError(
+                        "'*' must be followed by keyword-only arguments", self.tok.col
+                    )
+                continue
+            if self.tok.text == "...":
+                raise SchemaError("varargs '...' are not supported", self.tok.col, unsupported=True)
+            type, annotation = self.type()
+            name = self.ident("argument name")
+            if any(a.name == name.text for a in args):
+                raise SchemaError(f"argument {name.text!r} defined twice", name.col)
+            default = self.default(type, name.text) if self.accept("=") else None
+            # Generated Python signatures need this; no torch schema breaks it.
+            if default is None and not kwarg_only and any(a.default for a in args):
+                raise SchemaError(
+                    f"positional argument {name.text!r} without a default follows one with a "
+                    "default (make it keyword-only by putting it after '*')",
+                    name.col,
+                )
+            args.append(Argument(name.text, type, default, annotation, kwarg_only))
+        return tuple(args)
+
+    def returns(self) -> tuple[Return, ...]:
+        if self.tok.text == "...":
+            raise SchemaError("varargs '...' are not supported", self.tok.col, unsupported=True)
+        if not self.accept("("):
+            return (self.one_return(),)
+        rets: list[Return] = []
+        while not self.accept(")"):
+            if rets:
+                self.expect(",", f"expected ',' or ')' after return, got {self.tok.text!r}")
+            rets.append(self.one_return())
+            if rets[-1].name and any(r.name == rets[-1].name for r in rets[:-1]):
+                raise SchemaError(
+                    f"return {rets[-1].name!r} defined twice", self.toks[self.i - 1].col
+                )
+        return tuple(rets)
+
+    def one_return(self) -> Return:
+        type, annotation = self.type()
+        name = self.take().text if self.tok.kind == "name" else None
+        return Return(name, type, annotation)
+
+    def type(self) -> tuple[Type, Annotation | None]:
+        start = self.tok
+        if start.text == "(":
+            raise _unsupported("unsupported tuple type", start.col)
+        name = self.ident("a type").text
+        while name.startswith("__torch__") and self.accept("."):  # a TorchScript class
+            name += "." + self.ident("class name").text
+        if name not in BASE_TYPES:
+            if name.split(".")[0] in TORCH_TYPES:
+                raise _unsupported(f"unsupported type {name!r}", start.col)
+            raise SchemaError(f"unknown type {name!r}", start.col)
+        type: Type = BaseType(name)
+        annotation = self.annotation(name) if self.tok.text == "(" else None
+        while True:
+            col = self.tok.col
+            if self.accept("?"):
+                if isinstance(type, OptionalType):
+                    raise SchemaError("'?' given twice", col)
+                type = OptionalType(type)
+            elif self.accept("["):
+                size = int(self.take().text) if self.tok.text.isdigit() else None
+                self.expect("]", "expected ']' after list size")
+                type = ListType(type, size)
+                if str(type.elem) not in LIST_ELEMS:
+                    raise _unsupported(f"unsupported type '{type}'", start.col)
+            elif self.tok.text == "(":  # torch's int[](a): an alias on a list
+                raise _unsupported("alias annotation on a list or optional", col, ALIASES)
+            else:
+                break
+            if annotation:
+                raise _unsupported("alias annotation on a list or optional", col, ALIASES)
+        return type, annotation
+
+    def annotation(self, base: str) -> Annotation:
+        # Skip to ')' so torch-only forms ((a -> *), (a|b), (*)) are reported whole.
+        start = self.take()
+        parts = []
+        while not self.accept(")"):
+            if self.tok.kind == "eof":
+                raise SchemaError("expected ')' after alias annotation", self.tok.col)
+            parts.append(self.take().text)
+        if base != "Tensor" or not re.fullmatch(r"[a-z]!?", "".join(parts)):
+            source = self.text[start.col : self.toks[self.i - 1].col + 1]
+            raise _unsupported(f"unsupported alias annotation '{base}{source}'", start.col, ALIASES)
+        return Annotation(parts[0], len(parts) == 2)
+
+    def default(self, type: Type, arg: str) -> str:
+        col = self.tok.col
+        if self.accept("["):
+            items: list[str] = []
+            while not self.accept("]"):
+                if items:
+                    self.expect(",", "expected ',' or ']' in list default")
+                items.append(self.literal())
+            text, is_list = f"[{', '.join(items)}]", True
+        else:
+            text, is_list = self.literal(), False
+        _check_default(type, text, is_list, arg, col)
+        return text
+
+    def literal(self) -> str:
+        tok = self.take()
+        if tok.text == "-" and self.tok.kind in ("num", "name"):
+            return "-" + self.take().text
+        if tok.kind in ("num", "name", "str"):
+            return tok.text
+        raise SchemaError(f"expected a default value, got {tok.text or 'end of text'!r}", tok.col)
+
+
+def _check_default(type: Type, text: str, is_list: bool, arg: str, col: int) -> None:
+    declared = type  # for messages: 'type' is narrowed below
+
+    def bad(why: str = "") -> SchemaError:
+        return SchemaError(f"invalid default '{text}' for {declared} argument {arg!r}{why}", col)
+
+    if text == "None":
+        if not isinstance(type, OptionalType):
+            raise bad(f": None needs an optional type ('{type}?')")
+        return
+    if isinstance(type, OptionalType):
+        type = type.elem
+    if type.is_tensor_like:
+        raise bad(": tensors can only default to None (on 'Tensor?')")
+    if isinstance(type, ListType):
+        if not is_list and type.size is None:
+            raise bad(": use a list literal like [1, 2]")
+        items = text[1:-1].split(", ") if is_list else [text]
+        if not all(_scalar_ok(type.elem, item) for item in items if item):
+            raise bad()
+    elif is_list or not _scalar_ok(type, text):
+        if str(type) == "ScalarType" and _INT.fullmatch(text):
+            # torch writes dtype defaults as enum numbers (ScalarType? dtype=4).
+            raise _unsupported("ScalarType defaults other than None", col, "ScalarType? x=None")
+        raise bad()
+
+
+def _scalar_ok(type: Type, text: str) -> bool:
+    name = str(type)
+    if name in ("int", "SymInt"):
+        return bool(_INT.fullmatch(text))
+    if name in ("float", "Scalar"):
+        return bool(_FLOAT.fullmatch(text))
+    if name == "bool":
+        return text in ("True", "False")
+    if name == "str" and text[0] in "\"'":
+        try:
+            return isinstance(ast.literal_eval(text), str)
+        except (ValueError, SyntaxError):
+            return False
+    return False  # ScalarType: only None (handled by the caller)
+
+
+def parse_schema(text: str) -> FunctionSchema:
+    """Parse ``[namespace::]name[.overload](args) -> returns``; raise SchemaError."""
+    return _Parser(text).schema()
+
+
+# ------------------------------------------------------ code generation help
+
+_PY_TYPES = {
+    "Tensor": "Tensor", "int": "int", "SymInt": "int", "float": "float", "bool": "bool",
+    "str": "str", "ScalarType": "torch.dtype", "Scalar": "Union[int, float, bool]",
+}  # fmt: skip
+
+
+def python_annotation(type: Type) -> str:
+    """Python type hint for a generated signature, e.g. ``Optional[Sequence[int]]``."""
+    if isinstance(type, OptionalType):
+        return f"Optional[{python_annotation(type.elem)}]"
+    if isinstance(type, ListType):
+        return f"Sequence[{python_annotation(type.elem)}]"
+    return _PY_TYPES[type.name]
+
+
+def python_default(argument: Argument) -> str | None:
+    """The default as Python source; lists become tuples (never mutable defaults)."""
+    text, type = argument.default, argument.type
+    if text is None or text == "None":
+        return text
+    if isinstance(type, OptionalType):
+        type = type.elem
+    if isinstance(type, ListType):
+        if text.startswith("["):
+            items = [_py_scalar(item) for item in text[1:-1].split(", ") if item]
+        else:  # torch's bare scalar for a fixed-size list: int[2] x=1 means [1, 1]
+            items = [_py_scalar(text)] * (type.size or 1)
+        return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+    return _py_scalar(text)
+
+
+def _py_scalar(text: str) -> str:
+    if text[0] in "\"'":
+        return repr(ast.literal_eval(text))
+    if text.lstrip("-") in ("inf", "nan"):
+        return f'float("{text}")'
+    return text

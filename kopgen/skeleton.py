@@ -1,0 +1,39 @@
+"""The project skeleton of a new repo, rendered by copier from templates/project.
+
+copier renders the user's files (pyproject.toml, README.md, .gitignore): they are created
+once and belong to the user afterwards. kopgen renders the operator code itself.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .model import Package
+from .render import templates_dir
+
+
+def skeleton_answers(package: Package) -> dict[str, object]:
+    return {
+        "package": package.name,
+        "namespace": package.namespace,
+        "version": package.version,
+        "description": package.description,
+        "ops": [op.name for op in package.ops],
+        "needs_triton": package.needs_triton,
+        "needs_interpreter": package.needs_interpreter,
+    }
+
+
+def render_skeleton(destination: Path, package: Package) -> None:
+    import copier  # imported here: it is the slowest import of kopgen, and only `new` needs it
+
+    copier.run_copy(
+        str(templates_dir() / "project"),
+        str(destination),
+        data=skeleton_answers(package),
+        defaults=True,
+        overwrite=True,
+        quiet=True,
+        unsafe=False,  # the template runs no tasks, so it never needs trust
+        vcs_ref=None,
+    )
