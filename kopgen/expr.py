@@ -1,13 +1,12 @@
 """The two small expression languages of an op spec.
 
-* Pointwise expressions (``compute``, ``reduce.expr``): arithmetic over the op's
-  arguments, translated to PyTorch, Triton and C++ text.
-* Backward formulas (``derivatives``): a restricted PyTorch expression, checked
-  and turned into executable Python.
+* Pointwise expressions (``compute``, ``reduce.expr``): arithmetic over the op's arguments,
+  translated to PyTorch, Triton and C++ source text.
+* Backward formulas (``derivatives``): a restricted PyTorch expression, checked and turned
+  into executable Python.
 
-Both are parsed with :mod:`ast` and checked against an allow-list; user text is
-never evaluated here.  Positions in errors are 0-based (line, column) within the
-text, columns counted in characters.
+Both are parsed with :mod:`ast` and checked against an allow-list; user text is never
+evaluated here.  Error positions are 0-based (line, column) within the text, in characters.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from dataclasses import dataclass, field
 
 MAX_CHARS = 2000
 MAX_DEPTH = 50
-# x ** 8 and tan(x) repeat their argument in Triton; this stops nested ones from exploding.
+# Triton's x ** 8 and tan(x) repeat their argument: this stops nested ones from exploding.
 MAX_OUTPUT_CHARS = 100_000
 ARG_KINDS = ("tensor", "float", "int", "bool")
 
@@ -30,23 +29,16 @@ class ExprError(ValueError):
 
     def __init__(self, message: str, line: int = 0, column: int = 0):
         super().__init__(message)
-        self.message = message
-        self.line = line
-        self.column = column
+        self.message, self.line, self.column = message, line, column
 
 
-def _error(text: str, node: ast.AST, message: str, byte_col: int | None = None) -> ExprError:
-    """An ExprError at `node` (ast columns are UTF-8 byte offsets: convert them)."""
-    lineno = getattr(node, "lineno", 1)
-    col = node.col_offset if byte_col is None else byte_col
-    line = text.split("\n")[lineno - 1]
-    return ExprError(message, lineno - 1, len(line.encode()[:col].decode(errors="ignore")))
+def _error_at(text: str, lineno: int, byte_col: int, message: str) -> ExprError:
+    line = text.split("\n")[lineno - 1]  # ast columns are UTF-8 byte offsets
+    return ExprError(message, lineno - 1, len(line.encode()[:byte_col].decode(errors="ignore")))
 
 
-def _attr_error(text: str, node: ast.Attribute, message: str) -> ExprError:
-    """An error pointing at the attribute name of `node` rather than at its start."""
-    where = ast.Name(lineno=node.end_lineno, col_offset=0)
-    return _error(text, where, message, node.end_col_offset - len(node.attr.encode()))
+def _error(text: str, node: ast.AST, message: str) -> ExprError:
+    return _error_at(text, node.lineno, node.col_offset, message)
 
 
 def _parse(text: str) -> ast.expr:
@@ -67,9 +59,9 @@ def _parse(text: str) -> ast.expr:
     while stack:
         node, depth = stack.pop()
         if depth > MAX_DEPTH:
-            raise _error(text, node, f"the expression is nested too deeply (at most {MAX_DEPTH} levels)")
-        for child in ast.iter_child_nodes(node):
-            stack.append((child, depth + isinstance(child, ast.expr)))
+            raise _error(text, node, f"the expression is nested too deeply (at most {MAX_DEPTH} "
+                                     "levels)")
+        stack.extend((c, depth + isinstance(c, ast.expr)) for c in ast.iter_child_nodes(node))
     return body
 
 
@@ -80,31 +72,44 @@ def _did_you_mean(name: str, candidates) -> str:
 
 _FORBIDDEN = {
     ast.Attribute: "attributes", ast.Subscript: "subscripts", ast.Lambda: "lambdas",
-    ast.ListComp: "comprehensions", ast.SetComp: "comprehensions",
-    ast.DictComp: "comprehensions", ast.GeneratorExp: "comprehensions",
-    ast.NamedExpr: "':=' assignments", ast.Starred: "'*' arguments", ast.JoinedStr: "f-strings",
-    ast.List: "lists", ast.Tuple: "tuples", ast.Dict: "dicts", ast.Set: "sets",
-    ast.Slice: "slices", ast.Await: "await expressions", ast.Yield: "yield expressions",
-    ast.YieldFrom: "yield expressions", ast.keyword: "keyword arguments",
+    ast.ListComp: "comprehensions", ast.SetComp: "comprehensions", ast.DictComp: "comprehensions",
+    ast.GeneratorExp: "comprehensions", ast.NamedExpr: "':=' assignments",
+    ast.Starred: "'*' arguments", ast.JoinedStr: "f-strings", ast.List: "lists",
+    ast.Tuple: "tuples", ast.Dict: "dicts", ast.Set: "sets", ast.Slice: "slices",
+    str: "strings", bytes: "bytes literals", complex: "complex numbers",
 }
-
-
-def _forbidden(node: ast.AST) -> str:
-    if isinstance(node, ast.Constant):
-        kinds = {str: "strings", bytes: "bytes literals", complex: "complex numbers"}
-        return kinds.get(type(node.value), f"{node.value!r} values")
-    return _FORBIDDEN.get(type(node), f"{type(node).__name__} expressions")
-
-
 _OP_SYMBOLS = {
     ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.Mod: "%",
     ast.FloorDiv: "//", ast.MatMult: "@", ast.LShift: "<<", ast.RShift: ">>", ast.BitAnd: "&",
     ast.BitOr: "|", ast.BitXor: "^", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
     ast.Eq: "==", ast.NotEq: "!=", ast.Is: "is", ast.IsNot: "is not", ast.In: "in",
-    ast.NotIn: "not in", ast.Invert: "~",
+    ast.NotIn: "not in",
 }
-_ARITH = ("+", "-", "*", "/", "**")
-_COMPARE = ("<", "<=", ">", ">=", "==", "!=")
+
+
+class _Checker:
+    """Dispatch on node type to visit_<Type>; any other node is an error."""
+
+    language = ""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def error(self, node: ast.AST, message: str) -> ExprError:
+        return _error(self.text, node, message)
+
+    def forbidden(self, node: ast.AST) -> ExprError:
+        key = type(node.value) if isinstance(node, ast.Constant) else type(node)
+        what = _FORBIDDEN.get(key) or (f"{node.value!r} values" if isinstance(node, ast.Constant)
+                                       else f"{key.__name__} expressions")
+        return self.error(node, f"{what} are not allowed in {self.language}")
+
+    def check(self, node: ast.AST):
+        visit = getattr(self, "visit_" + type(node).__name__, None)
+        if visit is None:
+            raise self.forbidden(node)
+        return visit(node)
+
 
 # ---------------------------------------------------------------------------------------------
 # Pointwise expressions
@@ -113,13 +118,11 @@ _COMPARE = ("<", "<=", ">", ">=", "==", "!=")
 _UNARY_FUNCS = ("abs", "exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh",
                 "sigmoid", "relu", "erf", "floor", "ceil")
 _ARITY = {**{f: 1 for f in _UNARY_FUNCS}, "minimum": 2, "maximum": 2, "pow": 2, "where": 3}
-# Argument names that would shadow something in the generated code (modules, builtins, C++).
-_RESERVED = frozenset({
-    "torch", "math", "tl", "triton", "std", "acc_t", "abs", "min", "max", "int", "float",
-    "double", "bool", "char", "long", "short", "signed", "unsigned", "auto", "new", "delete",
-    "this", "template", "typename", "class", "struct", "union", "namespace", "operator",
-    "static", "const", "register", "default", "switch", "case", "goto", "do", "sizeof", "void",
-})
+# Argument names that would clash with the generated code (modules, builtins, C++ words).
+_RESERVED = frozenset(
+    "torch math tl triton std acc_t abs min max int float double bool char long short signed "
+    "unsigned auto new delete this template typename class struct union namespace operator "
+    "static const register default switch case goto do sizeof void".split())
 
 
 @dataclass(frozen=True)
@@ -128,35 +131,29 @@ class _Kind:
     boolean: bool  # a truth value (else: a number)
 
 
-class _PointwiseChecker:
+class _PointwiseChecker(_Checker):
     """Infer a _Kind for every node; reject anything outside the pointwise language."""
 
-    def __init__(self, text: str, args: Mapping[str, str]):
-        self.text, self.args = text, args
-        self.kinds: dict[ast.AST, _Kind] = {}
-        self.uses: list[tuple[int, int, str]] = []
+    language = "a pointwise expression"
 
-    def error(self, node: ast.AST, message: str) -> ExprError:
-        return _error(self.text, node, message)
+    def __init__(self, text: str, args: Mapping[str, str]):
+        super().__init__(text)
+        self.args = args
+        self.kinds: dict[ast.AST, _Kind] = {}
+        self.uses: list[tuple[int, int, str]] = []  # (line, column, name) of argument uses
 
     def check(self, node: ast.AST) -> _Kind:
-        visit = getattr(self, "visit_" + type(node).__name__, None)
-        if visit is None:
-            raise self.error(node, f"{_forbidden(node)} are not allowed in a pointwise expression")
-        self.kinds[node] = kind = visit(node)
+        self.kinds[node] = kind = super().check(node)
         return kind
 
-    def number(self, node: ast.AST, what: str) -> _Kind:
-        kind = self.check(node)
-        if kind.boolean:
-            raise self.error(node, f"{what} needs numbers, not booleans (use where(cond, x, y))")
-        return kind
-
-    def boolean(self, node: ast.AST, what: str) -> _Kind:
-        kind = self.check(node)
-        if not kind.boolean:
-            raise self.error(node, f"{what} needs boolean operands (comparisons or bool arguments)")
-        return kind
+    def operands(self, nodes, what: str, boolean: bool = False) -> _Kind:
+        """Check operands that must all be numbers (or all booleans); the kind of the result."""
+        for node in nodes:
+            if self.check(node).boolean != boolean:
+                raise self.error(node, f"{what} needs boolean operands (comparisons or bool "
+                                       "arguments)" if boolean else
+                                 f"{what} needs numbers, not booleans (use where(cond, x, y))")
+        return _Kind(any(self.kinds[n].tensor for n in nodes), boolean)
 
     def visit_Name(self, node: ast.Name) -> _Kind:
         kind = self.args.get(node.id)
@@ -167,84 +164,75 @@ class _PointwiseChecker:
             raise self.error(node, f"unknown name {node.id!r}" + (
                 hint or f"; the arguments are {', '.join(self.args) or '(none)'}"))
         if node.id in _RESERVED:
-            raise self.error(node, f"the argument name {node.id!r} clashes with generated code; "
-                                   "rename the argument")
+            raise self.error(node, f"the argument name {node.id!r} clashes with generated code;"
+                                   " rename the argument")
         self.uses.append((node.lineno, node.col_offset, node.id))
         return _Kind(tensor=kind == "tensor", boolean=kind == "bool")
 
     def visit_Constant(self, node: ast.Constant) -> _Kind:
-        value = node.value
-        if isinstance(value, bool):
-            return _Kind(False, True)
-        if type(value) not in (int, float):
-            raise self.error(node, f"{_forbidden(node)} are not allowed in a pointwise expression")
-        if not math.isfinite(float(value)) or abs(value) > 1e300:
+        if type(node.value) not in (bool, int, float):
+            raise self.forbidden(node)
+        if not math.isfinite(node.value) or abs(node.value) > 1e300:
             raise self.error(node, "this number is too large")
-        return _Kind(False, False)
+        return _Kind(False, isinstance(node.value, bool))
 
     def visit_BinOp(self, node: ast.BinOp) -> _Kind:
         sym = _OP_SYMBOLS[type(node.op)]
-        if sym not in _ARITH:
-            raise self.error(node, f"operator {sym!r} is not allowed; use + - * / ** or and/or/not")
-        left = self.number(node.left, repr(sym))
-        right = self.number(node.right, repr(sym))
-        return _Kind(left.tensor or right.tensor, False)
+        if sym not in ("+", "-", "*", "/", "**"):
+            raise self.error(node, f"operator {sym!r} is not allowed; use + - * / ** or "
+                                   "and/or/not")
+        return self.operands([node.left, node.right], repr(sym))
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> _Kind:
         if isinstance(node.op, ast.Not):
-            return _Kind(self.boolean(node.operand, "'not'").tensor, True)
+            return self.operands([node.operand], "'not'", boolean=True)
         if isinstance(node.op, ast.Invert):
             raise self.error(node, "operator '~' is not allowed; use 'not'")
-        return _Kind(self.number(node.operand, "unary minus").tensor, False)
+        return self.operands([node.operand], "unary minus")
 
     def visit_Compare(self, node: ast.Compare) -> _Kind:
         if len(node.ops) > 1:
-            raise self.error(node, "chained comparisons are not allowed; write 'a < b and b < c'")
+            raise self.error(node, "chained comparisons are not allowed; write "
+                                   "'a < b and b < c'")
         sym = _OP_SYMBOLS[type(node.ops[0])]
-        if sym not in _COMPARE:
+        if sym not in ("<", "<=", ">", ">=", "==", "!="):
             raise self.error(node, f"{sym!r} is not allowed; compare with < <= > >= == !=")
-        left = self.number(node.left, repr(sym))
-        right = self.number(node.comparators[0], repr(sym))
-        return _Kind(left.tensor or right.tensor, True)
+        return _Kind(self.operands([node.left, *node.comparators], repr(sym)).tensor, True)
 
     def visit_BoolOp(self, node: ast.BoolOp) -> _Kind:
         what = "'and'" if isinstance(node.op, ast.And) else "'or'"
-        kinds = [self.boolean(value, what) for value in node.values]
-        return _Kind(any(k.tensor for k in kinds), True)
+        return self.operands(node.values, what, boolean=True)
 
     def where(self, cond: ast.AST, x: ast.AST, y: ast.AST, what: str) -> _Kind:
-        kinds = [self.check(cond), self.number(x, what), self.number(y, what)]
-        if not kinds[0].boolean:
-            raise self.error(cond, f"the condition of {what} must be a boolean "
-                                   "(a comparison or a bool argument)")
-        return _Kind(any(k.tensor for k in kinds), False)
+        if not self.check(cond).boolean:
+            raise self.error(cond, f"the condition of {what} must be a boolean (a comparison "
+                                   "or a bool argument)")
+        values = self.operands([x, y], what)
+        return _Kind(values.tensor or self.kinds[cond].tensor, False)
 
     def visit_IfExp(self, node: ast.IfExp) -> _Kind:
         return self.where(node.test, node.body, node.orelse, "'if'")
 
     def visit_Call(self, node: ast.Call) -> _Kind:
         if node.keywords:
-            raise self.error(node.keywords[0], "keyword arguments are not allowed; pass them "
-                                               "by position")
+            raise self.error(node.keywords[0], "keyword arguments are not allowed")
         if not isinstance(node.func, ast.Name):
             raise self.error(node.func, "only the built-in functions can be called, like exp(x)")
-        name = node.func.id
+        name, n = node.func.id, _ARITY.get(node.func.id)
         if name in self.args:
             raise self.error(node.func, f"{name!r} is an argument, not a function")
-        if name not in _ARITY:
+        if n is None:
             raise self.error(node.func, f"unknown function {name!r}{_did_you_mean(name, _ARITY)};"
                                         f" allowed: {', '.join(_ARITY)}")
         for arg in node.args:
             if isinstance(arg, ast.Starred):
-                raise self.error(arg, "'*' arguments are not allowed")
-        if len(node.args) != _ARITY[name]:
-            n = _ARITY[name]
+                raise self.forbidden(arg)
+        if len(node.args) != n:
             raise self.error(node, f"{name}() takes {n} argument{'s' * (n > 1)}, "
                                    f"got {len(node.args)}")
         if name == "where":
             return self.where(*node.args, "where()")
-        kinds = [self.number(arg, f"{name}()") for arg in node.args]
-        return _Kind(any(k.tensor for k in kinds), False)
+        return self.operands(node.args, f"{name}()")
 
 
 _ATOM = 100
@@ -252,13 +240,40 @@ _ATOM = 100
 # order among themselves, so one table serves all three languages.
 _PREC = {"if": 1, "or": 2, "and": 3, "not": 4, "cmp": 5, "|": 6, "&": 8, "+": 10, "-": 10,
          "*": 11, "/": 11, "unary": 12, "**": 13}
+_UNARY = _PREC["unary"]
+
+# Function tables: name -> (template, precedence of the result, precedence each argument needs).
+# For torch when every argument is a Python number: torch functions want tensors.
+_PY_FUNCS = {
+    **{f: (f"math.{f}({{0}})", _ATOM, 0) for f in _UNARY_FUNCS},
+    "abs": ("abs({0})", _ATOM, 0), "relu": ("max({0}, 0)", _ATOM, 0),
+    "rsqrt": ("1 / math.sqrt({0})", 11, 0), "sigmoid": ("1 / (1 + math.exp(-{0}))", 11, 13),
+    "minimum": ("min({0}, {1})", _ATOM, 0), "maximum": ("max({0}, {1})", _ATOM, 0),
+    "pow": ("math.pow({0}, {1})", _ATOM, 0),  # math.pow: never a complex number
+}
+# Only `tl` primitives: the Triton CPU interpreter has no libdevice.
+_TRITON_FUNCS = {
+    **{f: (f"tl.{f}({{0}})", _ATOM, 0) for f in _UNARY_FUNCS},
+    "log1p": ("tl.log(1.0 + {0})", _ATOM, 11),
+    "tan": ("tl.sin({0}) / tl.cos({0})", 11, 0),
+    "tanh": ("2.0 * tl.sigmoid(2.0 * {0}) - 1.0", 10, 12),
+    "relu": ("tl.maximum({0}, 0.0)", _ATOM, 0),
+    "minimum": ("tl.minimum({0}, {1})", _ATOM, 0), "maximum": ("tl.maximum({0}, {1})", _ATOM, 0),
+}
+_CPP_FUNCS = {
+    **{f: (f"std::{f}({{0}})", _ATOM, 0) for f in _UNARY_FUNCS},
+    "rsqrt": ("acc_t(1) / std::sqrt({0})", 11, 0),
+    "sigmoid": ("acc_t(1) / (acc_t(1) + std::exp(-{0}))", 11, 13),
+    "relu": ("std::max({0}, acc_t(0))", _ATOM, 0),
+    "minimum": ("std::min({0}, {1})", _ATOM, 0), "maximum": ("std::max({0}, {1})", _ATOM, 0),
+    "pow": ("std::pow({0}, {1})", _ATOM, 0),
+}
 
 
 class _Emitter:
-    """Turn a checked tree into code.  Every emit returns (code, precedence of its top)."""
+    """Turn a checked tree into code.  Each emit returns (code, precedence of its top)."""
 
-    # function name -> (template, precedence of the result, precedence each argument needs)
-    funcs: dict[str, tuple[str, int, int]] = {}
+    funcs = _PY_FUNCS
 
     def __init__(self, text: str, kinds: dict[ast.AST, _Kind]):
         self.text, self.kinds = text, kinds
@@ -285,24 +300,26 @@ class _Emitter:
         if isinstance(node.op, ast.Pow):
             return self.power(node.left, node.right)
         sym = _OP_SYMBOLS[type(node.op)]
-        prec = _PREC[sym]
-        return f"{self.sub(node.left, prec)} {sym} {self.sub(node.right, prec + 1)}", prec
+        return f"{self.sub(node.left, _PREC[sym])} {sym} {self.sub(node.right, _PREC[sym] + 1)}", \
+            _PREC[sym]
 
     def emit_UnaryOp(self, node: ast.UnaryOp) -> tuple[str, int]:
         if isinstance(node.op, ast.Not):
             return self.logical_not(node.operand)
-        sym = "-" if isinstance(node.op, ast.USub) else "+"
-        # `- -x` must not become C++'s `--x`: nested unary operators get parentheses.
-        return sym + self.sub(node.operand, _PREC["unary"] + 1), _PREC["unary"]
+        # Nested unary operators get parentheses: `- -x` must not become C++'s `--x`.
+        return ("-" if isinstance(node.op, ast.USub) else "+") + self.sub(node.operand,
+                                                                          _UNARY + 1), _UNARY
 
     def emit_Compare(self, node: ast.Compare) -> tuple[str, int]:
-        sym = _OP_SYMBOLS[type(node.ops[0])]
-        left, right = self.sub(node.left, 6), self.sub(node.comparators[0], 6)
-        return f"{left} {sym} {right}", _PREC["cmp"]
+        sym, prec = _OP_SYMBOLS[type(node.ops[0])], _PREC["cmp"]
+        return f"{self.sub(node.left, prec + 1)} {sym} {self.sub(node.comparators[0], prec + 1)}", \
+            prec
 
     def emit_BoolOp(self, node: ast.BoolOp) -> tuple[str, int]:
         sym, prec = self.logic("and" if isinstance(node.op, ast.And) else "or", node)
-        return f" {sym} ".join(self.sub(v, prec + 1) for v in node.values), prec
+        # 'and' inside 'or' gets parentheses: clearer, and C++ -Wparentheses asks for them.
+        operand = self.logic("and", node)[1] + 1
+        return f" {sym} ".join(self.sub(v, operand) for v in node.values), prec
 
     def emit_IfExp(self, node: ast.IfExp) -> tuple[str, int]:
         return self.where(node.test, node.body, node.orelse)
@@ -319,17 +336,11 @@ class _Emitter:
         template, prec, arg_prec = self.funcs[name]
         return template.format(*(self.sub(a, arg_prec) for a in args)), prec
 
+    def where3(self, fmt: str, cond: ast.AST, x: ast.AST, y: ast.AST) -> tuple[str, int]:
+        return fmt.format(self.sub(cond, 0), self.sub(x, 0), self.sub(y, 0)), _ATOM
+
 
 class _TorchEmitter(_Emitter):
-    # Used when every argument is a Python number: the torch functions want tensors.
-    funcs = {
-        **{f: (f"math.{f}({{0}})", _ATOM, 0) for f in _UNARY_FUNCS},
-        "abs": ("abs({0})", _ATOM, 0), "relu": ("max({0}, 0)", _ATOM, 0),
-        "rsqrt": ("1 / math.sqrt({0})", 11, 0), "sigmoid": ("1 / (1 + math.exp(-{0}))", 11, 13),
-        "minimum": ("min({0}, {1})", _ATOM, 0), "maximum": ("max({0}, {1})", _ATOM, 0),
-        "pow": ("math.pow({0}, {1})", _ATOM, 0),
-    }
-
     def emit_Constant(self, node: ast.Constant) -> tuple[str, int]:
         return repr(node.value), _ATOM
 
@@ -346,8 +357,8 @@ class _TorchEmitter(_Emitter):
 
     def power(self, base: ast.AST, exp: ast.AST) -> tuple[str, int]:
         if self.tensor(base) or self.tensor(exp):
-            return f"{self.sub(base, 14)} ** {self.sub(exp, 12)}", _PREC["**"]
-        return super().call("pow", [base, exp])  # math.pow: no complex results for numbers
+            return f"{self.sub(base, _PREC['**'] + 1)} ** {self.sub(exp, _UNARY)}", _PREC["**"]
+        return super().call("pow", [base, exp])
 
     def logic(self, op: str, node: ast.AST) -> tuple[str, int]:
         if self.tensor(node):  # bool tensors combine with the bitwise operators
@@ -356,43 +367,37 @@ class _TorchEmitter(_Emitter):
 
     def logical_not(self, operand: ast.AST) -> tuple[str, int]:
         if self.tensor(operand):
-            return "~" + self.sub(operand, _PREC["unary"] + 1), _PREC["unary"]
+            return "~" + self.sub(operand, _UNARY + 1), _UNARY
         return "not " + self.sub(operand, _PREC["not"]), _PREC["not"]
 
     def where(self, cond: ast.AST, x: ast.AST, y: ast.AST) -> tuple[str, int]:
         if self.tensor(cond):  # torch.where accepts Python numbers for x and y
-            return f"torch.where({self.sub(cond, 0)}, {self.sub(x, 0)}, {self.sub(y, 0)})", _ATOM
+            return self.where3("torch.where({}, {}, {})", cond, x, y)
         # A scalar condition picks one branch, which may be a plain number.
         return f"{self.sub(x, 2)} if {self.sub(cond, 2)} else {self.sub(y, 2)}", _PREC["if"]
 
 
 class _TritonEmitter(_Emitter):
-    # Only `tl` primitives: the CPU interpreter has no libdevice.
-    funcs = {
-        **{f: (f"tl.{f}({{0}})", _ATOM, 0) for f in _UNARY_FUNCS},
-        "log1p": ("tl.log(1.0 + {0})", _ATOM, 11),
-        "tan": ("tl.sin({0}) / tl.cos({0})", 11, 0),
-        "tanh": ("2.0 * tl.sigmoid(2.0 * {0}) - 1.0", 10, 12),
-        "relu": ("tl.maximum({0}, 0.0)", _ATOM, 0),
-        "minimum": ("tl.minimum({0}, {1})", _ATOM, 0), "maximum": ("tl.maximum({0}, {1})", _ATOM, 0),
-    }
+    funcs = _TRITON_FUNCS
 
     def emit_Constant(self, node: ast.Constant) -> tuple[str, int]:
         # Numbers as floats: tl.exp(1) would reject an integer constant.
         value = node.value
-        return (repr(value) if isinstance(value, bool) else repr(float(value))), _ATOM
+        return repr(value if isinstance(value, bool) else float(value)), _ATOM
 
     def power(self, base: ast.AST, exp: ast.AST) -> tuple[str, int]:
         n = _small_int(exp)
         if n is None:
-            # Only valid for base > 0 (exp2/log2 has no sign): tl has no general pow.
+            # Valid for base > 0 only (tl has no pow; exp2/log2 loses the sign).
             return f"tl.exp2({self.sub(exp, 11)} * tl.log2({self.sub(base, 0)}))", _ATOM
-        if n == 0:
-            return ("tl.zeros_like({}) + 1.0".format(self.sub(base, 0)), 10) if self.tensor(
-                base) else ("1.0", _ATOM)
-        product = " * ".join([self.sub(base, 12)] * abs(n))
+        if n == 0:  # keep the block shape of a tensor base
+            return (f"tl.zeros_like({self.sub(base, 0)}) + 1.0", 10) if self.tensor(base) \
+                else ("1.0", _ATOM)
+        if n == 1:
+            return self.emit(base)
+        product = " * ".join([self.sub(base, _UNARY)] * abs(n))
         if n > 0:
-            return product, (11 if n > 1 else self.emit(base)[1])
+            return product, 11
         return f"1.0 / {product if n == -1 else f'({product})'}", 11
 
     def logic(self, op: str, node: ast.AST) -> tuple[str, int]:
@@ -403,53 +408,43 @@ class _TritonEmitter(_Emitter):
         return self.sub(operand, _PREC["cmp"] + 1) + " == 0", _PREC["cmp"]
 
     def where(self, cond: ast.AST, x: ast.AST, y: ast.AST) -> tuple[str, int]:
-        return f"tl.where({self.sub(cond, 0)}, {self.sub(x, 0)}, {self.sub(y, 0)})", _ATOM
+        return self.where3("tl.where({}, {}, {})", cond, x, y)
 
 
 def _small_int(node: ast.AST) -> int | None:
     """The value of an integer literal in -8..8 (maybe negated), else None."""
     sign = 1
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        sign = -1 if isinstance(node.op, ast.USub) else 1
-        node = node.operand
+        sign, node = (-1 if isinstance(node.op, ast.USub) else 1), node.operand
     if isinstance(node, ast.Constant) and type(node.value) is int and node.value <= 8:
         return sign * node.value
     return None
 
 
 class _CppEmitter(_Emitter):
-    funcs = {
-        **{f: (f"std::{f}({{0}})", _ATOM, 0) for f in _UNARY_FUNCS},
-        "rsqrt": ("acc_t(1) / std::sqrt({0})", 11, 0),
-        "sigmoid": ("acc_t(1) / (acc_t(1) + std::exp(-{0}))", 11, 13),
-        "relu": ("std::max({0}, acc_t(0))", _ATOM, 0),
-        "minimum": ("std::min({0}, {1})", _ATOM, 0), "maximum": ("std::max({0}, {1})", _ATOM, 0),
-        "pow": ("std::pow({0}, {1})", _ATOM, 0),
-    }
+    funcs = _CPP_FUNCS
 
     def emit_Constant(self, node: ast.Constant) -> tuple[str, int]:
-        value = node.value
-        if isinstance(value, bool):
-            return ("true" if value else "false"), _ATOM
-        return f"acc_t({value!r})", _ATOM
+        if isinstance(node.value, bool):
+            return str(node.value).lower(), _ATOM
+        return f"acc_t({node.value!r})", _ATOM
 
     def power(self, base: ast.AST, exp: ast.AST) -> tuple[str, int]:
         return self.call("pow", [base, exp])
 
     def logic(self, op: str, node: ast.AST) -> tuple[str, int]:
-        # `a && b || c` trips -Wparentheses: give && inside || its own parentheses.
-        return ("&&", _PREC["and"]) if op == "and" else ("||", _PREC["and"])
+        return ("&&", _PREC["and"]) if op == "and" else ("||", _PREC["or"])
 
     def logical_not(self, operand: ast.AST) -> tuple[str, int]:
-        return "!" + self.sub(operand, _PREC["unary"] + 1), _PREC["unary"]
+        return "!" + self.sub(operand, _UNARY + 1), _UNARY
 
     def where(self, cond: ast.AST, x: ast.AST, y: ast.AST) -> tuple[str, int]:
-        return f"({self.sub(cond, 0)} ? {self.sub(x, 0)} : {self.sub(y, 0)})", _ATOM
+        return self.where3("({} ? {} : {})", cond, x, y)
 
 
 @dataclass(frozen=True)
 class Pointwise:
-    """A checked pointwise expression and its translations (computed once, at parse time)."""
+    """A checked pointwise expression; its translations are made once, at parse time."""
 
     text: str
     names: tuple[str, ...]  # argument names used, in first-use order
@@ -462,11 +457,11 @@ class Pointwise:
         return self._torch
 
     def to_triton(self) -> str:
-        """Triton over the loaded blocks / scalar params, with `tl` in scope."""
+        """Triton over the loaded blocks and scalar params, with `tl` in scope."""
         return self._triton
 
     def to_cpp(self) -> str:
-        """C++ over locals of type `acc_t`, with <cmath> and <algorithm> included."""
+        """C++ over locals of type `acc_t`; needs <cmath> and <algorithm>."""
         return self._cpp
 
 
@@ -485,6 +480,175 @@ def parse_pointwise(text: str, args: Mapping[str, str]) -> Pointwise:
         tensors = ", ".join(n for n, k in args.items() if k == "tensor") or "none"
         raise _error(text, body, f"the expression must use a tensor argument ({tensors})")
     names = tuple(dict.fromkeys(name for _, _, name in sorted(checker.uses)))
-    codes = [cls(text, checker.kinds).emit(body)[0]
-             for cls in (_TorchEmitter, _TritonEmitter, _CppEmitter)]
+    codes = [emitter(text, checker.kinds).emit(body)[0]
+             for emitter in (_TorchEmitter, _TritonEmitter, _CppEmitter)]
     return Pointwise(text, names, *codes)
+
+
+# ---------------------------------------------------------------------------------------------
+# Backward formulas
+# ---------------------------------------------------------------------------------------------
+
+_METADATA_ATTRS = frozenset({"shape", "dtype", "device"})
+_METADATA_METHODS = frozenset({"size", "dim", "numel"})
+
+
+@dataclass(frozen=True)
+class FormulaContext:
+    arg_kinds: Mapping[str, str]  # name -> 'tensor' | 'float' | 'int' | 'bool' | 'other'
+    num_outputs: int
+    namespace: str
+    own_ops: frozenset[str]  # op names in the same namespace
+
+
+@dataclass(frozen=True)
+class Formula:
+    text: str
+    python: str  # executable Python; own-op calls go through torch.ops.<namespace>
+    saved_tensors: tuple[str, ...]  # tensor args whose values are used, in argument order
+    metadata_only: tuple[str, ...]  # tensor args used only via .shape/.dtype/.device/.size()...
+    scalars: tuple[str, ...]  # non-tensor args used, in argument order
+    results_used: tuple[int, ...]
+    grads_used: tuple[int, ...]
+    own_ops_called: tuple[str, ...]  # sorted
+
+
+class _FormulaChecker(_Checker):
+    """Walk a formula, reject what is not allowed and record what it uses."""
+
+    language = "a derivative formula"
+
+    def __init__(self, text: str, ctx: FormulaContext):
+        super().__init__(text)
+        self.ctx, self.one = ctx, ctx.num_outputs == 1
+        self.values: set[str] = set()
+        self.metadata: set[str] = set()
+        self.scalars: set[str] = set()
+        self.used = {"grads": set(), "results": set()}  # output indices
+        self.ops: set[str] = set()
+
+    def visit_children(self, node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.expr, ast.keyword)):
+                self.check(child)
+
+    visit_BinOp = visit_UnaryOp = visit_BoolOp = visit_Compare = visit_IfExp = visit_children
+    visit_Tuple = visit_List = visit_children
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        if node.value is not None and type(node.value) not in (bool, int, float):
+            raise self.forbidden(node)
+
+    def visit_keyword(self, node: ast.keyword) -> None:
+        if node.arg is None:
+            raise self.error(node, "'**' arguments are not allowed")
+        self.check(node.value)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        self.name(node, "value")
+
+    def visit_Attribute(self, node: ast.Attribute, methods=frozenset()) -> None:
+        if node.attr.startswith("_"):  # blocks __class__, __globals__, torch._C ...
+            raise _error_at(self.text, node.end_lineno,
+                            node.end_col_offset - len(node.attr.encode()),
+                            f"attribute {node.attr!r} is not allowed (names starting with '_' "
+                            "are private)")
+        metadata = node.attr in _METADATA_ATTRS or node.attr in methods
+        if isinstance(node.value, ast.Name):
+            self.name(node.value, "metadata" if metadata else "base")
+        else:
+            self.check(node.value)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        if isinstance(node.func, ast.Name):
+            self.name(node.func, "call")
+        elif isinstance(node.func, ast.Attribute):
+            self.visit_Attribute(node.func, methods=_METADATA_METHODS)
+        else:
+            raise self.error(node.func, "only torch functions, tensor methods and this "
+                                        "namespace's ops can be called")
+        for child in [*node.args, *node.keywords]:
+            self.check(child)
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        base, index = node.value, node.slice
+        if not (isinstance(base, ast.Name) and base.id in self.used
+                and base.id not in self.ctx.arg_kinds):
+            raise self.error(node, "indexing is only allowed as grads[i] or results[i] "
+                                   "(use x.size(d) for a dimension)")
+        if not (isinstance(index, ast.Constant) and type(index.value) is int):
+            raise self.error(index, f"{base.id}[...] needs an integer literal, like {base.id}[0]")
+        n = self.ctx.num_outputs
+        if not 0 <= index.value < n:
+            raise self.error(index, f"{base.id}[{index.value}] is out of range: the op has "
+                                    f"{n} output{'s' * (n != 1)}")
+        self.used[base.id].add(index.value)
+
+    def name(self, node: ast.Name, use: str) -> None:
+        """Resolve a name; `use` is 'value', 'call', 'base' (of x.attr) or 'metadata'."""
+        name, ctx = node.id, self.ctx
+        kind = ctx.arg_kinds.get(name)
+        if kind is not None:
+            if use == "call":
+                raise self.error(node, f"{name!r} is an argument, not a function")
+            if kind != "tensor":
+                self.scalars.add(name)
+            else:
+                (self.metadata if use == "metadata" else self.values).add(name)
+        elif name in ("grad", "result"):
+            if not self.one:
+                raise self.error(node, f"{name!r} is only available when the op has one "
+                                       f"output; use {name}s[i]")
+            if use == "call":
+                raise self.error(node, f"{name!r} is not a function")
+            self.used[name + "s"].add(0)
+        elif name in self.used:
+            raise self.error(node, f"{name!r} must be indexed with an integer literal, "
+                                   f"like {name}[0]")
+        elif name == "torch":
+            if use not in ("base", "metadata"):
+                raise self.error(node, "'torch' can only be used as torch.<name>")
+        elif name in ctx.own_ops:
+            if use != "call":
+                raise self.error(node, f"{name!r} is an op; call it, like {name}(...)")
+            self.ops.add(name)
+        else:
+            known = [*ctx.arg_kinds, *(["grad", "result"] if self.one else []),
+                     "grads", "results", "torch", *sorted(ctx.own_ops)]
+            raise self.error(node, f"unknown name {name!r}" + (_did_you_mean(name, known) or (
+                "; use the op's arguments, grad(s), result(s), torch or this namespace's ops")))
+
+
+class _OwnOpCalls(ast.NodeTransformer):
+    """Rewrite `mymul(...)` into `torch.ops.<namespace>.mymul.default(...)`."""
+
+    def __init__(self, namespace: str, ops: set[str]):
+        self.namespace, self.ops = namespace, ops
+
+    def visit_Call(self, node: ast.Call) -> ast.Call:
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id in self.ops:
+            func: ast.expr = ast.Name("torch", ast.Load())
+            for part in ("ops", self.namespace, node.func.id, "default"):
+                func = ast.Attribute(func, part, ast.Load())
+            node.func = func
+        return node
+
+
+def parse_formula(text: str, ctx: FormulaContext) -> Formula:
+    """Check a backward formula and work out what the backward needs to save."""
+    body = _parse(text)
+    checker = _FormulaChecker(text, ctx)
+    checker.check(body)
+    python = ast.unparse(_OwnOpCalls(ctx.namespace, checker.ops).visit(body))
+    order = list(ctx.arg_kinds)
+    return Formula(
+        text=text,
+        python=python,
+        saved_tensors=tuple(n for n in order if n in checker.values),
+        metadata_only=tuple(n for n in order if n in checker.metadata - checker.values),
+        scalars=tuple(n for n in order if n in checker.scalars),
+        results_used=tuple(sorted(checker.used["results"])),
+        grads_used=tuple(sorted(checker.used["grads"])),
+        own_ops_called=tuple(sorted(checker.ops)),
+    )

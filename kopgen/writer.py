@@ -25,8 +25,7 @@ def write_new_repo(target: Path, package: Package, files: dict[str, str]) -> Non
     if target.is_dir() and any(target.iterdir()):
         raise OutputError(f"{target} is not empty; kopgen new only writes into a new or empty folder")
     parent = target.absolute().parent
-    if not parent.is_dir():
-        raise OutputError(f"{parent} does not exist")
+    parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{target.name}.kopgen-", dir=parent))
     try:
         render_skeleton(stage, package)

@@ -1,0 +1,11 @@
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+
+@pytest.fixture
+def muladd_spec() -> Path:
+    return EXAMPLES / "muladd.yaml"

@@ -1,0 +1,159 @@
+"""Bad specs: every one is reported as FILE:LINE:COL: error: ..., exit 2, nothing written."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from click.testing import CliRunner
+
+from kopgen.cli import main
+
+GOOD_OP = """\
+kopgen: 1
+package: kbook
+ops:
+  - schema: "muladd(Tensor a, Tensor b, float c) -> Tensor"
+    compute: "a * b + c"
+    backward:
+      a: "grad * b"
+      b: "grad * a"
+"""
+
+
+def op_spec(body: str) -> str:
+    """A spec whose only op is `body` (indented under `ops:`)."""
+    return "kopgen: 1\npackage: kbook\nops:\n" + textwrap.indent(textwrap.dedent(body), "  ")
+
+
+# (name, spec text, expected stderr); the expected text is the whole message, snapshot style.
+CASES = [
+    ("yaml_syntax", "kopgen: 1\npackage: [kbook\n", "spec.yaml:3:1: error: invalid YAML: did not find expected ',' or ']'"),
+    ("not_a_mapping", "- 1\n- 2\n", "spec.yaml:1:1: error: the spec must be a mapping with keys kopgen, package and ops"),
+    ("empty", "", "spec.yaml:1:1: error: the spec is empty"),
+    (
+        "format_version",
+        GOOD_OP.replace("kopgen: 1", "kopgen: 2"),
+        "spec.yaml:1:9: error: kopgen must be 1, not '2'",
+    ),
+    (
+        "unknown_key_suggests",
+        GOOD_OP.replace("package: kbook", "package: kbook\nnamspace: kb"),
+        "spec.yaml:3:1: error: unknown key 'namspace' in spec (did you mean 'namespace'?)",
+    ),
+    (
+        "duplicate_key",
+        GOOD_OP.replace("package: kbook", "package: kbook\npackage: other"),
+        "spec.yaml:3:1: error: duplicate key 'package' (first defined at line 2)",
+    ),
+    (
+        "package_not_identifier",
+        GOOD_OP.replace("package: kbook", "package: ../evil"),
+        "spec.yaml:2:10: error: package must be an identifier (letters, digits, _), not '../evil'",
+    ),
+    (
+        "missing_ops",
+        "kopgen: 1\npackage: kbook\n",
+        "spec.yaml:1:1: error: spec is missing the required key 'ops'",
+    ),
+    (
+        "wrong_type",
+        GOOD_OP.replace("package: kbook", "package: kbook\nversion: 1.0"),
+        'spec.yaml:3:10: error: version must be a string, not \'1.0\'; quote it: "1.0"',
+    ),
+    (
+        "bad_enum_suggests",
+        GOOD_OP + "    registration: custum_op\n",
+        "spec.yaml:9:19: error: ops[0].registration must be one of custom_op, library, triton_op, "
+        "torch_library, stable_abi; got 'custum_op' (did you mean 'custom_op'?)",
+    ),
+    (
+        "bad_schema_syntax",
+        op_spec('- schema: "muladd(Tensor a, Tensor b float c) -> Tensor"\n  compute: "a * b"\n'),
+        None,
+    ),
+    (
+        "unsupported_schema_type",
+        op_spec('- schema: "f(Tensor a, Layout l) -> Tensor"\n  compute: "a"\n'),
+        None,
+    ),
+    (
+        "schema_with_namespace",
+        op_spec('- schema: "kb::f(Tensor a) -> Tensor"\n  compute: "a"\n'),
+        "spec.yaml:4:14: error: write the schema without a namespace; it comes from `namespace:` ('kbook')",
+    ),
+    (
+        "returns_view",
+        op_spec('- schema: "f(Tensor(a) x) -> Tensor(a)"\n  compute: "x"\n'),
+        None,
+    ),
+    (
+        "unknown_name_in_compute",
+        op_spec('- schema: "f(Tensor a, Tensor b) -> Tensor"\n  compute: "a * bb"\n'),
+        None,
+    ),
+    (
+        "import_in_compute",
+        op_spec('- schema: "f(Tensor a) -> Tensor"\n  compute: "__import__(\'os\').system(\'x\')"\n'),
+        None,
+    ),
+    (
+        "attribute_in_formula",
+        op_spec(
+            '- schema: "f(Tensor a) -> Tensor"\n  compute: "a * 2"\n  backward:\n    a: "grad.__class__"\n'
+        ),
+        None,
+    ),
+    (
+        "missing_backward_formula",
+        op_spec('- schema: "f(Tensor a, Tensor b) -> Tensor"\n  compute: "a * b"\n  backward:\n    a: "grad * b"\n'),
+        "spec.yaml:7:5: error: backward has no formula for Tensor argument 'b' (write one, or 'b: non_differentiable')",
+    ),
+    (
+        "formula_for_scalar",
+        op_spec(
+            '- schema: "f(Tensor a, float c) -> Tensor"\n  compute: "a * c"\n'
+            '  backward:\n    a: "grad * c"\n    c: "grad"\n'
+        ),
+        "spec.yaml:8:5: error: 'c' is a float; only Tensor arguments take a formula",
+    ),
+    (
+        "two_kinds",
+        op_spec('- schema: "f(Tensor a) -> Tensor"\n  compute: "a"\n  kernel: custom\n'),
+        "spec.yaml:6:3: error: an op needs exactly one of compute, reduce or kernel; it has compute and kernel",
+    ),
+    (
+        "route_backend_conflict",
+        op_spec('- schema: "f(Tensor a) -> Tensor"\n  compute: "a * 2"\n  backends: {cpu: cpp}\n'),
+        "spec.yaml:6:19: error: registration 'custom_op' takes Python kernels (triton, python); "
+        "cpu: cpp needs registration: torch_library or stable_abi",
+    ),
+    (
+        "duplicate_op",
+        op_spec('- schema: "f(Tensor a) -> Tensor"\n  compute: "a * 2"\n- schema: "f(Tensor a) -> Tensor"\n  compute: "a"\n'),
+        "spec.yaml:6:11: error: op 'f' is defined twice (first at line 4)",
+    ),
+    (
+        "python_keyword_name",
+        op_spec('- schema: "f(Tensor lambda) -> Tensor"\n  compute: "a"\n'),
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize("name, text, expected", CASES, ids=[c[0] for c in CASES])
+def test_bad_spec_is_reported_at_its_node(tmp_path, name, text, expected):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(text)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["new", str(spec), "-o", str(out)])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml"]
+    message = result.output.strip().replace(str(spec), "spec.yaml")
+    assert message.startswith("spec.yaml:")
+    assert ": error: " in message
+    if expected is not None:
+        assert message == expected
+    print(message)
