@@ -2,7 +2,7 @@
 
 __version__ = "0.1.0"
 
-from .errors import SpecError  # noqa: E402
-from .pipeline import generate, load_spec, plan  # noqa: E402
+from .errors import SpecError
+from .pipeline import generate, load_spec, plan
 
 __all__ = ["SpecError", "__version__", "generate", "load_spec", "plan"]

@@ -119,10 +119,11 @@ _UNARY_FUNCS = ("abs", "exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "ta
                 "sigmoid", "relu", "erf", "floor", "ceil")
 _ARITY = {**{f: 1 for f in _UNARY_FUNCS}, "minimum": 2, "maximum": 2, "pow": 2, "where": 3}
 # Argument names that would clash with the generated code (modules, builtins, C++ words).
-_RESERVED = frozenset(
-    "torch math tl triton std acc_t abs min max int float double bool char long short signed "
-    "unsigned auto new delete this template typename class struct union namespace operator "
-    "static const register default switch case goto do sizeof void".split())
+_RESERVED = frozenset((
+    "torch", "math", "tl", "triton", "std", "acc_t", "abs", "min", "max", "int", "float",
+    "double", "bool", "char", "long", "short", "signed", "unsigned", "auto", "new", "delete",
+    "this", "template", "typename", "class", "struct", "union", "namespace", "operator",
+    "static", "const", "register", "default", "switch", "case", "goto", "do", "sizeof", "void"))
 
 
 @dataclass(frozen=True)
@@ -237,43 +238,57 @@ class _PointwiseChecker(_Checker):
 
 _ATOM = 100
 # Python precedences (higher binds tighter).  The C++ operators kopgen emits keep the same
-# order among themselves, so one table serves all three languages.
-_PREC = {"if": 1, "or": 2, "and": 3, "not": 4, "cmp": 5, "|": 6, "&": 8, "+": 10, "-": 10,
-         "*": 11, "/": 11, "unary": 12, "**": 13}
-_UNARY = _PREC["unary"]
+# order among themselves, so one numbering serves all three languages.
+_PREC = {"or": 2, "and": 3, "cmp": 5, "+": 10, "-": 10, "*": 11, "/": 11, "unary": 12}
 
-# Function tables: name -> (template, precedence of the result, precedence each argument needs).
-# For torch when every argument is a Python number: torch functions want tensors.
-_PY_FUNCS = {
-    **{f: (f"math.{f}({{0}})", _ATOM, 0) for f in _UNARY_FUNCS},
-    "abs": ("abs({0})", _ATOM, 0), "relu": ("max({0}, 0)", _ATOM, 0),
-    "rsqrt": ("1 / math.sqrt({0})", 11, 0), "sigmoid": ("1 / (1 + math.exp(-{0}))", 11, 13),
-    "minimum": ("min({0}, {1})", _ATOM, 0), "maximum": ("max({0}, {1})", _ATOM, 0),
-    "pow": ("math.pow({0}, {1})", _ATOM, 0),  # math.pow: never a complex number
+# Translation tables: name -> (template, precedence of the result, precedence every operand
+# needs).  For 'and'/'or' the template is the separator that joins the operands.
+_PY = {  # torch.* wants tensors: a call whose operands are all Python numbers uses these
+    **{f: (f"math.{f}({{}})", _ATOM, 0) for f in _UNARY_FUNCS},
+    "abs": ("abs({})", _ATOM, 0), "relu": ("max({}, 0)", _ATOM, 0),
+    "rsqrt": ("1 / math.sqrt({})", 11, 0), "sigmoid": ("1 / (1 + math.exp(-{}))", 11, 13),
+    "minimum": ("min({}, {})", _ATOM, 0), "maximum": ("max({}, {})", _ATOM, 0),
+    "pow": ("math.pow({}, {})", _ATOM, 0), "**": ("math.pow({}, {})", _ATOM, 0),
+    "and": (" and ", 3, 4), "or": (" or ", 2, 4), "not": ("not {}", 4, 4),
+    "where": ("{1} if {0} else {2}", 1, 2),  # a scalar condition picks one whole branch
 }
-# Only `tl` primitives: the Triton CPU interpreter has no libdevice.
-_TRITON_FUNCS = {
-    **{f: (f"tl.{f}({{0}})", _ATOM, 0) for f in _UNARY_FUNCS},
-    "log1p": ("tl.log(1.0 + {0})", _ATOM, 11),
+_TORCH = {
+    **{f: (f"torch.{f}({{}})", _ATOM, 0) for f in _UNARY_FUNCS},
+    **{f: (f"torch.{f}({{}}, {{}})", _ATOM, 0) for f in ("minimum", "maximum", "pow")},
+    # torch.minimum/maximum need two tensors: clamp the tensor by the number instead.
+    "clamp_max": ("torch.clamp({}, max={})", _ATOM, 0),
+    "clamp_min": ("torch.clamp({}, min={})", _ATOM, 0),
+    "**": ("{} ** {}", 13, 14),
+    "and": (" & ", 8, 9), "or": (" | ", 6, 9), "not": ("~{}", 12, 13),  # bool tensors
+    "where": ("torch.where({}, {}, {})", _ATOM, 0),  # x and y may be Python numbers
+}
+_TRITON = {  # only `tl` primitives: the Triton CPU interpreter has no libdevice
+    **{f: (f"tl.{f}({{}})", _ATOM, 0) for f in _UNARY_FUNCS},
+    "log1p": ("tl.log(1.0 + {})", _ATOM, 11),
     "tan": ("tl.sin({0}) / tl.cos({0})", 11, 0),
-    "tanh": ("2.0 * tl.sigmoid(2.0 * {0}) - 1.0", 10, 12),
-    "relu": ("tl.maximum({0}, 0.0)", _ATOM, 0),
-    "minimum": ("tl.minimum({0}, {1})", _ATOM, 0), "maximum": ("tl.maximum({0}, {1})", _ATOM, 0),
+    "tanh": ("2.0 * tl.sigmoid(2.0 * {}) - 1.0", 10, 12),
+    "relu": ("tl.maximum({}, 0.0)", _ATOM, 0),
+    "minimum": ("tl.minimum({}, {})", _ATOM, 0), "maximum": ("tl.maximum({}, {})", _ATOM, 0),
+    "and": (" & ", 8, 9), "or": (" | ", 6, 9), "not": ("{} == 0", 5, 6),
+    "where": ("tl.where({}, {}, {})", _ATOM, 0),
 }
-_CPP_FUNCS = {
-    **{f: (f"std::{f}({{0}})", _ATOM, 0) for f in _UNARY_FUNCS},
-    "rsqrt": ("acc_t(1) / std::sqrt({0})", 11, 0),
-    "sigmoid": ("acc_t(1) / (acc_t(1) + std::exp(-{0}))", 11, 13),
-    "relu": ("std::max({0}, acc_t(0))", _ATOM, 0),
-    "minimum": ("std::min({0}, {1})", _ATOM, 0), "maximum": ("std::max({0}, {1})", _ATOM, 0),
-    "pow": ("std::pow({0}, {1})", _ATOM, 0),
+_CPP = {
+    **{f: (f"std::{f}({{}})", _ATOM, 0) for f in _UNARY_FUNCS},
+    "rsqrt": ("acc_t(1) / std::sqrt({})", 11, 0),
+    "sigmoid": ("acc_t(1) / (acc_t(1) + std::exp(-{}))", 11, 13),
+    "relu": ("std::max({}, acc_t(0))", _ATOM, 0),
+    "minimum": ("std::min({}, {})", _ATOM, 0), "maximum": ("std::max({}, {})", _ATOM, 0),
+    "pow": ("std::pow({}, {})", _ATOM, 0), "**": ("std::pow({}, {})", _ATOM, 0),
+    # Operands of || and && bind tighter than &&: C++'s -Wparentheses wants `(a && b) || c`.
+    "and": (" && ", 3, 4), "or": (" || ", 2, 4), "not": ("!{}", 12, 13),
+    "where": ("({} ? {} : {})", _ATOM, 0),
 }
 
 
 class _Emitter:
     """Turn a checked tree into code.  Each emit returns (code, precedence of its top)."""
 
-    funcs = _PY_FUNCS
+    funcs = _CPP
 
     def __init__(self, text: str, kinds: dict[ast.AST, _Kind]):
         self.text, self.kinds = text, kinds
@@ -290,125 +305,93 @@ class _Emitter:
         code, own = self.emit(node)
         return code if own >= prec else f"({code})"
 
-    def tensor(self, node: ast.AST) -> bool:
-        return self.kinds[node].tensor
+    def table(self, node: ast.AST) -> dict:
+        """The translation table for `node` (torch picks one by the node's kind)."""
+        return self.funcs
+
+    def apply(self, name: str, args: list[ast.AST], node: ast.AST) -> tuple[str, int]:
+        template, prec, arg_prec = self.table(node)[name]
+        return template.format(*(self.sub(a, arg_prec) for a in args)), prec
 
     def emit_Name(self, node: ast.Name) -> tuple[str, int]:
         return node.id, _ATOM
 
     def emit_BinOp(self, node: ast.BinOp) -> tuple[str, int]:
         if isinstance(node.op, ast.Pow):
-            return self.power(node.left, node.right)
+            return self.power(node.left, node.right, node, "**")
         sym = _OP_SYMBOLS[type(node.op)]
-        return f"{self.sub(node.left, _PREC[sym])} {sym} {self.sub(node.right, _PREC[sym] + 1)}", \
-            _PREC[sym]
+        prec = _PREC[sym]  # left-associative: only the right operand needs to bind tighter
+        return f"{self.sub(node.left, prec)} {sym} {self.sub(node.right, prec + 1)}", prec
+
+    def power(self, base: ast.AST, exp: ast.AST, node: ast.AST, name: str) -> tuple[str, int]:
+        return self.apply(name, [base, exp], node)
 
     def emit_UnaryOp(self, node: ast.UnaryOp) -> tuple[str, int]:
         if isinstance(node.op, ast.Not):
-            return self.logical_not(node.operand)
+            return self.apply("not", [node.operand], node)
         # Nested unary operators get parentheses: `- -x` must not become C++'s `--x`.
-        return ("-" if isinstance(node.op, ast.USub) else "+") + self.sub(node.operand,
-                                                                          _UNARY + 1), _UNARY
+        sym = "-" if isinstance(node.op, ast.USub) else "+"
+        return sym + self.sub(node.operand, _PREC["unary"] + 1), _PREC["unary"]
 
     def emit_Compare(self, node: ast.Compare) -> tuple[str, int]:
-        sym, prec = _OP_SYMBOLS[type(node.ops[0])], _PREC["cmp"]
-        return f"{self.sub(node.left, prec + 1)} {sym} {self.sub(node.comparators[0], prec + 1)}", \
-            prec
+        left, right = (self.sub(n, _PREC["cmp"] + 1) for n in (node.left, node.comparators[0]))
+        return f"{left} {_OP_SYMBOLS[type(node.ops[0])]} {right}", _PREC["cmp"]
 
     def emit_BoolOp(self, node: ast.BoolOp) -> tuple[str, int]:
-        sym, prec = self.logic("and" if isinstance(node.op, ast.And) else "or", node)
-        # 'and' inside 'or' gets parentheses: clearer, and C++ -Wparentheses asks for them.
-        operand = self.logic("and", node)[1] + 1
-        return f" {sym} ".join(self.sub(v, operand) for v in node.values), prec
+        sep, prec, arg_prec = self.table(node)["and" if isinstance(node.op, ast.And) else "or"]
+        return sep.join(self.sub(v, arg_prec) for v in node.values), prec
 
     def emit_IfExp(self, node: ast.IfExp) -> tuple[str, int]:
-        return self.where(node.test, node.body, node.orelse)
+        return self.apply("where", [node.test, node.body, node.orelse], node.test)
 
     def emit_Call(self, node: ast.Call) -> tuple[str, int]:
-        name = node.func.id
-        if name == "where":
-            return self.where(*node.args)
+        name, args = node.func.id, node.args
         if name == "pow":
-            return self.power(*node.args)
-        return self.call(name, node.args)
+            return self.power(*args, node, "pow")
+        return self.apply(name, args, args[0] if name == "where" else node)
 
-    def call(self, name: str, args: list[ast.AST]) -> tuple[str, int]:
-        template, prec, arg_prec = self.funcs[name]
-        return template.format(*(self.sub(a, arg_prec) for a in args)), prec
-
-    def where3(self, fmt: str, cond: ast.AST, x: ast.AST, y: ast.AST) -> tuple[str, int]:
-        return fmt.format(self.sub(cond, 0), self.sub(x, 0), self.sub(y, 0)), _ATOM
+    def emit_Constant(self, node: ast.Constant) -> tuple[str, int]:
+        value = node.value
+        return (str(value).lower() if isinstance(value, bool) else f"acc_t({value!r})"), _ATOM
 
 
 class _TorchEmitter(_Emitter):
+    def table(self, node: ast.AST) -> dict:
+        return _TORCH if self.kinds[node].tensor else _PY
+
+    def apply(self, name: str, args: list[ast.AST], node: ast.AST) -> tuple[str, int]:
+        tensors = [self.kinds[a].tensor for a in args]
+        if name in ("minimum", "maximum") and any(tensors) and not all(tensors):
+            bound = "clamp_max" if name == "minimum" else "clamp_min"
+            return super().apply(bound, args if tensors[0] else args[::-1], node)
+        return super().apply(name, args, node)
+
     def emit_Constant(self, node: ast.Constant) -> tuple[str, int]:
         return repr(node.value), _ATOM
 
-    def call(self, name: str, args: list[ast.AST]) -> tuple[str, int]:
-        tensors = [self.tensor(a) for a in args]
-        if not any(tensors):
-            return super().call(name, args)
-        if name in ("minimum", "maximum") and not all(tensors):
-            # torch.minimum/maximum need two tensors: clamp the tensor by the number instead.
-            tensor, number = args if tensors[0] else args[::-1]
-            bound = "max" if name == "minimum" else "min"
-            return f"torch.clamp({self.sub(tensor, 0)}, {bound}={self.sub(number, 0)})", _ATOM
-        return f"torch.{name}({', '.join(self.sub(a, 0) for a in args)})", _ATOM
-
-    def power(self, base: ast.AST, exp: ast.AST) -> tuple[str, int]:
-        if self.tensor(base) or self.tensor(exp):
-            return f"{self.sub(base, _PREC['**'] + 1)} ** {self.sub(exp, _UNARY)}", _PREC["**"]
-        return super().call("pow", [base, exp])
-
-    def logic(self, op: str, node: ast.AST) -> tuple[str, int]:
-        if self.tensor(node):  # bool tensors combine with the bitwise operators
-            op = "&" if op == "and" else "|"
-        return op, _PREC[op]
-
-    def logical_not(self, operand: ast.AST) -> tuple[str, int]:
-        if self.tensor(operand):
-            return "~" + self.sub(operand, _UNARY + 1), _UNARY
-        return "not " + self.sub(operand, _PREC["not"]), _PREC["not"]
-
-    def where(self, cond: ast.AST, x: ast.AST, y: ast.AST) -> tuple[str, int]:
-        if self.tensor(cond):  # torch.where accepts Python numbers for x and y
-            return self.where3("torch.where({}, {}, {})", cond, x, y)
-        # A scalar condition picks one branch, which may be a plain number.
-        return f"{self.sub(x, 2)} if {self.sub(cond, 2)} else {self.sub(y, 2)}", _PREC["if"]
-
 
 class _TritonEmitter(_Emitter):
-    funcs = _TRITON_FUNCS
+    funcs = _TRITON
 
     def emit_Constant(self, node: ast.Constant) -> tuple[str, int]:
         # Numbers as floats: tl.exp(1) would reject an integer constant.
         value = node.value
         return repr(value if isinstance(value, bool) else float(value)), _ATOM
 
-    def power(self, base: ast.AST, exp: ast.AST) -> tuple[str, int]:
+    def power(self, base: ast.AST, exp: ast.AST, node: ast.AST, name: str) -> tuple[str, int]:
         n = _small_int(exp)
         if n is None:
             # Valid for base > 0 only (tl has no pow; exp2/log2 loses the sign).
             return f"tl.exp2({self.sub(exp, 11)} * tl.log2({self.sub(base, 0)}))", _ATOM
         if n == 0:  # keep the block shape of a tensor base
-            return (f"tl.zeros_like({self.sub(base, 0)}) + 1.0", 10) if self.tensor(base) \
-                else ("1.0", _ATOM)
+            tensor = self.kinds[base].tensor
+            return (f"tl.zeros_like({self.sub(base, 0)}) + 1.0", 10) if tensor else ("1.0", _ATOM)
         if n == 1:
             return self.emit(base)
-        product = " * ".join([self.sub(base, _UNARY)] * abs(n))
+        product = " * ".join([self.sub(base, _PREC["unary"])] * abs(n))
         if n > 0:
             return product, 11
         return f"1.0 / {product if n == -1 else f'({product})'}", 11
-
-    def logic(self, op: str, node: ast.AST) -> tuple[str, int]:
-        op = "&" if op == "and" else "|"
-        return op, _PREC[op]
-
-    def logical_not(self, operand: ast.AST) -> tuple[str, int]:
-        return self.sub(operand, _PREC["cmp"] + 1) + " == 0", _PREC["cmp"]
-
-    def where(self, cond: ast.AST, x: ast.AST, y: ast.AST) -> tuple[str, int]:
-        return self.where3("tl.where({}, {}, {})", cond, x, y)
 
 
 def _small_int(node: ast.AST) -> int | None:
@@ -419,27 +402,6 @@ def _small_int(node: ast.AST) -> int | None:
     if isinstance(node, ast.Constant) and type(node.value) is int and node.value <= 8:
         return sign * node.value
     return None
-
-
-class _CppEmitter(_Emitter):
-    funcs = _CPP_FUNCS
-
-    def emit_Constant(self, node: ast.Constant) -> tuple[str, int]:
-        if isinstance(node.value, bool):
-            return str(node.value).lower(), _ATOM
-        return f"acc_t({node.value!r})", _ATOM
-
-    def power(self, base: ast.AST, exp: ast.AST) -> tuple[str, int]:
-        return self.call("pow", [base, exp])
-
-    def logic(self, op: str, node: ast.AST) -> tuple[str, int]:
-        return ("&&", _PREC["and"]) if op == "and" else ("||", _PREC["or"])
-
-    def logical_not(self, operand: ast.AST) -> tuple[str, int]:
-        return "!" + self.sub(operand, _UNARY + 1), _UNARY
-
-    def where(self, cond: ast.AST, x: ast.AST, y: ast.AST) -> tuple[str, int]:
-        return self.where3("({} ? {} : {})", cond, x, y)
 
 
 @dataclass(frozen=True)
@@ -481,7 +443,7 @@ def parse_pointwise(text: str, args: Mapping[str, str]) -> Pointwise:
         raise _error(text, body, f"the expression must use a tensor argument ({tensors})")
     names = tuple(dict.fromkeys(name for _, _, name in sorted(checker.uses)))
     codes = [emitter(text, checker.kinds).emit(body)[0]
-             for emitter in (_TorchEmitter, _TritonEmitter, _CppEmitter)]
+             for emitter in (_TorchEmitter, _TritonEmitter, _Emitter)]
     return Pointwise(text, names, *codes)
 
 

@@ -8,7 +8,7 @@ and so that duplicate keys are reported (PyYAML would silently keep the last one
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 import yaml
 
@@ -52,7 +52,7 @@ class Sequence:
     items: tuple[Node, ...]
 
 
-Node = Union[Scalar, Mapping, Sequence]
+Node = Scalar | Mapping | Sequence
 
 
 def plain(node: Node) -> Any:

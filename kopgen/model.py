@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import keyword
+import re
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -32,6 +34,16 @@ POSITIVE_DOMAIN = frozenset({"log", "log1p", "sqrt", "rsqrt", "pow"})
 # Scalar values the generated tests pass; exactly representable in every float dtype.
 SAMPLE_SCALARS = {"float": "1.25", "int": "3", "bool": "True"}
 DEFAULT_SHAPE = (8, 6)
+# Names the generated code uses beside the op's arguments (locals of launchers, kernels,
+# references and autograd functions, and the modules they import).
+RESERVED_NAMES = frozenset(
+    {
+        *("ctx", "grad", "grads", "result", "results", "inputs", "output", "self", "expected", "dtype", "out"),
+        *("torch", "tl", "triton", "math", "Tensor", "reference"),
+        *("kernel", "grid", "n_elements", "compute_dtype", "offsets", "mask", "BLOCK_SIZE", "COMPUTE_DTYPE"),
+    }
+)
+RESERVED_PATTERN = re.compile(r"^(_.*|out\d+|grad_.*|.*_ptr|.*_shape)$")
 SCHEMA_MODELINE = "# yaml-language-server: $schema=.kopgen/schema.json"
 
 
@@ -96,6 +108,7 @@ class Backward:
     saved_metadata: tuple[Saved, ...]  # tensors read only through .shape, .dtype, ...
     scalars: tuple[str, ...]  # non-Tensor arguments the formulas read
     num_outputs: int
+    arg_names: tuple[str, ...]
     differentiable_twice: bool  # every function the formulas call has a derivative
 
     @property
@@ -110,6 +123,14 @@ class Backward:
             return ""
         names = [f"result{i}" if f"result{i}" in saved else "None" for i in range(self.num_outputs)]
         return "(" + ", ".join(names) + ")"
+
+    @property
+    def inputs_unpacked(self) -> str:
+        """`a, b, _` for setup_context: the inputs it keeps something of, `_` for the rest."""
+        kept = {s.source for s in self.saved_tensors + self.saved_metadata} | set(self.scalars)
+        kept |= {g.arg.name for g in self.gradients if g.formula}
+        names = [name if name in kept else "_" for name in self.arg_names]
+        return ", ".join(names) + ("," if len(names) == 1 else "")
 
     @property
     def saved_tensor_names(self) -> str:
@@ -286,7 +307,7 @@ class Op:
         samples = []
         for i, shapes in enumerate(self.shapes):
             label = "normal" if len(self.shapes) == 1 else f"normal{i}"
-            samples.append(self._sample(label, lambda a: _make(shapes[a.name])))
+            samples.append(self._sample(label, lambda a, shapes=shapes: _make(shapes[a.name])))
         first = self.shapes[0]
         samples.append(self._sample("empty", lambda a: _make((0,) + first[a.name][1:])))
         samples.append(self._sample("noncontiguous", lambda a: _strided(first[a.name])))
@@ -382,6 +403,10 @@ class Package:
     @property
     def needs_tensor_metadata(self) -> bool:
         return any(op.backward and op.backward.saved_metadata for op in self.ops)
+
+    @property
+    def reference_uses_torch(self) -> bool:
+        return any("torch." in output.to_torch() for op in self.ops for output in op.outputs)
 
     @property
     def reference_uses_math(self) -> bool:
@@ -530,6 +555,11 @@ class _OpResolver:
             self.error(node.value_position.shifted(0, error.column), error.message)
             return None
         at = node.value_position
+        for name in [schema.name] + [a.name for a in schema.arguments]:
+            if keyword.iskeyword(name) or keyword.issoftkeyword(name):
+                self.error(at, f"'{name}' is a Python keyword; ops and arguments become Python names")
+            elif name != schema.name and (name in RESERVED_NAMES or RESERVED_PATTERN.match(name)):
+                self.error(at, f"argument name '{name}' is reserved for the generated code; rename it")
         if schema.namespace is not None:
             self.error(at, f"write the schema without a namespace; it comes from `namespace:` ('{self.namespace}')")
         if schema.overload is not None:
@@ -646,7 +676,7 @@ class _OpResolver:
         for arg in args:
             if arg.is_tensor and arg.name not in node.entries:
                 self.error(
-                    node.position,
+                    self.node.key_position("backward"),
                     f"backward has no formula for Tensor argument '{arg.name}' "
                     f"(write one, or '{arg.name}: {NON_DIFFERENTIABLE}')",
                 )
@@ -723,5 +753,6 @@ def _plan_backward(gradients: tuple[Gradient, ...], args: tuple[Arg, ...], num_o
         saved_metadata=saved_metadata,
         scalars=tuple(sorted(scalars, key=order.get)),
         num_outputs=num_outputs,
+        arg_names=tuple(a.name for a in args),
         differentiable_twice=True,
     )

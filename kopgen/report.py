@@ -6,10 +6,8 @@ from .model import Op, Package
 
 
 def describe_plan(package: Package, source: str) -> str:
-    lines = [
-        f"{package.name} {package.version}: namespace {package.namespace}, "
-        f"{len(package.ops)} op{'s' if len(package.ops) != 1 else ''} from {source}"
-    ]
+    count = f"{len(package.ops)} op{'s' if len(package.ops) != 1 else ''}"
+    lines = [f"{package.name} {package.version}: namespace {package.namespace}, {count} from {source}"]
     for op in package.ops:
         lines += [""] + _describe_op(op)
     return "\n".join(lines) + "\n"

@@ -64,18 +64,20 @@ CASES = [
     (
         "bad_enum_suggests",
         GOOD_OP + "    registration: custum_op\n",
-        "spec.yaml:9:19: error: ops[0].registration must be one of custom_op, library, triton_op, "
-        "torch_library, stable_abi; got 'custum_op' (did you mean 'custom_op'?)",
+        (
+            "spec.yaml:9:19: error: ops[0].registration must be one of custom_op, library, triton_op, "
+            "torch_library, stable_abi; got 'custum_op' (did you mean 'custom_op'?)"
+        ),
     ),
     (
         "bad_schema_syntax",
         op_spec('- schema: "muladd(Tensor a, Tensor b float c) -> Tensor"\n  compute: "a * b"\n'),
-        None,
+        "spec.yaml:4:40: error: expected ',' or ')' after argument, got 'float'",
     ),
     (
         "unsupported_schema_type",
         op_spec('- schema: "f(Tensor a, Layout l) -> Tensor"\n  compute: "a"\n'),
-        None,
+        "spec.yaml:4:26: error: unsupported type 'Layout' (kopgen supports: Tensor, int, float, bool, str, SymInt, ScalarType, Scalar, T? of those, Tensor[], int[], float[], SymInt[], int[N], SymInt[N], and optional lists)",
     ),
     (
         "schema_with_namespace",
@@ -85,29 +87,29 @@ CASES = [
     (
         "returns_view",
         op_spec('- schema: "f(Tensor(a) x) -> Tensor(a)"\n  compute: "x"\n'),
-        None,
+        "spec.yaml:4:14: error: argument 'x' is annotated as an alias; only mutation, `Tensor(a!)`, is allowed\nspec.yaml:4:14: error: operators must not return (views of) their inputs: return a new Tensor, or `()` from a mutating op",
     ),
     (
         "unknown_name_in_compute",
         op_spec('- schema: "f(Tensor a, Tensor b) -> Tensor"\n  compute: "a * bb"\n'),
-        None,
+        "spec.yaml:5:19: error: unknown name 'bb' (did you mean 'b'?)",
     ),
     (
         "import_in_compute",
         op_spec('- schema: "f(Tensor a) -> Tensor"\n  compute: "__import__(\'os\').system(\'x\')"\n'),
-        None,
+        'spec.yaml:5:15: error: only the built-in functions can be called, like exp(x)',
     ),
     (
         "attribute_in_formula",
         op_spec(
             '- schema: "f(Tensor a) -> Tensor"\n  compute: "a * 2"\n  backward:\n    a: "grad.__class__"\n'
         ),
-        None,
+        "spec.yaml:7:16: error: attribute '__class__' is not allowed (names starting with '_' are private)",
     ),
     (
         "missing_backward_formula",
         op_spec('- schema: "f(Tensor a, Tensor b) -> Tensor"\n  compute: "a * b"\n  backward:\n    a: "grad * b"\n'),
-        "spec.yaml:7:5: error: backward has no formula for Tensor argument 'b' (write one, or 'b: non_differentiable')",
+        "spec.yaml:6:5: error: backward has no formula for Tensor argument 'b' (write one, or 'b: non_differentiable')",
     ),
     (
         "formula_for_scalar",
@@ -115,28 +117,30 @@ CASES = [
             '- schema: "f(Tensor a, float c) -> Tensor"\n  compute: "a * c"\n'
             '  backward:\n    a: "grad * c"\n    c: "grad"\n'
         ),
-        "spec.yaml:8:5: error: 'c' is a float; only Tensor arguments take a formula",
+        "spec.yaml:8:7: error: 'c' is a float; only Tensor arguments take a formula",
     ),
     (
         "two_kinds",
         op_spec('- schema: "f(Tensor a) -> Tensor"\n  compute: "a"\n  kernel: custom\n'),
-        "spec.yaml:6:3: error: an op needs exactly one of compute, reduce or kernel; it has compute and kernel",
+        "spec.yaml:6:5: error: an op needs exactly one of compute, reduce or kernel; it has compute and kernel",
     ),
     (
         "route_backend_conflict",
         op_spec('- schema: "f(Tensor a) -> Tensor"\n  compute: "a * 2"\n  backends: {cpu: cpp}\n'),
-        "spec.yaml:6:19: error: registration 'custom_op' takes Python kernels (triton, python); "
-        "cpu: cpp needs registration: torch_library or stable_abi",
+        (
+            "spec.yaml:6:21: error: registration 'custom_op' takes Python kernels (triton, python); "
+            "cpu: cpp needs registration: torch_library or stable_abi"
+        ),
     ),
     (
         "duplicate_op",
         op_spec('- schema: "f(Tensor a) -> Tensor"\n  compute: "a * 2"\n- schema: "f(Tensor a) -> Tensor"\n  compute: "a"\n'),
-        "spec.yaml:6:11: error: op 'f' is defined twice (first at line 4)",
+        "spec.yaml:6:13: error: op 'f' is defined twice (first at line 4)",
     ),
     (
         "python_keyword_name",
         op_spec('- schema: "f(Tensor lambda) -> Tensor"\n  compute: "a"\n'),
-        None,
+        "spec.yaml:4:14: error: 'lambda' is a Python keyword; ops and arguments become Python names\nspec.yaml:5:15: error: unknown name 'a'; the arguments are lambda",
     ),
 ]
 

@@ -36,7 +36,7 @@ def test_generated_suite_passes(installed_muladd):
     repo, env = installed_muladd
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x"],
-        cwd=repo, env=env, capture_output=True, text=True,
+        cwd=repo, env=env, capture_output=True, text=True, check=False,
     )
     print(result.stdout[-3000:])
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
@@ -67,7 +67,7 @@ CASE_1 = textwrap.dedent(
 
 
 def test_case_1_the_gradient_that_vanished_is_back(installed_muladd):
-    repo, env = installed_muladd
-    result = subprocess.run([sys.executable, "-c", CASE_1], env=env, capture_output=True, text=True)
+    _, env = installed_muladd
+    result = subprocess.run([sys.executable, "-c", CASE_1], env=env, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     assert "case 1 ok" in result.stdout

@@ -56,9 +56,11 @@ def test_every_kopgen_file_is_headed_generated(tmp_path, muladd_spec):
 def test_generated_python_passes_ruff(tmp_path, muladd_spec):
     repo = generate(muladd_spec, tmp_path / "repo")
     result = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "--no-cache", "--isolated", str(repo)],
+        [sys.executable, "-m", "ruff", "check", "--no-cache", "--isolated", "."],
+        cwd=repo,
         capture_output=True,
         text=True,
+        check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -72,6 +74,7 @@ def test_new_is_fast_and_never_imports_torch(tmp_path, muladd_spec):
             [sys.executable, "-X", "importtime", "-m", "kopgen", "new", str(muladd_spec), "-o", str(tmp_path / f"r{attempt}")],
             capture_output=True,
             text=True,
+            check=False,
         )
         walls.append(time.perf_counter() - start)
         assert result.returncode == 0, result.stderr
@@ -99,7 +102,7 @@ def test_new_writes_into_an_empty_folder(tmp_path, muladd_spec):
 
 
 def test_a_failure_midway_leaves_nothing_behind(tmp_path, muladd_spec, monkeypatch):
-    import kopgen.writer as writer
+    from kopgen import writer
 
     calls = []
 
