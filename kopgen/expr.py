@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ast
 import difflib
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -33,7 +32,9 @@ class ExprError(ValueError):
 
 
 def _error_at(text: str, lineno: int, byte_col: int, message: str) -> ExprError:
-    line = text.split("\n")[lineno - 1]  # ast columns are UTF-8 byte offsets
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")  # Python's line ends
+    line = lines[lineno - 1] if lineno <= len(lines) else ""
+    # ast columns are UTF-8 byte offsets; report characters.
     return ExprError(message, lineno - 1, len(line.encode()[:byte_col].decode(errors="ignore")))
 
 
@@ -83,7 +84,7 @@ _OP_SYMBOLS = {
     ast.FloorDiv: "//", ast.MatMult: "@", ast.LShift: "<<", ast.RShift: ">>", ast.BitAnd: "&",
     ast.BitOr: "|", ast.BitXor: "^", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
     ast.Eq: "==", ast.NotEq: "!=", ast.Is: "is", ast.IsNot: "is not", ast.In: "in",
-    ast.NotIn: "not in",
+    ast.NotIn: "not in", ast.USub: "'-'", ast.UAdd: "'+'",
 }
 
 
@@ -149,11 +150,11 @@ class _PointwiseChecker(_Checker):
 
     def operands(self, nodes, what: str, boolean: bool = False) -> _Kind:
         """Check operands that must all be numbers (or all booleans); the kind of the result."""
+        need = ("boolean operands (comparisons or bool arguments)" if boolean
+                else "numbers, not booleans (use where(cond, x, y))")
         for node in nodes:
             if self.check(node).boolean != boolean:
-                raise self.error(node, f"{what} needs boolean operands (comparisons or bool "
-                                       "arguments)" if boolean else
-                                 f"{what} needs numbers, not booleans (use where(cond, x, y))")
+                raise self.error(node, f"{what} needs {need}")
         return _Kind(any(self.kinds[n].tensor for n in nodes), boolean)
 
     def visit_Name(self, node: ast.Name) -> _Kind:
@@ -173,7 +174,7 @@ class _PointwiseChecker(_Checker):
     def visit_Constant(self, node: ast.Constant) -> _Kind:
         if type(node.value) not in (bool, int, float):
             raise self.forbidden(node)
-        if not math.isfinite(node.value) or abs(node.value) > 1e300:
+        if abs(node.value) > 1e300:  # also inf (1e999); no float() here: 10**400 overflows
             raise self.error(node, "this number is too large")
         return _Kind(False, isinstance(node.value, bool))
 
@@ -189,7 +190,7 @@ class _PointwiseChecker(_Checker):
             return self.operands([node.operand], "'not'", boolean=True)
         if isinstance(node.op, ast.Invert):
             raise self.error(node, "operator '~' is not allowed; use 'not'")
-        return self.operands([node.operand], "unary minus")
+        return self.operands([node.operand], "unary " + _OP_SYMBOLS[type(node.op)])
 
     def visit_Compare(self, node: ast.Compare) -> _Kind:
         if len(node.ops) > 1:
@@ -286,7 +287,11 @@ _CPP = {
 
 
 class _Emitter:
-    """Turn a checked tree into code.  Each emit returns (code, precedence of its top)."""
+    """Turn a checked tree into C++ (subclasses: torch, Triton).
+
+    Each emit returns (code, precedence of its top operator), so that operands get
+    parentheses only where the precedence needs them.
+    """
 
     funcs = _CPP
 
@@ -329,9 +334,10 @@ class _Emitter:
     def emit_UnaryOp(self, node: ast.UnaryOp) -> tuple[str, int]:
         if isinstance(node.op, ast.Not):
             return self.apply("not", [node.operand], node)
+        if isinstance(node.op, ast.UAdd):  # a no-op, and Triton tensors have no unary +
+            return self.emit(node.operand)
         # Nested unary operators get parentheses: `- -x` must not become C++'s `--x`.
-        sym = "-" if isinstance(node.op, ast.USub) else "+"
-        return sym + self.sub(node.operand, _PREC["unary"] + 1), _PREC["unary"]
+        return "-" + self.sub(node.operand, _PREC["unary"] + 1), _PREC["unary"]
 
     def emit_Compare(self, node: ast.Compare) -> tuple[str, int]:
         left, right = (self.sub(n, _PREC["cmp"] + 1) for n in (node.left, node.comparators[0]))
@@ -581,28 +587,19 @@ class _FormulaChecker(_Checker):
                 "; use the op's arguments, grad(s), result(s), torch or this namespace's ops")))
 
 
-class _OwnOpCalls(ast.NodeTransformer):
-    """Rewrite `mymul(...)` into `torch.ops.<namespace>.mymul.default(...)`."""
-
-    def __init__(self, namespace: str, ops: set[str]):
-        self.namespace, self.ops = namespace, ops
-
-    def visit_Call(self, node: ast.Call) -> ast.Call:
-        self.generic_visit(node)
-        if isinstance(node.func, ast.Name) and node.func.id in self.ops:
-            func: ast.expr = ast.Name("torch", ast.Load())
-            for part in ("ops", self.namespace, node.func.id, "default"):
-                func = ast.Attribute(func, part, ast.Load())
-            node.func = func
-        return node
-
-
 def parse_formula(text: str, ctx: FormulaContext) -> Formula:
     """Check a backward formula and work out what the backward needs to save."""
     body = _parse(text)
     checker = _FormulaChecker(text, ctx)
     checker.check(body)
-    python = ast.unparse(_OwnOpCalls(ctx.namespace, checker.ops).visit(body))
+    for node in ast.walk(body):  # own ops: `mymul(...)` -> `torch.ops.<ns>.mymul.default(...)`
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id in checker.ops:
+            func: ast.expr = ast.Name("torch", ast.Load())
+            for part in ("ops", ctx.namespace, node.func.id, "default"):
+                func = ast.Attribute(func, part, ast.Load())
+            node.func = func
+    python = ast.unparse(body)
     order = list(ctx.arg_kinds)
     return Formula(
         text=text,

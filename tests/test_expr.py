@@ -8,6 +8,7 @@ one program compiled with -Wall -Werror.
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -115,9 +116,9 @@ def expected(fn, v: SimpleNamespace) -> torch.Tensor:
     return torch.broadcast_to(torch.as_tensor(fn(v), dtype=v.a.dtype), v.a.shape)
 
 
-def close(actual, expect: torch.Tensor) -> None:
+def close(actual, expect: torch.Tensor, tol64: float = 1e-10) -> None:
     actual = torch.broadcast_to(torch.as_tensor(actual).to(expect.dtype), expect.shape)
-    tol = 2e-5 if expect.dtype == torch.float32 else 1e-10
+    tol = 2e-5 if expect.dtype == torch.float32 else tol64
     torch.testing.assert_close(actual, expect, rtol=tol, atol=tol)
 
 
@@ -171,7 +172,7 @@ def triton_outputs(tmp_path_factory):
     (tmp / "runner.py").write_text(RUNNER)
     v = inputs(torch.float64, True)
     torch.save({"a": v.a, "b": v.b}, tmp / "inputs.pt")
-    env = {**__import__("os").environ, "TRITON_INTERPRET": "1"}
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
     subprocess.run([sys.executable, tmp / "runner.py", tmp, tmp / "inputs.pt", tmp / "out.pt"],
                    env=env, check=True, timeout=300)
     return torch.load(tmp / "out.pt")
@@ -183,7 +184,8 @@ def test_triton_translation(triton_outputs, i, fn):
         for flag in FLAGS:
             out = triton_outputs[i, str(dtype), flag]
             assert not isinstance(out, str), f"{parse_pointwise(IDS[i], ARGS).to_triton()}: {out}"
-            close(out, expected(fn, inputs(dtype, flag)))
+            # Triton passes float scalars as float32, so float64 kernels are not exact.
+            close(out, expected(fn, inputs(dtype, flag)), tol64=1e-6)
 
 
 # --- C++: one program with a template function per case, compiled with -Wall -Werror ---------
@@ -279,19 +281,20 @@ def test_names_in_first_use_order():
     ("a and b", "'and' needs boolean operands (comparisons or bool arguments)", 0, 0),
     ("a + (b > 0)", "'+' needs numbers, not booleans (use where(cond, x, y))", 0, 5),
     ("sigmoid(flag)", "sigmoid() needs numbers, not booleans (use where(cond, x, y))", 0, 8),
-    ("a > 0", "the expression computes a boolean; use where(cond, x, y) to turn it into a "
-              "number", 0, 0),
+    ("a > 0", ("the expression computes a boolean; use where(cond, x, y) to turn it into a "
+              "number"), 0, 0),
     ("alpha * 2", "the expression must use a tensor argument (a, b)", 0, 0),
-    ("where(a, a, b)", "the condition of where() must be a boolean (a comparison or a bool "
-                       "argument)", 0, 6),
-    ("a if alpha else b", "the condition of 'if' must be a boolean (a comparison or a bool "
-                          "argument)", 0, 5),
+    ("where(a, a, b)", ("the condition of where() must be a boolean (a comparison or a bool "
+                       "argument)"), 0, 6),
+    ("a if alpha else b", ("the condition of 'if' must be a boolean (a comparison or a bool "
+                          "argument)"), 0, 5),
     ("a < b < 1", "chained comparisons are not allowed; write 'a < b and b < c'", 0, 0),
     ("exp(a, b)", "exp() takes 1 argument, got 2", 0, 0),
     ("exp(x=a)", "keyword arguments are not allowed", 0, 4),
     ("a % 2", "operator '%' is not allowed; use + - * / ** or and/or/not", 0, 0),
     ("~a", "operator '~' is not allowed; use 'not'", 0, 0),
-    ("a.sum()", "attributes are not allowed in a pointwise expression", 0, 0),
+    ("a.real", "attributes are not allowed in a pointwise expression", 0, 0),
+    ("a.sum()", "only the built-in functions can be called, like exp(x)", 0, 0),
     ("torch.exp(a)", "only the built-in functions can be called, like exp(x)", 0, 0),
     ("a[0]", "subscripts are not allowed in a pointwise expression", 0, 0),
     ("b * (lambda: a)()", "only the built-in functions can be called, like exp(x)", 0, 5),
@@ -321,7 +324,7 @@ def test_pointwise_error_details():
         parse_pointwise("aé + bb", {"aé": "tensor", "b": "tensor"})
     assert info.value.column == 5
     with pytest.raises(ExprError, match=r"too long \(2400 characters, at most 2000\)"):
-        parse_pointwise("a + " * 599 + "a", ARGS)
+        parse_pointwise("a + " * 600, ARGS)
     with pytest.raises(ExprError, match="nested too deeply"):
         parse_pointwise("-" * 60 + "a", ARGS)
     with pytest.raises(ExprError, match="nested too deeply"):
@@ -347,7 +350,6 @@ TWO = FormulaContext({"x": "tensor"}, 2, "kopgen_test_expr", frozenset())
     ("grad.expand(x.shape)", ONE, {"metadata_only": ("x",), "grads_used": (0,)}),
     ("grad * x.size(0) / x.numel() + x.dim() + (x.dtype == torch.float32)", ONE,
      {"metadata_only": ("x",), "grads_used": (0,)}),
-    ("grad * x.sum() + x.shape[0] if False else grad * x", ONE, None),  # x.shape[0]: rejected
     ("grad * x + torch.zeros(x.shape, device=x.device)", ONE,
      {"saved_tensors": ("x",), "grads_used": (0,)}),
     ("grads[0] * torch.cos(x) - grads[1] * torch.sin(x)", TWO,
@@ -366,10 +368,6 @@ TWO = FormulaContext({"x": "tensor"}, 2, "kopgen_test_expr", frozenset())
     ("(grad, [1, 2])", ONE, {"grads_used": (0,)}),
 ])
 def test_formula_uses(text, ctx, fields):
-    if fields is None:
-        with pytest.raises(ExprError, match="indexing is only allowed as grads"):
-            parse_formula(text, ctx)
-        return
     f = parse_formula(text, ctx)
     empty = {"saved_tensors": (), "metadata_only": (), "scalars": (), "results_used": (),
              "grads_used": (), "own_ops_called": ()}
@@ -378,15 +376,15 @@ def test_formula_uses(text, ctx, fields):
 
 
 @pytest.mark.parametrize(("text", "ctx", "message", "column"), [
-    ("__import__('os')", ONE, "unknown name '__import__'; use the op's arguments, grad(s), "
-                              "result(s), torch or this namespace's ops", 0),
-    ("grad.__class__", ONE, "attribute '__class__' is not allowed (names starting with '_' are "
-                            "private)", 5),
-    ("().__class__.__bases__", ONE, "attribute '__bases__' is not allowed (names starting with "
-                                    "'_' are private)", 13),
+    ("__import__('os')", ONE, ("unknown name '__import__'; use the op's arguments, grad(s), "
+                              "result(s), torch or this namespace's ops"), 0),
+    ("grad.__class__", ONE, ("attribute '__class__' is not allowed (names starting with '_' are "
+                            "private)"), 5),
+    ("().__class__.__bases__", ONE, ("attribute '__bases__' is not allowed (names starting with "
+                                    "'_' are private)"), 13),
     ("torch._C", ONE, "attribute '_C' is not allowed (names starting with '_' are private)", 6),
-    ("x[0]", ONE, "indexing is only allowed as grads[i] or results[i] (use x.size(d) for a "
-                  "dimension)", 0),
+    ("x[0]", ONE, ("indexing is only allowed as grads[i] or results[i] (use x.size(d) for a "
+                  "dimension)"), 0),
     ("grads[5]", TWO, "grads[5] is out of range: the op has 2 outputs", 6),
     ("grads[-1]", TWO, "grads[...] needs an integer literal, like grads[0]", 6),
     ("grads * 2", TWO, "'grads' must be indexed with an integer literal, like grads[0]", 0),
@@ -403,15 +401,16 @@ def test_formula_uses(text, ctx, fields):
     ("grad * bb", ONE, "unknown name 'bb' (did you mean 'b'?)", 7),
     ("mymull(grad, b)", ONE, "unknown name 'mymull' (did you mean 'mymul'?)", 0),
     ("mymul", ONE, "'mymul' is an op; call it, like mymul(...)", 0),
-    ("open('f')", ONE, "strings are not allowed in a derivative formula", 5),
-    ("open(grad)", ONE, "unknown name 'open'; use the op's arguments, grad(s), result(s), "
-                        "torch or this namespace's ops", 0),
+    ("open('f')", ONE, ("unknown name 'open'; use the op's arguments, grad(s), result(s), "
+                        "torch or this namespace's ops"), 0),
     ("torch", ONE, "'torch' can only be used as torch.<name>", 0),
-    ("grad[0](x)", ONE, "only torch functions, tensor methods and this namespace's ops can be "
-                        "called", 0),
+    ("grad[0](x)", ONE, ("only torch functions, tensor methods and this namespace's ops can be "
+                        "called"), 0),
     ("{1: grad}", ONE, "dicts are not allowed in a derivative formula", 0),
-    ("grad[0:1]", ONE, "indexing is only allowed as grads[i] or results[i] (use x.size(d) for a "
-                       "dimension)", 0),
+    ("x.shape[0] * grad", ONE, ("indexing is only allowed as grads[i] or results[i] (use "
+                                "x.size(d) for a dimension)"), 0),
+    ("grad[0:1]", ONE, ("indexing is only allowed as grads[i] or results[i] (use x.size(d) for a "
+                       "dimension)"), 0),
 ])
 def test_formula_errors(text, ctx, message, column):
     with pytest.raises(ExprError) as info:
@@ -421,13 +420,15 @@ def test_formula_errors(text, ctx, message, column):
 
 def test_formula_limits():
     with pytest.raises(ExprError, match=r"too long \(3000 characters, at most 2000\)"):
-        parse_formula("grad" + " + grad" * 428 + "  ", ONE)
+        parse_formula("grad" + " + grad" * 428, ONE)
     with pytest.raises(ExprError, match="nested too deeply"):
-        parse_formula("torch.neg(" * 200 + "grad" + ")" * 200, ONE)
+        parse_formula("torch.neg(" * 100 + "grad" + ")" * 100, ONE)
     with pytest.raises(ExprError, match="nested too deeply"):
         parse_formula("-" * 200 + "grad", ONE)
-    with pytest.raises(ExprError):
-        parse_formula("(" * 200 + "grad" + ")" * 200, ONE)  # Python's own parenthesis limit
+    # Redundant parentheses make no tree nodes, so they do not count; Python caps them at 200.
+    assert parse_formula("(" * 60 + "grad" + ")" * 60, ONE).python == "grad"
+    with pytest.raises(ExprError, match="too many nested parentheses"):
+        parse_formula("(" * 300 + "grad" + ")" * 300, ONE)
 
 
 @torch.library.custom_op("kopgen_test_expr::mymul", mutates_args=())

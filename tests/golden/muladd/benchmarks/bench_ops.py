@@ -59,7 +59,7 @@ def main() -> None:
         results[name] = (per_call, moved / seconds_per_call(fn, args, device) / 1e9)
     base_time, base_bandwidth = results["bare launcher"]
     for name, (per_call, bandwidth) in results.items():
-        print(f"muladd{' ' * (16 - 6)}{name:<18}{per_call * 1e6:>20.1f}{per_call / base_time:>8.2f}{bandwidth:>22.1f}{bandwidth / base_bandwidth:>8.2f}")
+        print(f"muladd{' ' * (16 - 6)}{name:<18}{per_call * 1e6:>20.1f}{per_call / base_time:>8.2f}{bandwidth:>22.4g}{bandwidth / base_bandwidth:>8.2f}")
 
 
 def make_args(op: str, numel: int, device: str) -> tuple:

@@ -14,17 +14,21 @@ def pointwise_output(op: str, *tensors: Tensor) -> Tensor:
     so the two cannot disagree.
     """
     first = tensors[0]
-    dtypes = sorted({str(t.dtype) for t in tensors})
-    devices = sorted({str(t.device) for t in tensors})
-    torch._check(len(dtypes) == 1, lambda: f"{op}: all Tensor arguments must share one dtype, got {dtypes}")
-    torch._check(len(devices) == 1, lambda: f"{op}: all Tensor arguments must be on one device, got {devices}")
-    shape = torch.broadcast_shapes(*(t.shape for t in tensors))
+    shape = first.shape
+    for other in tensors[1:]:
+        if other.dtype != first.dtype or other.device != first.device:
+            raise RuntimeError(
+                f"{op}: all Tensor arguments must share one dtype and device, "
+                f"got {first.dtype} on {first.device} and {other.dtype} on {other.device}"
+            )
+        if other.shape != shape:  # checked first: broadcast_shapes costs microseconds per call
+            shape = torch.broadcast_shapes(shape, other.shape)
     return torch.empty(shape, dtype=first.dtype, device=first.device)
 
 
 def broadcast_contiguous(shape: torch.Size, *tensors: Tensor) -> tuple[Tensor, ...]:
     """The inputs expanded to `shape` and made dense, so that a kernel can index them flat."""
-    return tuple(t.expand(shape).contiguous() for t in tensors)
+    return tuple((t if t.shape == shape else t.expand(shape)).contiguous() for t in tensors)
 
 
 def upcast(*tensors: Tensor) -> tuple[Tensor, ...]:
