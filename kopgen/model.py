@@ -593,6 +593,12 @@ class _OpResolver:
             self.error(node.position, f"mutating ops are not supported by kopgen {__version__} yet")
             return ()
         for arg in args:
+            if arg.schema.kwarg_only:
+                self.error(
+                    self.node.get("schema").value_position,
+                    f"keyword-only arguments are not supported by kopgen {__version__} yet ('{arg.name}')",
+                )
+                return ()
             if arg.kind == "other":
                 self.error(
                     self.node.get("schema").value_position,

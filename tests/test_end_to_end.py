@@ -12,16 +12,15 @@ import pytest
 
 from kopgen import generate
 
+from .conftest import EXAMPLES
+
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def installed_muladd(tmp_path_factory):
-    """The generated muladd repo, installed (pip, no build isolation) into a folder of its own."""
-    from .conftest import EXAMPLES
-
+def install(tmp_path_factory, example: str):
+    """The example's generated repo, installed (pip, no build isolation) into a folder of its own."""
     root = tmp_path_factory.mktemp("e2e")
-    repo = generate(EXAMPLES / "muladd.yaml", root / "muladd_pkg")
+    repo = generate(EXAMPLES / example, root / "repo")
     site = root / "site"
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
@@ -32,8 +31,14 @@ def installed_muladd(tmp_path_factory):
     return repo, env
 
 
-def test_generated_suite_passes(installed_muladd):
-    repo, env = installed_muladd
+@pytest.fixture(scope="module")
+def installed_muladd(tmp_path_factory):
+    return install(tmp_path_factory, "muladd.yaml")
+
+
+@pytest.mark.parametrize("example", ["muladd.yaml", "activations.yaml"])
+def test_generated_suite_passes(tmp_path_factory, example):
+    repo, env = install(tmp_path_factory, example)
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x"],
         cwd=repo, env=env, capture_output=True, text=True, check=False,

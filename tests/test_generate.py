@@ -53,8 +53,9 @@ def test_every_kopgen_file_is_headed_generated(tmp_path, muladd_spec):
     assert (repo / "kopgen.yaml").read_text().startswith("# yaml-language-server: $schema=.kopgen/schema.json\n")
 
 
-def test_generated_python_passes_ruff(tmp_path, muladd_spec):
-    repo = generate(muladd_spec, tmp_path / "repo")
+@pytest.mark.parametrize("spec", sorted(p.name for p in EXAMPLES.glob("*.yaml")))
+def test_generated_python_passes_ruff(tmp_path, spec):
+    repo = generate(EXAMPLES / spec, tmp_path / "repo")
     result = subprocess.run(
         [sys.executable, "-m", "ruff", "check", "--no-cache", "--isolated", "."],
         cwd=repo,
