@@ -187,7 +187,7 @@ TORCH_TYPES = {
     "Layout", "Device", "DeviceIndex", "Generator", "MemoryFormat", "QScheme", "Dimname",
     "Storage", "Stream", "SymBool", "SymFloat", "complex", "number", "Any", "AnyEnumType",
     "AnyClassType", "NoneType", "Capsule", "Dict", "Future", "RRef", "Await", "Union",
-    "Tuple", "t", "t1", "t2", "tVal", "__torch__",
+    "Tuple", "t", "t1", "t2", "tVal", "__torch__", "PyObject",
 }  # fmt: skip
 
 _TOKEN = re.compile(

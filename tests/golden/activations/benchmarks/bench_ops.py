@@ -49,7 +49,10 @@ def main() -> None:
     small, large = 1024, (1 << 28 if device == "cuda" else 1 << 16)
     print(f"{'op':<16}{'variant':<18}{'us/call (n=' + str(small) + ')':>20}{'x bare':>8}{'GB/s (n=' + str(large) + ')':>22}{'x bare':>8}")
     variants = {
-        "bare launcher": scaled_sigmoid_kernels.scaled_sigmoid_python,
+        "bare launcher": {
+            "cpu": scaled_sigmoid_kernels.scaled_sigmoid_python,
+            "cuda": scaled_sigmoid_kernels.scaled_sigmoid_triton,
+        }[device],
         "operator": kact.scaled_sigmoid,
         "eager reference": reference.scaled_sigmoid,
     }
@@ -63,7 +66,10 @@ def main() -> None:
     for name, (per_call, bandwidth) in results.items():
         print(f"scaled_sigmoid{' ' * (16 - 14)}{name:<18}{per_call * 1e6:>20.1f}{per_call / base_time:>8.2f}{bandwidth:>22.4g}{bandwidth / base_bandwidth:>8.2f}")
     variants = {
-        "bare launcher": sincos_kernels.sincos_python,
+        "bare launcher": {
+            "cpu": sincos_kernels.sincos_python,
+            "cuda": sincos_kernels.sincos_triton,
+        }[device],
         "operator": kact.sincos,
         "eager reference": reference.sincos,
     }
@@ -77,7 +83,10 @@ def main() -> None:
     for name, (per_call, bandwidth) in results.items():
         print(f"sincos{' ' * (16 - 6)}{name:<18}{per_call * 1e6:>20.1f}{per_call / base_time:>8.2f}{bandwidth:>22.4g}{bandwidth / base_bandwidth:>8.2f}")
     variants = {
-        "bare launcher": mymul_kernels.mymul_triton,
+        "bare launcher": {
+            "cpu": mymul_kernels.mymul_triton,
+            "cuda": mymul_kernels.mymul_triton,
+        }[device],
         "operator": kact.mymul,
         "eager reference": reference.mymul,
     }

@@ -47,7 +47,10 @@ def main() -> None:
     small, large = 1024, (1 << 28 if device == "cuda" else 1 << 16)
     print(f"{'op':<16}{'variant':<18}{'us/call (n=' + str(small) + ')':>20}{'x bare':>8}{'GB/s (n=' + str(large) + ')':>22}{'x bare':>8}")
     variants = {
-        "bare launcher": muladd_kernels.muladd_triton,
+        "bare launcher": {
+            "cpu": muladd_kernels.muladd_triton,
+            "cuda": muladd_kernels.muladd_triton,
+        }[device],
         "operator": kbook.muladd,
         "eager reference": reference.muladd,
     }
