@@ -67,8 +67,10 @@ def test_every_error_of_a_spec_is_reported_in_file_order(tmp_path):
     lines = result.output.replace(str(spec), "spec.yaml").splitlines()
     assert lines == [
         "spec.yaml:3:1: error: unknown key 'colour' in spec",
-        "spec.yaml:7:23: error: ops[0].dtypes[1] must be one of float16, bfloat16, float32, float64; "
-        "got 'float8' (did you mean 'float64'?)",
+        (
+            "spec.yaml:7:23: error: ops[0].dtypes[1] must be one of float16, bfloat16, float32, float64; "
+            "got 'float8' (did you mean 'float64'?)"
+        ),
         "spec.yaml:8:19: error: ops[0].tests.atol must be at least 0, not -1",
     ]
 
