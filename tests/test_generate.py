@@ -69,7 +69,7 @@ def test_generated_python_passes_ruff(tmp_path, spec):
 def test_new_is_fast_and_never_imports_torch(tmp_path, muladd_spec):
     """`kopgen new` is text work: under 1 s wall, and neither torch nor triton is imported."""
     walls = []
-    for attempt in range(3):
+    for attempt in range(5):
         start = time.perf_counter()
         result = subprocess.run(
             [sys.executable, "-X", "importtime", "-m", "kopgen", "new", str(muladd_spec), "-o", str(tmp_path / f"r{attempt}")],
