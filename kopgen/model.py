@@ -7,7 +7,7 @@ what backward saves and under which condition), so templates only print.
 from __future__ import annotations
 
 import ast
-import hashlib
+import dataclasses
 import keyword
 import re
 from dataclasses import dataclass
@@ -389,10 +389,6 @@ class Package:
     kopgen_version: str = __version__
 
     @property
-    def spec_hash(self) -> str:
-        return hashlib.sha256(self.spec_text.encode()).hexdigest()
-
-    @property
     def needs_triton(self) -> bool:
         return any("triton" in op.kernel_languages for op in self.ops)
 
@@ -459,7 +455,7 @@ def resolve(root: Mapping, spec_text: str, diagnostics: Diagnostics) -> Package 
             )
         seen.setdefault(op.name, node.get("schema").position)
         ops.append(op)
-    _check_backward_calls(ops, op_nodes, diagnostics)
+    _mark_not_twice_differentiable(ops)
     if diagnostics.items:
         return None
     return Package(
@@ -476,7 +472,7 @@ def _text(node: Node | None, default: str) -> str:
     return default if node is None else str(node.value)
 
 
-def _check_backward_calls(ops: list[Op], op_nodes, diagnostics: Diagnostics) -> None:
+def _mark_not_twice_differentiable(ops: list[Op]) -> None:
     """Mark formulas that call an own op without a backward as not twice differentiable."""
     # Done after all ops are resolved, since an op may call one defined later in the file.
     differentiable = {op.name for op in ops if op.backward is not None}
@@ -485,13 +481,8 @@ def _check_backward_calls(ops: list[Op], op_nodes, diagnostics: Diagnostics) -> 
             continue
         called = {name for g in op.backward.gradients if g.formula for name in g.formula.own_ops_called}
         if called - differentiable:
-            ops[i] = _replace(op, backward=_replace(op.backward, differentiable_twice=False))
-
-
-def _replace(obj, **changes):
-    import dataclasses
-
-    return dataclasses.replace(obj, **changes)
+            backward = dataclasses.replace(op.backward, differentiable_twice=False)
+            ops[i] = dataclasses.replace(op, backward=backward)
 
 
 class _OpResolver:
@@ -645,7 +636,7 @@ class _OpResolver:
             if registration in ("custom_op", "library") and language not in PYTHON_KERNELS:
                 compiled = "torch_library or stable_abi"
                 self.error(
-                    _value_node(node, device).position,
+                    node.get(device).position,  # only a spec's own backends can conflict
                     f"registration '{registration}' takes Python kernels (triton, python); "
                     f"{device}: {language} needs registration: {compiled}",
                 )
@@ -713,10 +704,6 @@ class _OpResolver:
         atol = node.get("atol") if node else None
         rtol = node.get("rtol") if node else None
         return tuple(shapes), atol.value if atol else None, rtol.value if rtol else None
-
-
-def _value_node(mapping: Mapping | None, key: str) -> Node:
-    return mapping.get(key) if mapping is not None else None
 
 
 def _inside(node: Scalar, error: ExprError) -> Position:
