@@ -25,8 +25,13 @@ BUILTIN_DEFAULTS = {
     "dtypes": ["float32"],
 }
 # Routes and kernels this version of kopgen generates; the SPEC lists more.
-AVAILABLE_ROUTES = ("custom_op", "library")
+AVAILABLE_ROUTES = ("custom_op", "library", "torch_library", "stable_abi")
+PYTHON_ROUTES = ("custom_op", "library")
+COMPILED_ROUTES = ("torch_library", "stable_abi")
 PYTHON_KERNELS = ("triton", "python")
+COMPILED_KERNELS = ("cpp", "cuda")
+# C++ types of the scalar arguments, as the host functions take them.
+CPP_SCALAR_TYPES = {"float": "double", "int": "int64_t", "bool": "bool"}
 DISPATCH_KEYS = {"cpu": "CPU", "cuda": "CUDA"}
 NON_DIFFERENTIABLE = "non_differentiable"
 # Functions whose real domain is x > 0: their ops are tested on positive inputs.
@@ -43,7 +48,52 @@ RESERVED_NAMES = frozenset(
         *("kernel", "grid", "n_elements", "compute_dtype", "offsets", "mask", "BLOCK_SIZE", "COMPUTE_DTYPE"),
     }
 )
-RESERVED_PATTERN = re.compile(r"^(_.*|out\d+|grad_.*|.*_ptr|.*_shape)$")
+RESERVED_PATTERN = re.compile(r"^(_.*|out\d+|grad_.*|.*_ptr|.*_shape|.*_dense)$")
+# Names the generated C++ and CUDA code uses (locals and helpers of csrc/), which arguments
+# of compiled ops must not shadow, and the keywords of C++, which no C++ name may be.
+CPP_RESERVED_NAMES = frozenset(
+    {
+        *("n", "i", "k", "v", "m", "tile", "vectors", "shape", "error", "guard", "stream", "zero", "dtype"),
+        *("scalar_t", "acc_t", "compute_t", "Compute", "V", "VEC", "Vec", "Tensor", "ScalarType", "Half", "BFloat16"),
+        *("data", "mutable_data", "check", "check_written", "check_launch", "dense", "new_empty", "write_back"),
+        *("dispatch_floating", "broadcast_shape", "sizes_of", "shape_text", "to_compute", "from_compute"),
+        *("aligned", "blocks_for", "kThreads", "kMaxBlocks", "kernel_dtype", "current_stream", "Dtype", "std", "cuda"),
+    }
+)
+CPP_RESERVED_PATTERN = re.compile(r"^(.*_vec)$")
+CPP_KEYWORDS = frozenset(
+    (
+        "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch", "char",
+        "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval", "constexpr", "constinit",
+        "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype", "default", "delete", "do", "double",
+        "dynamic_cast", "else", "enum", "explicit", "export", "extern", "false", "float", "for", "friend", "goto", "if",
+        "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq", "nullptr", "operator", "or",
+        "or_eq", "private", "protected", "public", "register", "reinterpret_cast", "requires", "return", "short",
+        "signed", "sizeof", "static", "static_assert", "static_cast", "struct", "switch", "template", "this",
+        "thread_local", "throw", "true", "try", "typedef", "typeid", "typename", "union", "unsigned", "using", "virtual",
+        "void", "volatile", "wchar_t", "while", "xor", "xor_eq",
+    )
+)
+
+
+@dataclass(frozen=True)
+class Dtype:
+    """A dtype as each language names it."""
+
+    name: str  # torch: float32
+    scalar_type: str  # C++ ScalarType enumerator: Float
+    cpp_type: str  # host element type: float, Half
+    cuda_type: str  # device element type: float, __half
+    cuda_to_float: str = ""  # conversions of the 16-bit types, which compute in float
+    cuda_from_float: str = ""
+
+
+DTYPES = (
+    Dtype("float16", "Half", "Half", "__half", "__half2float", "__float2half_rn"),
+    Dtype("bfloat16", "BFloat16", "BFloat16", "__nv_bfloat16", "__bfloat162float", "__float2bfloat16_rn"),
+    Dtype("float32", "Float", "float", "float"),
+    Dtype("float64", "Double", "double", "double"),
+)
 SCHEMA_MODELINE = "# yaml-language-server: $schema=.kopgen/schema.json"
 
 
@@ -80,6 +130,15 @@ class Arg:
     @property
     def sample_value(self) -> str:
         return SAMPLE_SCALARS[self.kind]
+
+    @property
+    def is_mutated(self) -> bool:
+        return self.schema.is_mutated
+
+    @property
+    def pointer(self) -> str:
+        """The kernel parameter through which a Tensor is read (and written, if mutated)."""
+        return f"{self.name}_ptr"
 
 
 @dataclass(frozen=True)
@@ -143,11 +202,53 @@ class Backward:
 @dataclass(frozen=True)
 class Kernel:
     device: str  # 'cpu' or 'cuda'
-    language: str  # 'triton' or 'python'
+    language: str  # 'triton', 'python', 'cpp' or 'cuda'
 
     @property
     def dispatch_key(self) -> str:
         return DISPATCH_KEYS[self.device]
+
+    @property
+    def is_compiled(self) -> bool:
+        return self.language in COMPILED_KERNELS
+
+
+@dataclass(frozen=True)
+class KernelTensor:
+    """A Tensor a kernel touches, and what each launcher passes for it."""
+
+    name: str  # the argument or output it stands for
+    python: str  # the dense tensor the Python launcher passes
+    cpp: str  # the dense tensor the C++ host passes (inputs get `_dense` locals there)
+    read: bool
+    written: bool
+
+    @property
+    def pointer(self) -> str:
+        return f"{self.name}_ptr"
+
+    @property
+    def vector(self) -> str:
+        """The CUDA kernel's local holding this tensor's 16-byte vector."""
+        return f"{self.name}_vec"
+
+
+@dataclass(frozen=True)
+class Write:
+    """One tensor a compute op writes: a returned Tensor, or a mutated argument."""
+
+    expr: Pointwise
+    name: str  # `out`, `out0`, ... for returns; the argument's name for a mutated argument
+    arg: Arg | None = None  # the mutated argument
+
+    @property
+    def pointer(self) -> str:
+        return f"{self.name}_ptr"
+
+    @property
+    def buffer(self) -> str:
+        """The dense tensor the kernel writes: a returned output itself, a copy of a strided argument."""
+        return self.name if self.arg is None else f"{self.name}_dense"
 
 
 @dataclass(frozen=True)
@@ -165,7 +266,7 @@ class Op:
     schema: FunctionSchema
     doc: str
     args: tuple[Arg, ...]
-    outputs: tuple[Pointwise, ...]  # one expression per returned Tensor
+    writes: tuple[Write, ...]  # one per returned Tensor, or one per mutated argument
     registration: str
     kernels: tuple[Kernel, ...]  # sorted by device
     dtypes: tuple[str, ...]
@@ -194,6 +295,63 @@ class Op:
         return tuple(a for a in self.args if a.is_tensor)
 
     @property
+    def outputs(self) -> tuple[Pointwise, ...]:
+        """The expressions of the returned Tensors (none for a mutating op)."""
+        return tuple(w.expr for w in self.writes if w.arg is None)
+
+    @property
+    def mutated_writes(self) -> tuple[Write, ...]:
+        return tuple(w for w in self.writes if w.arg is not None)
+
+    @property
+    def is_mutating(self) -> bool:
+        return bool(self.mutated_writes)
+
+    @property
+    def read_args(self) -> tuple[Arg, ...]:
+        """Tensor arguments the expressions read, in schema order."""
+        used = {name for w in self.writes for name in w.expr.names}
+        return tuple(a for a in self.tensor_args if a.name in used)
+
+    @property
+    def input_args(self) -> tuple[Arg, ...]:
+        """Tensor arguments that are only read (broadcast and made dense by the launchers)."""
+        return tuple(a for a in self.read_args if not a.is_mutated)
+
+    @property
+    def input_arg_names(self) -> str:
+        return ", ".join(a.name for a in self.input_args)
+
+    @property
+    def read_arg_names(self) -> str:
+        return ", ".join(a.name for a in self.read_args)
+
+    @property
+    def written_indices(self) -> str:
+        """The argument indices a mutating op writes, as a Python tuple."""
+        return repr(tuple(w.arg.index for w in self.mutated_writes))
+
+    @property
+    def reference_annotation(self) -> str:
+        """The reference returns what the op returns, or what a mutating op writes."""
+        return "Tensor" if len(self.writes) == 1 else f"tuple[{', '.join(['Tensor'] * len(self.writes))}]"
+
+    @property
+    def kernel_tensors(self) -> tuple[KernelTensor, ...]:
+        """The Tensors a kernel reads or writes: the arguments it touches, then the returned outputs."""
+        written = {w.arg.name: w for w in self.mutated_writes}
+        read = {a.name for a in self.read_args}
+        tensors = []
+        for arg in self.tensor_args:
+            if arg.name in written:
+                buffer = written[arg.name].buffer
+                tensors.append(KernelTensor(arg.name, buffer, buffer, arg.name in read, True))
+            elif arg.name in read:
+                tensors.append(KernelTensor(arg.name, arg.name, f"{arg.name}_dense", True, False))
+        tensors += [KernelTensor(w.name, w.name, w.name, False, True) for w in self.writes if w.arg is None]
+        return tuple(tensors)
+
+    @property
     def python_signature(self) -> str:
         """`a: Tensor, b: Tensor, c: float`, with `*` before keyword-only arguments."""
         parts: list[str] = []
@@ -218,13 +376,20 @@ class Op:
 
     @property
     def return_annotation(self) -> str:
+        if self.is_mutating:
+            return "None"
         if len(self.outputs) == 1:
             return "Tensor"
         return f"tuple[{', '.join(['Tensor'] * len(self.outputs))}]"
 
     @property
     def output_names(self) -> tuple[str, ...]:
-        return ("out",) if len(self.outputs) == 1 else tuple(f"out{i}" for i in range(len(self.outputs)))
+        return tuple(w.name for w in self.writes if w.arg is None)
+
+    @property
+    def first_written(self) -> str:
+        """The dense tensor whose shape, dtype and device every kernel launch follows."""
+        return self.writes[0].buffer
 
     @property
     def kernel_languages(self) -> tuple[str, ...]:
@@ -244,12 +409,11 @@ class Op:
     @property
     def triton_parameters(self) -> tuple[str, ...]:
         """Kernel parameters: input and output pointers, then the scalars the expressions read."""
-        pointers = [f"{a.name}_ptr" for a in self.tensor_args] + [f"{o}_ptr" for o in self.output_names]
-        return tuple(pointers + [a.name for a in self.triton_scalars])
+        return tuple([t.pointer for t in self.kernel_tensors] + [a.name for a in self.kernel_scalars])
 
     @property
     def triton_arguments(self) -> str:
-        return ", ".join([a.name for a in self.tensor_args] + list(self.output_names) + [a.name for a in self.triton_scalars])
+        return ", ".join([t.python for t in self.kernel_tensors] + [a.name for a in self.kernel_scalars])
 
     @property
     def doc_literal(self) -> str:
@@ -261,6 +425,10 @@ class Op:
     def mutates_args_literal(self) -> str:
         names = [a.name for a in self.args if a.schema.is_mutated]
         return repr(tuple(names))
+
+    @property
+    def cpp_tags(self) -> str:
+        return ", ".join(f"at::Tag::{tag}" for tag in self.tags)
 
     @property
     def tags_literal(self) -> str:
@@ -284,17 +452,17 @@ class Op:
         return "cuda" in self.devices_for("triton")
 
     @property
-    def triton_scalars(self) -> tuple[Arg, ...]:
+    def kernel_scalars(self) -> tuple[Arg, ...]:
         """Non-Tensor arguments the kernel reads (passed to it as scalars)."""
-        used = {name for output in self.outputs for name in output.names}
+        used = {name for w in self.writes for name in w.expr.names}
         return tuple(a for a in self.args if not a.is_tensor and a.name in used)
 
     @property
     def positive_inputs(self) -> bool:
         """Whether tests draw inputs from (0.5, 1.5): the expressions use log, sqrt, ..."""
         called = set()
-        for output in self.outputs:
-            for node in ast.walk(ast.parse(output.text, mode="eval")):
+        for write in self.writes:
+            for node in ast.walk(ast.parse(write.expr.text, mode="eval")):
                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
                     called.add(node.func.id)
                 if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
@@ -311,10 +479,15 @@ class Op:
         first = self.shapes[0]
         samples.append(self._sample("empty", lambda a: _make((0,) + first[a.name][1:])))
         samples.append(self._sample("noncontiguous", lambda a: _strided(first[a.name])))
-        if len(self.tensor_args) > 1 and first[self.tensor_args[0].name]:
-            lead = self.tensor_args[0].name
+        # Inputs after the first broadcast from their last dimension; written arguments
+        # always have the full shape.
+        lead = self.tensor_args[0]
+        if first[lead.name] and any(a is not lead and not a.is_mutated for a in self.tensor_args):
             samples.append(
-                self._sample("broadcast", lambda a: _make(first[a.name] if a.name == lead else first[a.name][-1:]))
+                self._sample(
+                    "broadcast",
+                    lambda a: _make(first[a.name] if a is lead or a.is_mutated else first[a.name][-1:]),
+                )
             )
         return tuple(samples)
 
@@ -328,6 +501,8 @@ class Op:
     @property
     def gradient_args(self) -> tuple[Arg, ...]:
         """Tensors the tests ask gradients of: those with a formula (all, for an op without backward)."""
+        if self.is_mutating:
+            return ()
         if self.backward is None:
             return self.tensor_args
         return tuple(g.arg for g in self.backward.gradients if g.formula)
@@ -352,6 +527,109 @@ class Op:
             for a in self.args
             for value in [a.name if a.is_tensor else a.sample_value]
         )
+
+    # -- compiled routes: what the C++ and CUDA templates print
+
+    @property
+    def is_compiled(self) -> bool:
+        return self.registration in COMPILED_ROUTES
+
+    @property
+    def python_kernels(self) -> tuple[Kernel, ...]:
+        return tuple(k for k in self.kernels if not k.is_compiled)
+
+    def has_kernel(self, device: str, language: str) -> bool:
+        return Kernel(device, language) in self.kernels
+
+    @property
+    def cpp_parameters(self) -> str:
+        """Parameters of the C++ host functions: Tensors by const reference (by value on the stable ABI)."""
+        tensor = "Tensor" if self.registration == "stable_abi" else "const Tensor&"
+        return ", ".join(f"{tensor if a.is_tensor else CPP_SCALAR_TYPES[a.kind]} {a.name}" for a in self.args)
+
+    @property
+    def cpp_return_type(self) -> str:
+        if self.is_mutating:
+            return "void"
+        if len(self.outputs) == 1:
+            return "Tensor"
+        return f"std::tuple<{', '.join(['Tensor'] * len(self.outputs))}>"
+
+    @property
+    def cpp_returned(self) -> str:
+        """The return statement's value: `out`, or `{out0, out1}`."""
+        names = self.output_names
+        return names[0] if len(names) == 1 else "{" + ", ".join(names) + "}"
+
+    @property
+    def cpp_kernel_parameters(self) -> str:
+        """Parameters of the per-element kernels (CPU and CUDA), inside `template <typename scalar_t>`."""
+        parts = [f"{'' if t.written else 'const '}scalar_t* __restrict__ {t.pointer}" for t in self.kernel_tensors]
+        parts += [f"{'bool' if a.kind == 'bool' else 'compute_t<scalar_t>'} {a.name}" for a in self.kernel_scalars]
+        return ", ".join(parts)
+
+    @property
+    def cpp_kernel_arguments(self) -> str:
+        """The host's call of the CPU kernel, inside a dtype dispatch that defines scalar_t and acc_t."""
+        parts = [f"{'mutable_data' if t.written else 'data'}<scalar_t>({t.cpp})" for t in self.kernel_tensors]
+        return ", ".join(parts + self._scalars_in_compute_type)
+
+    @property
+    def _scalars_in_compute_type(self) -> list[str]:
+        return [a.name if a.kind == "bool" else f"static_cast<acc_t>({a.name})" for a in self.kernel_scalars]
+
+    @property
+    def compiled_kernels_text(self) -> str:
+        names = {"cpp": "C++ CPU kernel", "cuda": "CUDA kernel"}
+        return " and ".join(names[k.language] for k in self.kernels if k.is_compiled)
+
+    @property
+    def written_dict(self) -> str:
+        """`{"out": out}`: the mutated arguments by name, for the shape checks of _support."""
+        return "{" + ", ".join(f'"{w.name}": {w.name}' for w in self.mutated_writes) + "}"
+
+    @property
+    def kernel_casts_scalars(self) -> bool:
+        """Whether the kernel call converts scalars to the compute type (bools pass as they are)."""
+        return any(a.kind != "bool" for a in self.kernel_scalars)
+
+    @property
+    def cuda_launcher_parameters(self) -> str:
+        """Parameters of the CUDA launcher: untyped pointers (the .cu file needs no torch headers)."""
+        parts = [f"{'' if t.written else 'const '}void* {t.pointer}" for t in self.kernel_tensors]
+        parts += [f"{CPP_SCALAR_TYPES[a.kind]} {a.name}" for a in self.kernel_scalars]
+        return ", ".join(parts)
+
+    @property
+    def cuda_launcher_forward(self) -> str:
+        """The launcher's parameters passed on by name."""
+        return ", ".join([t.pointer for t in self.kernel_tensors] + [a.name for a in self.kernel_scalars])
+
+    @property
+    def cuda_launcher_arguments(self) -> str:
+        """The C++ host's call of the CUDA launcher."""
+        parts = [f"{t.cpp}.{'mutable_data_ptr' if t.written else 'const_data_ptr'}()" for t in self.kernel_tensors]
+        return ", ".join(parts + [a.name for a in self.kernel_scalars])
+
+    @property
+    def cuda_kernel_arguments(self) -> str:
+        """The launcher's call of the CUDA kernel: typed pointers, scalars in the compute type."""
+        parts = [f"static_cast<{'' if t.written else 'const '}scalar_t*>({t.pointer})" for t in self.kernel_tensors]
+        return ", ".join(parts + self._scalars_in_compute_type)
+
+    @property
+    def cuda_alignment_condition(self) -> str:
+        return " && ".join(f"aligned({t.pointer})" for t in self.kernel_tensors)
+
+    @property
+    def cuda_vector_arguments(self) -> str:
+        """The element function called on the vectors' registers."""
+        return ", ".join([f"{t.vector}.v" for t in self.kernel_tensors] + [a.name for a in self.kernel_scalars])
+
+    @property
+    def cuda_pointer_arguments(self) -> str:
+        """The element function called on global memory (the tail)."""
+        return ", ".join([t.pointer for t in self.kernel_tensors] + [a.name for a in self.kernel_scalars])
 
     @property
     def tolerances_literal(self) -> str:
@@ -397,16 +675,20 @@ class Package:
         return any(op.uses_interpreter for op in self.ops)
 
     @property
+    def has_mutating_ops(self) -> bool:
+        return any(op.is_mutating for op in self.ops)
+
+    @property
     def needs_tensor_metadata(self) -> bool:
         return any(op.backward and op.backward.saved_metadata for op in self.ops)
 
     @property
     def reference_uses_torch(self) -> bool:
-        return any("torch." in output.to_torch() for op in self.ops for output in op.outputs)
+        return any("torch." in output.to_torch() for op in self.ops for w in op.writes for output in [w.expr])
 
     @property
     def reference_uses_math(self) -> bool:
-        return any("math." in output.to_torch() for op in self.ops for output in op.outputs)
+        return any("math." in output.to_torch() for op in self.ops for w in op.writes for output in [w.expr])
 
     @property
     def typing_imports(self) -> tuple[str, ...]:
@@ -424,6 +706,49 @@ class Package:
     @property
     def routes(self) -> tuple[str, ...]:
         return tuple(sorted({op.registration for op in self.ops}))
+
+    @property
+    def compiled_ops(self) -> tuple[Op, ...]:
+        return tuple(op for op in self.ops if op.is_compiled)
+
+    @property
+    def compiled_route(self) -> str | None:
+        """torch_library or stable_abi (one per package), None without compiled ops."""
+        return self.compiled_ops[0].registration if self.compiled_ops else None
+
+    @property
+    def stable_abi(self) -> bool:
+        return self.compiled_route == "stable_abi"
+
+    @property
+    def cpp_ops(self) -> tuple[Op, ...]:
+        """Ops with a C++ CPU kernel."""
+        return tuple(op for op in self.ops if op.has_kernel("cpu", "cpp"))
+
+    @property
+    def cuda_ops(self) -> tuple[Op, ...]:
+        """Ops with a CUDA kernel."""
+        return tuple(op for op in self.ops if op.has_kernel("cuda", "cuda"))
+
+    @property
+    def compiled_dtypes(self) -> tuple[Dtype, ...]:
+        """Every dtype a compiled kernel of the package dispatches on."""
+        listed = {dtype for op in self.compiled_ops for dtype in op.dtypes}
+        return tuple(d for d in DTYPES if d.name in listed)
+
+    @property
+    def python_library_purpose(self) -> str:
+        purposes = []
+        if any(op.registration == "library" for op in self.ops):
+            purposes.append("the `library` route defines its ops on it")
+        if any(op.is_compiled and op.python_kernels for op in self.ops):
+            purposes.append("Python kernels of compiled ops are added to it")
+        return "; ".join(purposes)
+
+    @property
+    def needs_python_library(self) -> bool:
+        """Whether _registration.py needs a Library fragment (define, or impl of Python kernels)."""
+        return any(op.registration == "library" or (op.is_compiled and op.python_kernels) for op in self.ops)
 
 
 # --------------------------------------------------------------------------- resolve
@@ -444,10 +769,21 @@ def resolve(root: Mapping, spec_text: str, diagnostics: Diagnostics) -> Package 
     own_ops = frozenset(names)
     ops = []
     seen: dict[str, Position] = {}
+    compiled_route = None
     for node in op_nodes:
-        op = _OpResolver(node, defaults, namespace, own_ops, diagnostics).resolve()
+        resolver = _OpResolver(node, defaults, namespace, own_ops, diagnostics)
+        op = resolver.resolve()
         if op is None:
             continue
+        if op.registration in COMPILED_ROUTES:
+            # One extension per package: its ops are either all TORCH_LIBRARY or all stable ABI.
+            compiled_route = compiled_route or op.registration
+            if op.registration != compiled_route:
+                diagnostics.error(
+                    resolver.setting("registration").value_position,
+                    f"a package builds one extension: '{op.name}' uses {op.registration} but an earlier op "
+                    f"uses {compiled_route}; give all compiled ops one of them",
+                )
         if op.name in seen:
             diagnostics.error(
                 node.get("schema").position,
@@ -512,8 +848,10 @@ class _OpResolver:
         if schema is None:
             return None
         args = tuple(Arg(a, i) for i, a in enumerate(schema.arguments))
-        outputs = self.resolve_kind(schema, args)
+        writes = self.resolve_kind(schema, args)
         registration = self.resolve_registration()
+        if registration in COMPILED_ROUTES:
+            self.check_cpp_names(schema_node, schema)
         kernels = self.resolve_backends(registration)
         backward = self.resolve_backward(schema, args)
         shapes, atol, rtol = self.resolve_tests(args)
@@ -526,7 +864,7 @@ class _OpResolver:
             schema=schema,
             doc=doc.value if doc is not None else f"{self.namespace}::{schema.name}",
             args=args,
-            outputs=outputs,
+            writes=writes,
             registration=registration,
             kernels=kernels,
             dtypes=tuple(plain(self.setting("dtypes")) if self.setting("dtypes") else BUILTIN_DEFAULTS["dtypes"]),
@@ -549,6 +887,8 @@ class _OpResolver:
         for name in [schema.name] + [a.name for a in schema.arguments]:
             if keyword.iskeyword(name) or keyword.issoftkeyword(name):
                 self.error(at, f"'{name}' is a Python keyword; ops and arguments become Python names")
+            elif name == "out" and schema.arguments and any(a.name == "out" and a.is_mutated for a in schema.arguments):
+                pass  # `Tensor(a!) out` of out= ops: the generated code uses no local `out` beside it
             elif name != schema.name and (name in RESERVED_NAMES or RESERVED_PATTERN.match(name)):
                 self.error(at, f"argument name '{name}' is reserved for the generated code; rename it")
         if schema.namespace is not None:
@@ -565,9 +905,27 @@ class _OpResolver:
                 self.error(at, f"ops return Tensors; '{ret.type}' returns are not supported")
         return schema
 
+    def check_cpp_names(self, node: Scalar, schema: FunctionSchema) -> None:
+        """Compiled ops become C++ functions and parameters: no C++ keywords, no generated names."""
+        at = node.value_position
+        if self.namespace in CPP_KEYWORDS:
+            self.error(at, f"namespace '{self.namespace}' is a C++ keyword; compiled ops need another namespace")
+        for name in [schema.name] + [a.name for a in schema.arguments]:
+            if name in CPP_KEYWORDS:
+                self.error(at, f"'{name}' is a C++ keyword; compiled routes turn ops and arguments into C++ names")
+            elif name != schema.name and (name in CPP_RESERVED_NAMES or CPP_RESERVED_PATTERN.match(name)):
+                self.error(at, f"argument name '{name}' is reserved for the generated C++ code; rename it")
+        tags = self.setting("tags")
+        if tags is not None and tags.items and self.setting("registration").value == "stable_abi":
+            self.error(
+                tags.position,
+                "stable_abi ops cannot carry tags: the stable ABI of torch 2.10, which kopgen targets, "
+                "defines schemas without them",
+            )
+
     # -- kind
 
-    def resolve_kind(self, schema: FunctionSchema, args: tuple[Arg, ...]) -> tuple[Pointwise, ...]:
+    def resolve_kind(self, schema: FunctionSchema, args: tuple[Arg, ...]) -> tuple[Write, ...]:
         kinds = [k for k in ("compute", "reduce", "kernel") if self.node.get(k) is not None]
         if len(kinds) != 1:
             message = "an op needs exactly one of compute, reduce or kernel"
@@ -579,42 +937,69 @@ class _OpResolver:
         if kind != "compute":
             self.error(self.node.key_position(kind), f"'{kind}' ops are not supported by kopgen {__version__} yet; use compute")
             return ()
-        node = self.node.get("compute")
-        if schema.mutated_arguments or isinstance(node, Mapping):
-            self.error(node.position, f"mutating ops are not supported by kopgen {__version__} yet")
-            return ()
+        at = self.node.get("schema").value_position
         for arg in args:
             if arg.schema.kwarg_only:
-                self.error(
-                    self.node.get("schema").value_position,
-                    f"keyword-only arguments are not supported by kopgen {__version__} yet ('{arg.name}')",
-                )
+                self.error(at, f"keyword-only arguments are not supported by kopgen {__version__} yet ('{arg.name}')")
                 return ()
             if arg.kind == "other":
+                self.error(at, f"compute ops take Tensor, float, int and bool arguments; '{arg.name}' is {arg.schema.type}")
+                return ()
+        node = self.node.get("compute")
+        mutated = [a for a in args if a.is_mutated]
+        if mutated or isinstance(node, Mapping):
+            targets = self.resolve_mutation(schema, node, mutated)
+        else:
+            expressions = list(node.items) if isinstance(node, Sequence) else [node]
+            if len(expressions) != len(schema.returns):
                 self.error(
-                    self.node.get("schema").value_position,
-                    f"compute ops take Tensor, float, int and bool arguments; '{arg.name}' is {arg.schema.type}",
+                    node.position,
+                    f"compute gives {len(expressions)} expression(s) but the schema returns {len(schema.returns)} Tensor(s)",
                 )
                 return ()
-        expressions = list(node.items) if isinstance(node, Sequence) else [node]
-        if len(expressions) != len(schema.returns):
-            self.error(
-                node.position,
-                f"compute gives {len(expressions)} expression(s) but the schema returns {len(schema.returns)} Tensor(s)",
-            )
-            return ()
+            names = ["out"] if len(expressions) == 1 else [f"out{i}" for i in range(len(expressions))]
+            targets = [(name, None, expression) for name, expression in zip(names, expressions)]
         kinds_by_name = {a.name: a.kind for a in args}
-        outputs = []
-        for expression in expressions:
+        writes = []
+        for name, arg, expression in targets:
             try:
-                outputs.append(parse_pointwise(expression.value, kinds_by_name))
+                writes.append(Write(parse_pointwise(expression.value, kinds_by_name), name, arg))
             except ExprError as error:
                 self.error(_inside(expression, error), error.message)
-        used = {name for output in outputs for name in output.names}
+        used = {name for w in writes for name in w.expr.names}
         for arg in args:
-            if arg.is_tensor and outputs and arg.name not in used:
+            if arg.is_tensor and not arg.is_mutated and writes and arg.name not in used:
                 self.error(node.position, f"Tensor argument '{arg.name}' is not used by compute")
-        return tuple(outputs)
+        return tuple(writes)
+
+    def resolve_mutation(self, schema: FunctionSchema, node: Node, mutated: list[Arg]) -> list:
+        """The targets of a mutating op: `compute: {arg: EXPR}` for exactly its `Tensor(a!)` arguments."""
+        at = self.node.get("schema").value_position
+        names = ", ".join(a.name for a in mutated)
+        if not mutated:
+            self.error(node.position, "compute names arguments to write, but the schema mutates none; mark them `Tensor(a!)`")
+            return []
+        if not isinstance(node, Mapping):
+            example = f"compute: {{{mutated[0].name}: EXPR}}"
+            self.error(node.position, f"a mutating op writes its mutated arguments ({names}): write `{example}`")
+            return []
+        if schema.returns:
+            self.error(at, "a mutating op returns nothing: end its schema with `-> ()`")
+        if self.node.get("backward") is not None:
+            self.error(self.node.key_position("backward"), "mutating ops take no backward; write a functional op to differentiate")
+        by_name = {a.name: a for a in mutated}
+        targets = []
+        for key, (key_node, value) in node.entries.items():
+            if key not in by_name:
+                self.error(key_node.position, f"compute writes '{key}', which is not a mutated argument (mutated: {names})")
+            elif not isinstance(value, Scalar) or not isinstance(value.value, str):
+                self.error(value.position, f"the value written to '{key}' must be an expression string")
+            else:
+                targets.append((key, by_name[key], value))
+        for arg in mutated:
+            if arg.name not in node.entries:
+                self.error(node.position, f"the schema mutates '{arg.name}' (Tensor(a!)) but compute does not write it")
+        return sorted(targets, key=lambda t: t[1].index)
 
     # -- registration and backends
 
@@ -633,7 +1018,7 @@ class _OpResolver:
         backends = plain(node) if node else BUILTIN_DEFAULTS["backends"]
         kernels = []
         for device, language in sorted(backends.items()):
-            if registration in ("custom_op", "library") and language not in PYTHON_KERNELS:
+            if registration in PYTHON_ROUTES and language not in PYTHON_KERNELS:
                 compiled = "torch_library or stable_abi"
                 self.error(
                     node.get(device).position,  # only a spec's own backends can conflict
@@ -641,6 +1026,13 @@ class _OpResolver:
                     f"{device}: {language} needs registration: {compiled}",
                 )
             kernels.append(Kernel(device, language))
+        if registration in COMPILED_ROUTES and kernels and not any(k.is_compiled for k in kernels):
+            where = node.position if node is not None else self.setting("registration").value_position
+            self.error(
+                where,
+                f"registration '{registration}' compiles C++/CUDA kernels, but backends has none: "
+                f"set cpu: cpp and/or cuda: cuda, or use registration: library for Python kernels",
+            )
         return tuple(kernels)
 
     # -- backward

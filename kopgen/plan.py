@@ -34,8 +34,21 @@ def plan(package: Package) -> list[OutputFile]:
         OutputFile(".kopgen/schema.json", "schema.json.j2", KOPGEN),
         OutputFile("kopgen.yaml", "kopgen.yaml.j2", USER),
     ]
+    if package.compiled_ops:
+        files += [
+            OutputFile("setup.py", "setup.py.j2", KOPGEN),
+            OutputFile(f"{pkg}/csrc/ops.cpp", "package/csrc/ops.cpp.j2", KOPGEN),
+            OutputFile(f"{pkg}/csrc/pointwise.h", "package/csrc/pointwise.h.j2", KOPGEN),
+        ]
+    if package.cuda_ops:
+        files += [
+            OutputFile(f"{pkg}/csrc/cuda/ops.cpp", "package/csrc/cuda/ops.cpp.j2", KOPGEN),
+            OutputFile(f"{pkg}/csrc/cuda/kernels.h", "package/csrc/cuda/kernels.h.j2", KOPGEN),
+            OutputFile(f"{pkg}/csrc/cuda/kernels.cu", "package/csrc/cuda/kernels.cu.j2", KOPGEN),
+        ]
     for op in package.ops:
-        files.append(OutputFile(f"{pkg}/kernels/{op.name}.py", "package/kernels/op.py.j2", KOPGEN, {"op": op}))
+        if op.python_kernels:
+            files.append(OutputFile(f"{pkg}/kernels/{op.name}.py", "package/kernels/op.py.j2", KOPGEN, {"op": op}))
         files.append(OutputFile(f"tests/test_{op.name}.py", "tests/test_op.py.j2", KOPGEN, {"op": op}))
     return sorted(files, key=lambda f: f.path)
 

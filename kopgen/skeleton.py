@@ -21,6 +21,8 @@ def skeleton_answers(package: Package) -> dict[str, object]:
         "ops": [op.name for op in package.ops],
         "needs_triton": package.needs_triton,
         "needs_interpreter": package.needs_interpreter,
+        "needs_extension": bool(package.compiled_ops),
+        "needs_cuda": bool(package.cuda_ops),
     }
 
 

@@ -1,12 +1,14 @@
-"""Generate muladd, install it, run its generated suite; and the seed's Case 1 as a test."""
+"""Generate the examples, build and install them, run their generated suites; the seed's Case 1 as a test."""
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -18,27 +20,41 @@ pytestmark = pytest.mark.slow
 
 
 def install(tmp_path_factory, example: str):
-    """The example's generated repo, installed (pip, no build isolation) into a folder of its own."""
+    """The example's generated repo, built and installed (pip, no build isolation) into a folder of its own.
+
+    C++ compiles with -Werror (the generated setup.py adds -Wall): a warning fails the build.
+    """
     root = tmp_path_factory.mktemp("e2e")
     repo = generate(EXAMPLES / example, root / "repo")
     site = root / "site"
+    start = time.perf_counter()
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
          "--target", str(site), str(repo)],
         check=True,
+        env={**os.environ, "CFLAGS": "-Werror"},
     )
+    print(f"{example}: pip install (cold build) took {time.perf_counter() - start:.1f} s")
     env = {**os.environ, "PYTHONPATH": str(site)}
-    return repo, env
+    return repo, site, env
 
 
 @pytest.fixture(scope="module")
-def installed_muladd(tmp_path_factory):
-    return install(tmp_path_factory, "muladd.yaml")
+def installed(tmp_path_factory):
+    """Each example installed once per module."""
+    done = {}
+
+    def get(example: str):
+        if example not in done:
+            done[example] = install(tmp_path_factory, example)
+        return done[example]
+
+    return get
 
 
-@pytest.mark.parametrize("example", ["muladd.yaml", "activations.yaml"])
-def test_generated_suite_passes(tmp_path_factory, example):
-    repo, env = install(tmp_path_factory, example)
+@pytest.mark.parametrize("example", ["muladd.yaml", "activations.yaml", "fused.yaml", "fused_stable.yaml"])
+def test_generated_suite_passes(installed, example):
+    repo, _, env = installed(example)
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x"],
         cwd=repo, env=env, capture_output=True, text=True, check=False,
@@ -47,6 +63,42 @@ def test_generated_suite_passes(tmp_path_factory, example):
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
     passed = re.search(r"(\d+) passed", result.stdout)
     assert passed and int(passed.group(1)) >= 30  # the CPU half of the suite; CUDA tests skip here
+
+
+# The C++ names a stable-ABI extension may not reference: everything of libtorch's C++ API.
+UNSTABLE_SYMBOL = re.compile(r"^(c10|at|torch|caffe2)::")
+
+
+@pytest.mark.skipif(shutil.which("nm") is None, reason="needs nm (binutils)")
+def test_stable_abi_extension_references_only_the_stable_abi(installed):
+    _, site, _ = installed("fused_stable.yaml")
+    (library,) = (site / "kstable").glob("_C*.so")
+    assert library.name == "_C.abi3.so"  # one module for every CPython from 3.10 on
+    undefined = subprocess.run(
+        ["nm", "-D", "--undefined-only", "--demangle", str(library)], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    names = [line.split(maxsplit=1)[-1] for line in undefined if line.strip()]
+    assert any(name.startswith("aoti_torch_") for name in names)  # it does call into torch, through the C shim
+    unstable = [name for name in names if UNSTABLE_SYMBOL.match(name)]
+    assert not unstable, "\n".join(unstable)
+
+
+def test_torch_library_extension_defines_the_ops_in_cpp(installed):
+    """The compiled ops come from TORCH_LIBRARY; the Python kernel of the other device is impl'd beside them."""
+    _, _, env = installed("fused.yaml")
+    script = textwrap.dedent(
+        """
+        import torch
+        import kfused
+        for name in ["muladd", "muladd_out", "scale_", "mul", "square"]:
+            op = getattr(torch.ops.kfused, name).default
+            assert torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CPU"), name
+        print(torch.ops.kfused.muladd.default._schema)
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "kfused::muladd(Tensor a, Tensor b, float c) -> Tensor" in result.stdout
 
 
 CASE_1 = textwrap.dedent(
@@ -71,8 +123,8 @@ CASE_1 = textwrap.dedent(
 )
 
 
-def test_case_1_the_gradient_that_vanished_is_back(installed_muladd):
-    _, env = installed_muladd
+def test_case_1_the_gradient_that_vanished_is_back(installed):
+    _, _, env = installed("muladd.yaml")
     result = subprocess.run([sys.executable, "-c", CASE_1], env=env, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     assert "case 1 ok" in result.stdout

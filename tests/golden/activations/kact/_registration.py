@@ -10,7 +10,7 @@ from .kernels import mymul as mymul_kernels
 from .kernels import scaled_sigmoid as scaled_sigmoid_kernels
 from .kernels import sincos as sincos_kernels
 
-# Operators of the `library` route are defined on this fragment of the namespace.
+# A fragment of the namespace: the `library` route defines its ops on it.
 _lib = torch.library.Library("kact", "FRAGMENT")
 
 # kact::scaled_sigmoid -----------------------------------------------------------------------------

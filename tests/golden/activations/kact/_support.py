@@ -7,12 +7,8 @@ import torch
 from torch import Tensor
 
 
-def pointwise_output(op: str, *tensors: Tensor) -> Tensor:
-    """The output of a pointwise op: broadcast shape, the inputs' dtype and device, contiguous.
-
-    Launchers allocate their output with it and fake kernels describe the output with it,
-    so the two cannot disagree.
-    """
+def pointwise_shape(op: str, *tensors: Tensor) -> torch.Size:
+    """The broadcast shape of a pointwise op's Tensor arguments, which share one dtype and device."""
     first = tensors[0]
     shape = first.shape
     for other in tensors[1:]:
@@ -23,7 +19,17 @@ def pointwise_output(op: str, *tensors: Tensor) -> Tensor:
             )
         if other.shape != shape:  # checked first: broadcast_shapes costs microseconds per call
             shape = torch.broadcast_shapes(shape, other.shape)
-    return torch.empty(shape, dtype=first.dtype, device=first.device)
+    return shape
+
+
+def pointwise_output(op: str, *tensors: Tensor) -> Tensor:
+    """The output of a pointwise op: broadcast shape, the inputs' dtype and device, contiguous.
+
+    Launchers allocate their output with it and fake kernels describe the output with it,
+    so the two cannot disagree.
+    """
+    first = tensors[0]
+    return torch.empty(pointwise_shape(op, *tensors), dtype=first.dtype, device=first.device)
 
 
 def broadcast_contiguous(shape: torch.Size, *tensors: Tensor) -> tuple[Tensor, ...]:

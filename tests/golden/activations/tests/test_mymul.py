@@ -46,6 +46,15 @@ def make_args(sample: str, device: str, dtype: torch.dtype, requires_grad: bool 
     raise ValueError(sample)
 
 
+def run(op, args) -> tuple:
+    """Calls the op and gives its outputs as a tuple."""
+    return as_tuple(op(*args))
+
+
+def copy_args(args) -> tuple:
+    return args  # the op writes nothing: calls can share their arguments
+
+
 def total(outputs) -> torch.Tensor:
     """A scalar that depends on every output, to call backward on."""
     return sum(o.sum() for o in outputs) if isinstance(outputs, tuple) else outputs.sum()
@@ -70,16 +79,20 @@ def test_opcheck(device, dtype, sample, requires_grad):
 @pytest.mark.parametrize("device", DEVICES)
 def test_matches_reference(device, dtype, sample):
     args = make_args(sample, device, dtype)
-    outputs = as_tuple(OP(*args))
-    expected = as_tuple(reference.mymul(*args))
-    for output, want in zip(outputs, expected, strict=True):
+    expected = as_tuple(reference.mymul(*args))  # before the op runs
+    for output, want in zip(run(OP, args), expected, strict=True):
         assert output.is_contiguous()
         assert_close(output, want, **TOLERANCES)
 
 
 def test_python_api_calls_the_operator():
     args = make_args("normal", "cpu", DTYPES[0])
-    for output, want in zip(as_tuple(kact.mymul(args[0], args[1])), as_tuple(OP(*args)), strict=True):
+    api_args = copy_args(args)
+
+    def api(*args):
+        return kact.mymul(args[0], args[1])
+
+    for output, want in zip(run(api, api_args), run(OP, args), strict=True):
         assert_close(output, want, rtol=0, atol=0)
 
 
@@ -110,12 +123,12 @@ def test_compile_fullgraph(device, backend, dynamic):
     torch._dynamo.reset()
 
     def forward(*args):
-        return OP(*args)
+        return run(OP, args)
 
     compiled = torch.compile(forward, backend=backend, fullgraph=True, dynamic=dynamic)
     for sample in ["normal", "resized"] if dynamic else ["normal"]:
         args = make_args(sample, device, DTYPES[0], requires_grad=True)
-        for output, want in zip(as_tuple(compiled(*args)), as_tuple(forward(*args)), strict=True):
+        for output, want in zip(compiled(*copy_args(args)), forward(*args), strict=True):
             assert_close(output, want, **TOLERANCES)
         inputs = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
         got = torch.autograd.grad(total(compiled(*args)), inputs)
@@ -134,13 +147,13 @@ def test_export_round_trip(device):
 
     args = make_args("normal", device, DTYPES[0])
     tensors = tuple(a for a in args if isinstance(a, torch.Tensor))
-    exported = torch.export.export(Model(), tensors)
+    exported = torch.export.export(Model(), copy_args(tensors))
     assert [n.target for n in exported.graph.nodes if n.op == "call_function"].count(OP) == 1
     buffer = io.BytesIO()
     torch.export.save(exported, buffer)
     buffer.seek(0)
     loaded = torch.export.load(buffer)
-    for output, want in zip(as_tuple(loaded.module()(*tensors)), as_tuple(OP(*args)), strict=True):
+    for output, want in zip(as_tuple(loaded.module()(*copy_args(tensors))), run(OP, args), strict=True):
         assert_close(output, want, **TOLERANCES)
 
 
@@ -155,11 +168,11 @@ def test_cuda_graph_beside_linear():
     def step(*args):
         args = list(args)
         args[0] = linear(args[0])
-        return OP(*args)
+        return run(OP, args)
 
     compiled = torch.compile(step, mode="reduce-overhead", fullgraph=True)
     with torch.no_grad():
         for _ in range(3):  # warm-up, record, replay
-            outputs = compiled(*args)
-        for output, want in zip(as_tuple(outputs), as_tuple(step(*args)), strict=True):
+            outputs = compiled(*copy_args(args))
+        for output, want in zip(outputs, step(*copy_args(args)), strict=True):
             assert_close(output, want, **TOLERANCES)

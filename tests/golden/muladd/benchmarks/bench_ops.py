@@ -4,7 +4,8 @@
     python benchmarks/bench_ops.py [--device cpu|cuda]
 
 Host time per call on a small input (what registration costs) and memory bandwidth on a
-large one, measured in one run; ratios are against the bare launcher.
+large one, measured in one run. Ratios are against the bare launcher, or against the
+operator itself where its kernel is compiled (a C++ kernel has no Python launcher).
 """
 
 from __future__ import annotations
@@ -39,30 +40,43 @@ def seconds_per_call(fn, args, device: str, min_time: float = 0.2) -> float:
     return sorted(rounds)[2]
 
 
+def variants_of(op: str, device: str) -> dict:
+    """What is timed for `op` on `device`: the bare launcher (if Python), the operator, eager PyTorch."""
+    launchers = {
+        'muladd': {"cpu": muladd_kernels.muladd_triton, "cuda": muladd_kernels.muladd_triton},
+    }[op]
+    variants = {"bare launcher": launchers[device]} if device in launchers else {}
+    variants["operator"] = getattr(kbook, op)
+    variants["eager reference"] = getattr(reference, op)
+    return variants
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     device = parser.parse_args().device
     # The CPU runs Triton kernels in its interpreter: keep the large size modest there.
     small, large = 1024, (1 << 28 if device == "cuda" else 1 << 16)
-    print(f"{'op':<16}{'variant':<18}{'us/call (n=' + str(small) + ')':>20}{'x bare':>8}{'GB/s (n=' + str(large) + ')':>22}{'x bare':>8}")
-    variants = {
-        "bare launcher": {
-            "cpu": muladd_kernels.muladd_triton,
-            "cuda": muladd_kernels.muladd_triton,
-        }[device],
-        "operator": kbook.muladd,
-        "eager reference": reference.muladd,
-    }
-    results = {}
-    for name, fn in variants.items():
-        per_call = seconds_per_call(fn, make_args('muladd', small, device), device)
-        args = make_args('muladd', large, device)
-        moved = sum(a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor)) + 1 * args[0].numel() * args[0].element_size()
-        results[name] = (per_call, moved / seconds_per_call(fn, args, device) / 1e9)
-    base_time, base_bandwidth = results["bare launcher"]
-    for name, (per_call, bandwidth) in results.items():
-        print(f"muladd{' ' * (16 - 6)}{name:<18}{per_call * 1e6:>20.1f}{per_call / base_time:>8.2f}{bandwidth:>22.4g}{bandwidth / base_bandwidth:>8.2f}")
+    print(f"{'op':<16}{'variant':<18}{'us/call (n=' + str(small) + ')':>20}{'x base':>8}{'GB/s (n=' + str(large) + ')':>22}{'x base':>8}")
+    for op, devices in OPS.items():
+        if device not in devices:
+            continue
+        results = {}
+        for name, fn in variants_of(op, device).items():
+            per_call = seconds_per_call(fn, make_args(op, small, device), device)
+            args = make_args(op, large, device)
+            tensors = [a for a in args if isinstance(a, torch.Tensor)]
+            moved = sum(t.numel() * t.element_size() for t in tensors) + OUTPUTS[op] * tensors[0].numel() * tensors[0].element_size()
+            results[name] = (per_call, moved / seconds_per_call(fn, args, device) / 1e9)
+        base_time, base_bandwidth = next(iter(results.values()))
+        for name, (per_call, bandwidth) in results.items():
+            print(f"{op:<16}{name:<18}{per_call * 1e6:>20.1f}{per_call / base_time:>8.2f}{bandwidth:>22.4g}{bandwidth / base_bandwidth:>8.2f}")
+
+
+# The devices each op has a kernel for, and how many Tensors it returns (written arguments
+# count among its inputs).
+OPS = {'muladd': ('cpu', 'cuda')}
+OUTPUTS = {'muladd': 1}
 
 
 def make_args(op: str, numel: int, device: str) -> tuple:
