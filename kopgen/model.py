@@ -371,6 +371,17 @@ class Op:
         return ", ".join(a.name for a in self.args)
 
     @property
+    def parameters_with_defaults(self) -> str:
+        """`x, alpha=1.0`: the dispatcher drops trailing arguments equal to their defaults."""
+        parts: list[str] = []
+        for arg in self.args:
+            if arg.schema.kwarg_only and "*" not in parts:
+                parts.append("*")
+            default = python_default(arg.schema)
+            parts.append(arg.name if default is None else f"{arg.name}={default}")
+        return ", ".join(parts)
+
+    @property
     def tensor_arg_names(self) -> str:
         return ", ".join(a.name for a in self.tensor_args)
 
@@ -497,6 +508,11 @@ class Op:
         first = self.shapes[0]
         resized = self._sample("resized", lambda a: _make(tuple(n + 3 for n in first[a.name])))
         return self.samples + (resized,)
+
+    @property
+    def has_gradients(self) -> bool:
+        """Whether some input has a formula (all may be non_differentiable)."""
+        return self.backward is not None and any(g.formula for g in self.backward.gradients)
 
     @property
     def gradient_args(self) -> tuple[Arg, ...]:
@@ -1039,7 +1055,7 @@ class _OpResolver:
 
     def resolve_backward(self, schema: FunctionSchema, args: tuple[Arg, ...]) -> Backward | None:
         node = self.node.get("backward")
-        if node is None:
+        if node is None or schema.mutated_arguments:  # mutating ops take none (reported with the kind)
             return None
         context = FormulaContext(
             arg_kinds={a.name: a.kind for a in args},

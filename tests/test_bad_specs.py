@@ -142,6 +142,84 @@ CASES = [
         op_spec('- schema: "f(Tensor lambda) -> Tensor"\n  compute: "a"\n'),
         "spec.yaml:4:14: error: 'lambda' is a Python keyword; ops and arguments become Python names\nspec.yaml:5:15: error: unknown name 'a'; the arguments are lambda",
     ),
+    (
+        "mutating_without_mapping",
+        op_spec('- schema: "f_(Tensor(a!) x, float s) -> ()"\n  compute: "x * s"\n'),
+        "spec.yaml:5:14: error: a mutating op writes its mutated arguments (x): write `compute: {x: EXPR}`",
+    ),
+    (
+        "mapping_without_mutation",
+        op_spec('- schema: "f(Tensor a, Tensor b) -> ()"\n  compute: {b: "a * 2"}\n'),
+        "spec.yaml:5:14: error: compute names arguments to write, but the schema mutates none; mark them `Tensor(a!)`",
+    ),
+    (
+        "writes_an_argument_it_does_not_mutate",
+        op_spec('- schema: "f(Tensor a, Tensor(a!) out) -> ()"\n  compute: {a: "a * 2"}\n'),
+        (
+            "spec.yaml:5:14: error: the schema mutates 'out' (Tensor(a!)) but compute does not write it\n"
+            "spec.yaml:5:15: error: compute writes 'a', which is not a mutated argument (mutated: out)"
+        ),
+    ),
+    (
+        "mutating_op_returns",
+        op_spec('- schema: "f(Tensor a, Tensor(a!) out) -> Tensor"\n  compute: {out: "a * 2"}\n'),
+        "spec.yaml:4:14: error: a mutating op returns nothing: end its schema with `-> ()`",
+    ),
+    (
+        "mutating_op_with_backward",
+        op_spec('- schema: "f_(Tensor(a!) x) -> ()"\n  compute: {x: "x * 2"}\n  backward:\n    x: "grad * 2"\n'),
+        "spec.yaml:6:5: error: mutating ops take no backward; write a functional op to differentiate",
+    ),
+    (
+        "compiled_route_without_compiled_kernel",
+        op_spec(
+            '- schema: "f(Tensor a) -> Tensor"\n  compute: "a * 2"\n'
+            "  registration: torch_library\n  backends: {cpu: python}\n"
+        ),
+        (
+            "spec.yaml:7:15: error: registration 'torch_library' compiles C++/CUDA kernels, but backends has none: "
+            "set cpu: cpp and/or cuda: cuda, or use registration: library for Python kernels"
+        ),
+    ),
+    (
+        "two_compiled_routes_in_one_package",
+        op_spec(
+            '- schema: "f(Tensor a) -> Tensor"\n  compute: "a * 2"\n  registration: torch_library\n'
+            '  backends: {cpu: cpp}\n- schema: "g(Tensor a) -> Tensor"\n  compute: "a * 3"\n'
+            "  registration: stable_abi\n  backends: {cpu: cpp}\n"
+        ),
+        (
+            "spec.yaml:10:19: error: a package builds one extension: 'g' uses stable_abi but an earlier op uses "
+            "torch_library; give all compiled ops one of them"
+        ),
+    ),
+    (
+        "cpp_reserved_argument",
+        op_spec(
+            '- schema: "f(Tensor a, int n) -> Tensor"\n  compute: "a * n"\n'
+            "  registration: stable_abi\n  backends: {cpu: cpp}\n"
+        ),
+        "spec.yaml:4:14: error: argument name 'n' is reserved for the generated C++ code; rename it",
+    ),
+    (
+        "cpp_keyword_op_name",
+        op_spec(
+            '- schema: "delete(Tensor a) -> Tensor"\n  compute: "a * 2"\n'
+            "  registration: torch_library\n  backends: {cpu: cpp}\n"
+        ),
+        "spec.yaml:4:14: error: 'delete' is a C++ keyword; compiled routes turn ops and arguments into C++ names",
+    ),
+    (
+        "stable_abi_with_tags",
+        op_spec(
+            '- schema: "f(Tensor a) -> Tensor"\n  compute: "a * 2"\n  registration: stable_abi\n'
+            "  backends: {cpu: cpp}\n  tags: [pt2_compliant_tag]\n"
+        ),
+        (
+            "spec.yaml:8:11: error: stable_abi ops cannot carry tags: the stable ABI of torch 2.10, which kopgen "
+            "targets, defines schemas without them"
+        ),
+    ),
 ]
 
 

@@ -39,6 +39,15 @@ def install(tmp_path_factory, example: str):
     return repo, site, env
 
 
+def run_suite(repo, env, *pytest_args: str) -> subprocess.CompletedProcess:
+    """The generated suite against the installed package: `python -P` keeps the repo's own
+    sources (which hold no built extension) off sys.path."""
+    return subprocess.run(
+        [sys.executable, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", *pytest_args],
+        cwd=repo, env=env, capture_output=True, text=True, check=False,
+    )
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     """Each example installed once per module."""
@@ -54,11 +63,14 @@ def installed(tmp_path_factory):
 
 @pytest.mark.parametrize("example", ["muladd.yaml", "activations.yaml", "fused.yaml", "fused_stable.yaml"])
 def test_generated_suite_passes(installed, example):
-    repo, _, env = installed(example)
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x"],
-        cwd=repo, env=env, capture_output=True, text=True, check=False,
+    repo, site, env = installed(example)
+    package = next(p for p in repo.iterdir() if (p / "__init__.py").exists()).name
+    where = subprocess.run(
+        [sys.executable, "-P", "-c", f"import {package}; print({package}.__file__)"],
+        cwd=repo, env=env, capture_output=True, text=True, check=True,
     )
+    assert where.stdout.startswith(str(site)), where.stdout  # the built package, not the sources
+    result = run_suite(repo, env)
     print(result.stdout[-3000:])
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
     passed = re.search(r"(\d+) passed", result.stdout)

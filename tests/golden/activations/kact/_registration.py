@@ -21,7 +21,7 @@ _lib.impl("scaled_sigmoid", scaled_sigmoid_kernels.scaled_sigmoid_triton, "CUDA"
 
 
 @torch.library.register_fake("kact::scaled_sigmoid")
-def _scaled_sigmoid_fake(x, scale):
+def _scaled_sigmoid_fake(x, scale=1.0):
     # Only metadata: the same output the launcher allocates, never reading data.
     return _support.pointwise_output("kact::scaled_sigmoid", x)
 

@@ -77,7 +77,7 @@ def test_opcheck(device, dtype, sample, requires_grad):
 @pytest.mark.parametrize("device", DEVICES)
 def test_matches_reference(device, dtype, sample):
     args = make_args(sample, device, dtype)
-    expected = as_tuple(reference.square(*args))  # before the op runs
+    expected = as_tuple(reference.square(*args))
     for output, want in zip(run(OP, args), expected, strict=True):
         assert output.is_contiguous()
         assert_close(output, want, **TOLERANCES)

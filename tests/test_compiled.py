@@ -1,0 +1,132 @@
+"""The compiled routes: generated C++ and CUDA compile with warnings as errors, and every
+function of the pointwise language computes what the PyTorch reference does.
+
+The CUDA sources compile with the nvcc of this machine (object files only: nothing CUDA runs
+here), so CI catches a broken CUDA template without a GPU. The examples' suites run in
+test_end_to_end.py; docs/gpu.md has them on an H200.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from kopgen import generate
+
+from .conftest import EXAMPLES
+from .test_end_to_end import run_suite
+
+NVCC = shutil.which("nvcc")
+needs_nvcc = pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit)")
+
+# Every function of the pointwise language, scalars of each kind, two outputs, and an op
+# that writes two of its arguments.
+EVERYTHING = """\
+kopgen: 1
+package: kall
+defaults:
+  registration: stable_abi
+  backends: {cpu: cpp, cuda: cuda}
+  dtypes: [float32, float64]
+ops:
+  - schema: "mixed(Tensor x, float alpha=1.0, int steps=2, bool flag=True) -> Tensor"
+    compute: "where(x > 0, sigmoid(x) * alpha, tanh(x) / steps) + (relu(x) if flag else abs(x)) + minimum(x, 0.5) + maximum(exp(-x * x), 0.1)"
+    backward:
+      x: non_differentiable
+  - schema: "positive(Tensor x) -> Tensor"
+    compute: "log(x) + log1p(x) + sqrt(x) + rsqrt(x) + x ** 1.5 + pow(x, 2) + erf(x) + floor(4 * x) + ceil(4 * x) + sin(x) + cos(x) + tan(x)"
+  - schema: "pair(Tensor a, Tensor b) -> (Tensor, Tensor)"
+    compute: ["a + b", "-a * b if not (a > b and b < 0) else a - b"]
+  - schema: "swap_(Tensor(a!) x, Tensor(b!) y) -> ()"
+    compute: {x: "y", y: "x"}
+"""
+
+
+def nvcc_flags() -> list[str]:
+    """How torch's CUDAExtension calls nvcc, plus every warning as an error."""
+    from torch.utils.cpp_extension import COMMON_NVCC_FLAGS
+
+    return [*COMMON_NVCC_FLAGS, "-std=c++17", "-O3", "-arch=sm_90", "-Werror", "all-warnings", "-Xcompiler", "-Wall,-Werror"]
+
+
+def torch_includes() -> list[str]:
+    from torch.utils.cpp_extension import include_paths
+
+    return [f"-I{path}" for path in include_paths()]
+
+
+@pytest.fixture(scope="module")
+def everything(tmp_path_factory) -> Path:
+    spec = tmp_path_factory.mktemp("spec") / "kall.yaml"
+    spec.write_text(EVERYTHING)
+    return generate(spec, tmp_path_factory.mktemp("everything") / "repo")
+
+
+def compile_cuda(source: Path, tmp_path: Path) -> None:
+    result = subprocess.run(
+        [NVCC, *nvcc_flags(), "-c", str(source), "-o", str(tmp_path / "kernels.o")],
+        capture_output=True, text=True, check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@needs_nvcc
+@pytest.mark.parametrize("example", ["fused", "fused_stable"])
+def test_example_cuda_kernels_compile(tmp_path, example):
+    repo = generate(EXAMPLES / f"{example}.yaml", tmp_path / "repo")
+    (source,) = repo.glob("*/csrc/cuda/kernels.cu")
+    compile_cuda(source, tmp_path)
+
+
+@needs_nvcc
+def test_cuda_kernels_of_every_function_compile(everything, tmp_path):
+    compile_cuda(everything / "kall/csrc/cuda/kernels.cu", tmp_path)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("route", ["stable_abi", "torch_library"])
+def test_host_code_compiles(tmp_path, route):
+    """csrc/ops.cpp and cuda/ops.cpp (guard, stream, launches) built as torch builds them, -Wall -Werror."""
+    spec = tmp_path / "kall.yaml"
+    spec.write_text(EVERYTHING.replace("registration: stable_abi", f"registration: {route}"))
+    repo = generate(spec, tmp_path / "repo")
+    includes = [*torch_includes(), f"-I{sysconfig.get_paths()['include']}"]
+    defines = ["-DUSE_CUDA"]
+    if route == "stable_abi":
+        defines.append("-DTORCH_TARGET_VERSION=0x020a000000000000")
+    else:
+        # A CPU build of torch ships c10/cuda without the header its CUDA build generates.
+        stub = tmp_path / "stub/c10/cuda/impl/cuda_cmake_macros.h"
+        stub.parent.mkdir(parents=True)
+        stub.write_text("#pragma once\n")
+        includes.append(f"-I{tmp_path / 'stub'}")
+    for source in ["kall/csrc/ops.cpp", "kall/csrc/cuda/ops.cpp"]:
+        result = subprocess.run(
+            [NVCC, "-x", "c++", "-std=c++20", "-Xcompiler", "-Wall,-Werror", *defines, *includes,
+             "-c", str(repo / source), "-o", str(tmp_path / "ops.o")],
+            capture_output=True, text=True, check=False,
+        )
+        assert result.returncode == 0, source + "\n" + result.stdout + result.stderr
+
+
+@pytest.mark.slow
+def test_every_function_matches_the_reference_in_cpp(everything):
+    """Built with -Werror, the C++ kernels of every function pass their generated suite."""
+    site = everything.parent / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+         "--target", str(site), str(everything)],
+        check=True, env={**os.environ, "CFLAGS": "-Werror"},
+    )
+    result = run_suite(everything, {**os.environ, "PYTHONPATH": str(site)}, "-k", "not compile")
+    print(result.stdout[-2000:])
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
+    passed = re.search(r"(\d+) passed", result.stdout)
+    assert passed and int(passed.group(1)) >= 40
