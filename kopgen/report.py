@@ -24,6 +24,10 @@ def _describe_op(op: Op) -> list[str]:
         f"  kernels:  {kernels}",
         f"  dtypes:   {', '.join(op.dtypes)}",
     ]
+    if op.is_mutating:
+        written = ", ".join(w.name for w in op.mutated_writes)
+        lines.append(f"  writes:   {written} (in place; a mutating op is not differentiable)")
+        return lines
     if op.backward is None:
         lines.append("  backward: none (not differentiable; backward raises)")
         return lines
