@@ -267,7 +267,9 @@ _TRITON = {  # only `tl` primitives: the Triton CPU interpreter has no libdevice
     **{f: (f"tl.{f}({{}})", _ATOM, 0) for f in _UNARY_FUNCS},
     "log1p": ("tl.log(1.0 + {})", _ATOM, 11),
     "tan": ("tl.sin({0}) / tl.cos({0})", 11, 0),
-    "tanh": ("2.0 * tl.sigmoid(2.0 * {}) - 1.0", 10, 12),
+    # tl.sigmoid is a @triton.jit helper, which Triton's interpreter cannot call in-process.
+    "sigmoid": ("1.0 / (1.0 + tl.exp(-{}))", 11, 13),
+    "tanh": ("2.0 / (1.0 + tl.exp(-2.0 * {})) - 1.0", 10, 12),
     "relu": ("tl.maximum({}, 0.0)", _ATOM, 0),
     "minimum": ("tl.minimum({}, {})", _ATOM, 0), "maximum": ("tl.maximum({}, {})", _ATOM, 0),
     "and": (" & ", 8, 9), "or": (" | ", 6, 9), "not": ("{} == 0", 5, 6),
@@ -391,7 +393,9 @@ class _TritonEmitter(_Emitter):
             return f"tl.exp2({self.sub(exp, 11)} * tl.log2({self.sub(base, 0)}))", _ATOM
         if n == 0:  # keep the block shape of a tensor base
             tensor = self.kinds[base].tensor
-            return (f"tl.zeros_like({self.sub(base, 0)}) + 1.0", 10) if tensor else ("1.0", _ATOM)
+            # tl.full, not tl.zeros_like: the interpreter cannot call Triton's @triton.jit helpers.
+            block = self.sub(base, _ATOM)
+            return (f"tl.full({block}.shape, 1.0, {block}.dtype)", _ATOM) if tensor else ("1.0", _ATOM)
         if n == 1:
             return self.emit(base)
         product = " * ".join([self.sub(base, _PREC["unary"])] * abs(n))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import itertools
 import keyword
 import re
 from dataclasses import dataclass
@@ -46,6 +47,8 @@ RESERVED_NAMES = frozenset(
         *("ctx", "grad", "grads", "result", "results", "inputs", "output", "self", "expected", "dtype", "out"),
         *("torch", "tl", "triton", "math", "Tensor", "reference"),
         *("kernel", "grid", "n_elements", "compute_dtype", "offsets", "mask", "BLOCK_SIZE", "COMPUTE_DTYPE"),
+        *("shape", "n_rows", "n_cols", "rows", "cols", "row_mask", "total", "start"),
+        *("block_rows", "block_cols", "BLOCK_ROWS", "BLOCK_COLS", "combine"),
     }
 )
 RESERVED_PATTERN = re.compile(r"^(_.*|out\d+|grad_.*|.*_ptr|.*_shape|.*_dense)$")
@@ -54,6 +57,7 @@ RESERVED_PATTERN = re.compile(r"^(_.*|out\d+|grad_.*|.*_ptr|.*_shape|.*_dense)$"
 CPP_RESERVED_NAMES = frozenset(
     {
         *("n", "i", "k", "v", "m", "tile", "vectors", "shape", "error", "guard", "stream", "zero", "dtype"),
+        *("rows", "cols", "row", "col", "total", "partial", "width", "out_shape"),
         *("scalar_t", "acc_t", "compute_t", "Compute", "V", "VEC", "Vec", "Tensor", "ScalarType", "Half", "BFloat16"),
         *("data", "mutable_data", "check", "check_written", "check_launch", "dense", "new_empty", "write_back"),
         *("dispatch_floating", "broadcast_shape", "sizes_of", "shape_text", "to_compute", "from_compute"),
@@ -214,6 +218,47 @@ class Kernel:
 
 
 @dataclass(frozen=True)
+class Reduction:
+    """A reduction over the last dimension, as each language writes its pieces."""
+
+    kind: str  # sum, mean, max or min
+
+    @property
+    def identity_cpp(self) -> str:
+        return {
+            "max": "-std::numeric_limits<acc_t>::infinity()",
+            "min": "std::numeric_limits<acc_t>::infinity()",
+        }.get(self.kind, "acc_t(0)")
+
+    def combine_cpp(self, total: str, value: str) -> str:
+        if self.kind in ("max", "min"):
+            return f"std::{self.kind}({total}, {value})"
+        return f"{total} + {value}"
+
+    @property
+    def identity_triton(self) -> str:
+        """The running totals of a block of rows before any column is read."""
+        # tl.full, not tl.zeros: the interpreter cannot call Triton's @triton.jit helpers in-process.
+        value = {"max": 'float("-inf")', "min": 'float("inf")'}.get(self.kind, "0.0")
+        return f"tl.full((BLOCK_ROWS, BLOCK_COLS), {value}, dtype=COMPUTE_DTYPE)"
+
+    def combine_triton(self, total: str, value: str) -> str:
+        if self.kind in ("max", "min"):
+            return f"tl.{'maximum' if self.kind == 'max' else 'minimum'}({total}, {value})"
+        return f"{total} + {value}"
+
+
+    @property
+    def is_mean(self) -> bool:
+        return self.kind == "mean"
+
+    @property
+    def torch_function(self) -> str:
+        """The _support function the reference calls (it defines empty rows as the SPEC does)."""
+        return f"row_{self.kind}"
+
+
+@dataclass(frozen=True)
 class KernelTensor:
     """A Tensor a kernel touches, and what each launcher passes for it."""
 
@@ -275,6 +320,7 @@ class Op:
     atol: float | None
     rtol: float | None
     backward: Backward | None
+    reduction: Reduction | None = None  # set for `reduce` ops
 
     @property
     def qualname(self) -> str:
@@ -489,6 +535,8 @@ class Op:
             samples.append(self._sample(label, lambda a, shapes=shapes: _make(shapes[a.name])))
         first = self.shapes[0]
         samples.append(self._sample("empty", lambda a: _make((0,) + first[a.name][1:])))
+        if self.reduction and len(first[self.tensor_args[0].name]) > 1:
+            samples.append(self._sample("empty_rows", lambda a: _make(first[a.name][:-1] + (0,))))
         samples.append(self._sample("noncontiguous", lambda a: _strided(first[a.name])))
         # Inputs after the first broadcast from their last dimension; written arguments
         # always have the full shape.
@@ -508,6 +556,22 @@ class Op:
         first = self.shapes[0]
         resized = self._sample("resized", lambda a: _make(tuple(n + 3 for n in first[a.name])))
         return self.samples + (resized,)
+
+    @property
+    def saved_tensor_counts(self) -> dict[tuple[int, ...], int]:
+        """For each set of differentiable inputs that require grad: how many tensors backward saves."""
+        indices = [a.index for a in self.gradient_args]
+        counts = {}
+        for size in range(1, len(indices) + 1):
+            for wanted in itertools.combinations(indices, size):
+                needed = [s for s in self.backward.saved_tensors if set(s.needed_by) & set(wanted)]
+                counts[wanted] = len(needed)
+        return counts
+
+    @property
+    def output_allocator(self) -> str:
+        """The _support function that allocates (and fake kernels describe) the output."""
+        return "reduction_output" if self.reduction else "pointwise_output"
 
     @property
     def has_gradients(self) -> bool:
@@ -605,6 +669,15 @@ class Op:
         return "{" + ", ".join(f'"{w.name}": {w.name}' for w in self.mutated_writes) + "}"
 
     @property
+    def cpp_size_parameters(self) -> str:
+        """How many elements a kernel covers: n for pointwise ops, rows and cols for reductions."""
+        return "int64_t rows, int64_t cols" if self.reduction else "int64_t n"
+
+    @property
+    def cpp_size_arguments(self) -> str:
+        return "rows, cols" if self.reduction else "n"
+
+    @property
     def kernel_casts_scalars(self) -> bool:
         """Whether the kernel call converts scalars to the compute type (bools pass as they are)."""
         return any(a.kind != "bool" for a in self.kernel_scalars)
@@ -691,6 +764,15 @@ class Package:
         return any(op.uses_interpreter for op in self.ops)
 
     @property
+    def reductions(self) -> tuple[str, ...]:
+        """The kinds of reduction the package's ops use (each gets a reference helper)."""
+        return tuple(sorted({op.reduction.kind for op in self.ops if op.reduction}))
+
+    @property
+    def reference_imports(self) -> tuple[str, ...]:
+        return tuple(sorted([f"row_{kind}" for kind in self.reductions] + ["upcast"]))
+
+    @property
     def has_mutating_ops(self) -> bool:
         return any(op.is_mutating for op in self.ops)
 
@@ -740,6 +822,11 @@ class Package:
     def cpp_ops(self) -> tuple[Op, ...]:
         """Ops with a C++ CPU kernel."""
         return tuple(op for op in self.ops if op.has_kernel("cpu", "cpp"))
+
+    @property
+    def has_cuda_pointwise_ops(self) -> bool:
+        """Whether kernels.cu needs the vector helpers of pointwise kernels."""
+        return any(not op.reduction for op in self.cuda_ops)
 
     @property
     def cuda_ops(self) -> tuple[Op, ...]:
@@ -846,6 +933,7 @@ class _OpResolver:
         self.namespace = namespace
         self.own_ops = own_ops
         self.diagnostics = diagnostics
+        self.reduction: Reduction | None = None  # set by resolve_reduction
 
     def setting(self, key: str) -> Node | None:
         """The op's own value for `key`, else the spec's `defaults`."""
@@ -889,6 +977,7 @@ class _OpResolver:
             atol=atol,
             rtol=rtol,
             backward=backward,
+            reduction=self.reduction,
         )
 
     # -- schema
@@ -950,8 +1039,8 @@ class _OpResolver:
             self.error(self.node.position if not kinds else self.node.key_position(kinds[1]), message)
             return ()
         kind = kinds[0]
-        if kind != "compute":
-            self.error(self.node.key_position(kind), f"'{kind}' ops are not supported by kopgen {__version__} yet; use compute")
+        if kind == "kernel":
+            self.error(self.node.key_position(kind), f"'{kind}' ops are not supported by kopgen {__version__} yet")
             return ()
         at = self.node.get("schema").value_position
         for arg in args:
@@ -961,6 +1050,8 @@ class _OpResolver:
             if arg.kind == "other":
                 self.error(at, f"compute ops take Tensor, float, int and bool arguments; '{arg.name}' is {arg.schema.type}")
                 return ()
+        if kind == "reduce":
+            return self.resolve_reduction(schema, args)
         node = self.node.get("compute")
         mutated = [a for a in args if a.is_mutated]
         if mutated or isinstance(node, Mapping):
@@ -987,6 +1078,34 @@ class _OpResolver:
             if arg.is_tensor and not arg.is_mutated and writes and arg.name not in used:
                 self.error(node.position, f"Tensor argument '{arg.name}' is not used by compute")
         return tuple(writes)
+
+    def resolve_reduction(self, schema: FunctionSchema, args: tuple[Arg, ...]) -> tuple[Write, ...]:
+        """`reduce: {op, expr}`: EXPR (default: the single Tensor argument) reduced over the last dimension."""
+        node = self.node.get("reduce")
+        at = self.node.get("schema").value_position
+        if any(a.is_mutated for a in args):
+            self.error(at, "a reduce op returns its result; it cannot mutate arguments")
+            return ()
+        if len(schema.returns) != 1:
+            self.error(at, f"a reduce op returns one Tensor, not {len(schema.returns)}")
+            return ()
+        tensors = [a for a in args if a.is_tensor]
+        expr_node = node.get("expr")
+        if expr_node is None and len(tensors) != 1:
+            names = ", ".join(a.name for a in tensors)
+            self.error(node.position, f"reduce needs `expr:` when the op has several Tensor arguments ({names})")
+            return ()
+        text = expr_node.value if expr_node is not None else tensors[0].name
+        try:
+            expr = parse_pointwise(text, {a.name: a.kind for a in args})
+        except ExprError as error:
+            self.error(_inside(expr_node, error), error.message)
+            return ()
+        for arg in tensors:
+            if arg.name not in expr.names:
+                self.error(node.position, f"Tensor argument '{arg.name}' is not used by reduce")
+        self.reduction = Reduction(node.get("op").value)
+        return (Write(expr, "out"),)
 
     def resolve_mutation(self, schema: FunctionSchema, node: Node, mutated: list[Arg]) -> list:
         """The targets of a mutating op: `compute: {arg: EXPR}` for exactly its `Tensor(a!)` arguments."""
@@ -1137,7 +1256,12 @@ def _plan_backward(gradients: tuple[Gradient, ...], args: tuple[Arg, ...], num_o
             result_users.setdefault(output, []).append(index)
         scalars.update(formula.scalars)
     order = {a.name: a.index for a in args}
-    saved_tensors = [Saved(name, name, tuple(users)) for name, users in sorted(value_users.items(), key=lambda kv: order[kv[0]])]
+    # A tensor whose value one formula reads and whose metadata another reads is saved for both:
+    # in backward its name is the saved tensor.
+    saved_tensors = [
+        Saved(name, name, tuple(sorted(set(users) | set(metadata_users.get(name, ())))))
+        for name, users in sorted(value_users.items(), key=lambda kv: order[kv[0]])
+    ]
     for output, users in sorted(result_users.items()):
         if num_outputs == 1:
             saved_tensors.append(Saved("result", "output", tuple(users)))

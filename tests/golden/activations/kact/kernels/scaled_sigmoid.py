@@ -26,7 +26,7 @@ def scaled_sigmoid_kernel(
     offsets = tl.program_id(0).to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     mask = offsets < n_elements
     x = tl.load(x_ptr + offsets, mask=mask).to(COMPUTE_DTYPE)
-    out = scale * tl.sigmoid(x)
+    out = scale * (1.0 / (1.0 + tl.exp(-x)))
     tl.store(out_ptr + offsets, out.to(out_ptr.dtype.element_ty), mask=mask)
 
 
