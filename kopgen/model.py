@@ -171,8 +171,9 @@ class Backward:
     saved_metadata: tuple[Saved, ...]  # tensors read only through .shape, .dtype, ...
     scalars: tuple[str, ...]  # non-Tensor arguments the formulas read
     num_outputs: int
-    arg_names: tuple[str, ...]
-    differentiable_twice: bool  # every function the formulas call has a derivative
+    arg_names: tuple[str, ...]  # the positional arguments: setup_context's `inputs`
+    differentiable_twice: bool
+    keyword_only: tuple[str, ...] = ()  # keyword-only arguments: its `keyword_only_inputs`  # every function the formulas call has a derivative
 
     @property
     def single_output(self) -> bool:
@@ -188,8 +189,13 @@ class Backward:
         return "(" + ", ".join(names) + ")"
 
     @property
+    def keyword_only_scalars(self) -> tuple[str, ...]:
+        """Scalars the formulas read that setup_context gets from keyword_only_inputs."""
+        return tuple(name for name in self.scalars if name in self.keyword_only)
+
+    @property
     def inputs_unpacked(self) -> str:
-        """`a, b, _` for setup_context: the inputs it keeps something of, `_` for the rest."""
+        """`a, b, _` for setup_context: the (positional) inputs it keeps something of, `_` for the rest."""
         kept = {s.source for s in self.saved_tensors + self.saved_metadata} | set(self.scalars)
         kept |= {g.arg.name for g in self.gradients if g.formula}
         names = [name if name in kept else "_" for name in self.arg_names]
@@ -417,6 +423,14 @@ class Op:
         return ", ".join(a.name for a in self.args)
 
     @property
+    def positional_count(self) -> int:
+        return sum(1 for a in self.args if not a.schema.kwarg_only)
+
+    @property
+    def keyword_only_names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.args if a.schema.kwarg_only)
+
+    @property
     def parameters_with_defaults(self) -> str:
         """`x, alpha=1.0`: the dispatcher drops trailing arguments equal to their defaults."""
         parts: list[str] = []
@@ -493,9 +507,9 @@ class Op:
 
     @property
     def backward_returns(self) -> str:
-        """One gradient per argument, as backward returns them: None where there is none."""
+        """One gradient per positional argument, as backward returns them: None where there is none."""
         parts = []
-        for arg in self.args:
+        for arg in self.args[: self.positional_count]:
             gradient = self.backward.gradient_for(arg) if self.backward else None
             parts.append(f"grad_{arg.name}" if gradient and gradient.formula else "None")
         return ", ".join(parts) + ("," if len(parts) == 1 else "")
@@ -534,7 +548,11 @@ class Op:
             label = "normal" if len(self.shapes) == 1 else f"normal{i}"
             samples.append(self._sample(label, lambda a, shapes=shapes: _make(shapes[a.name])))
         first = self.shapes[0]
-        samples.append(self._sample("empty", lambda a: _make((0,) + first[a.name][1:])))
+        rank = max(len(shape) for shape in first.values())
+        # No rows: the leading dimension of the full-rank arguments is 0; the others broadcast.
+        samples.append(
+            self._sample("empty", lambda a: _make((0,) + first[a.name][1:] if len(first[a.name]) == rank else first[a.name]))
+        )
         if self.reduction and len(first[self.tensor_args[0].name]) > 1:
             samples.append(self._sample("empty_rows", lambda a: _make(first[a.name][:-1] + (0,))))
         samples.append(self._sample("noncontiguous", lambda a: _strided(first[a.name])))
@@ -591,13 +609,6 @@ class Op:
         """Python source of a sample's arguments; differentiable tensors made leaves."""
         parts = [f"leaf({text})" if arg in self.gradient_args else text for arg, text in zip(self.args, sample.args)]
         return ", ".join(parts) + ("," if len(parts) == 1 else "")
-
-    @property
-    def api_call_from_args(self) -> str:
-        """A call of the Python API on `args`, keyword-only arguments by name."""
-        return ", ".join(
-            f"{a.name}=args[{a.index}]" if a.schema.kwarg_only else f"args[{a.index}]" for a in self.args
-        )
 
     @property
     def export_call(self) -> str:
@@ -1044,8 +1055,12 @@ class _OpResolver:
             return ()
         at = self.node.get("schema").value_position
         for arg in args:
-            if arg.schema.kwarg_only:
-                self.error(at, f"keyword-only arguments are not supported by kopgen {__version__} yet ('{arg.name}')")
+            if arg.schema.kwarg_only and arg.is_tensor:
+                self.error(
+                    at,
+                    f"keyword-only Tensor arguments are not supported ('{arg.name}'): autograd formulas "
+                    "differentiate positional inputs only; make it positional",
+                )
                 return ()
             if arg.kind == "other":
                 self.error(at, f"compute ops take Tensor, float, int and bool arguments; '{arg.name}' is {arg.schema.type}")
@@ -1278,6 +1293,7 @@ def _plan_backward(gradients: tuple[Gradient, ...], args: tuple[Arg, ...], num_o
         saved_metadata=saved_metadata,
         scalars=tuple(sorted(scalars, key=order.get)),
         num_outputs=num_outputs,
-        arg_names=tuple(a.name for a in args),
+        arg_names=tuple(a.name for a in args if not a.schema.kwarg_only),
         differentiable_twice=True,
+        keyword_only=tuple(a.name for a in args if a.schema.kwarg_only),
     )

@@ -52,6 +52,12 @@ def variants_of(op: str, device: str) -> dict:
     variants = {"bare launcher": launchers[device]} if device in launchers else {}
     variants["operator"] = getattr(kact, op)
     variants["eager reference"] = getattr(reference, op)
+    if KEYWORD_ONLY[op]:  # make_args gives every argument positionally
+        positional = len(make_args(op, 1, device)) - len(KEYWORD_ONLY[op])
+        variants = {
+            name: lambda *args, fn=fn: fn(*args[:positional], **dict(zip(KEYWORD_ONLY[op], args[positional:])))
+            for name, fn in variants.items()
+        }
     return variants
 
 
@@ -81,6 +87,7 @@ def main() -> None:
 # count among its inputs).
 OPS = {'scaled_sigmoid': ('cpu', 'cuda'), 'sincos': ('cpu', 'cuda'), 'mymul': ('cpu', 'cuda')}
 OUTPUTS = {'scaled_sigmoid': 1, 'sincos': 2, 'mymul': 1}
+KEYWORD_ONLY = {'scaled_sigmoid': (), 'sincos': (), 'mymul': ()}
 
 
 def make_args(op: str, numel: int, device: str) -> tuple:

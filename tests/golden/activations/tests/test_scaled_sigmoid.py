@@ -45,9 +45,23 @@ def make_args(sample: str, device: str, dtype: torch.dtype, requires_grad: bool 
     raise ValueError(sample)
 
 
+POSITIONAL = 2  # the arguments after these are keyword-only
+KEYWORD_ONLY = ()
+
+
+def split(args: tuple) -> tuple[tuple, dict]:
+    """A sample's arguments as the op takes them: positional ones, and keyword-only ones by name."""
+    return args[:POSITIONAL], dict(zip(KEYWORD_ONLY, args[POSITIONAL:], strict=True))
+
+
+def call(fn, args: tuple):
+    positional, keywords = split(args)
+    return fn(*positional, **keywords)
+
+
 def run(op, args) -> tuple:
     """Calls the op and gives its outputs as a tuple."""
-    return as_tuple(op(*args))
+    return as_tuple(call(op, args))
 
 
 def copy_args(args) -> tuple:
@@ -69,7 +83,7 @@ def as_tuple(outputs) -> tuple:
 @pytest.mark.parametrize("device", DEVICES)
 def test_opcheck(device, dtype, sample, requires_grad):
     """Schema, fake kernel, autograd registration and AOT dispatch agree with the kernel."""
-    results = torch.library.opcheck(OP, make_args(sample, device, dtype, requires_grad))
+    results = torch.library.opcheck(OP, *split(make_args(sample, device, dtype, requires_grad)))
     assert set(results.values()) == {"SUCCESS"}, results
 
 
@@ -78,7 +92,7 @@ def test_opcheck(device, dtype, sample, requires_grad):
 @pytest.mark.parametrize("device", DEVICES)
 def test_matches_reference(device, dtype, sample):
     args = make_args(sample, device, dtype)
-    expected = as_tuple(reference.scaled_sigmoid(*args))
+    expected = as_tuple(call(reference.scaled_sigmoid, args))
     for output, want in zip(run(OP, args), expected, strict=True):
         assert output.is_contiguous()
         assert_close(output, want, **TOLERANCES)
@@ -87,11 +101,7 @@ def test_matches_reference(device, dtype, sample):
 def test_python_api_calls_the_operator():
     args = make_args("normal", "cpu", DTYPES[0])
     api_args = copy_args(args)
-
-    def api(*args):
-        return kact.scaled_sigmoid(args[0], args[1])
-
-    for output, want in zip(run(api, api_args), run(OP, args), strict=True):
+    for output, want in zip(run(kact.scaled_sigmoid, api_args), run(OP, args), strict=True):
         assert_close(output, want, rtol=0, atol=0)
 
 
@@ -99,8 +109,8 @@ def test_python_api_calls_the_operator():
 @pytest.mark.parametrize("device", DEVICES)
 def test_gradcheck(device, sample):
     args = make_args(sample, device, torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(OP, args)
-    assert torch.autograd.gradgradcheck(OP, args)
+    assert torch.autograd.gradcheck(lambda *args: call(OP, args), args)
+    assert torch.autograd.gradgradcheck(lambda *args: call(OP, args), args)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -108,8 +118,8 @@ def test_backward_matches_reference(device):
     """Gradients of the operator against autograd through the PyTorch reference."""
     args = make_args("broadcast" if "broadcast" in SAMPLES else "normal", device, torch.float64, True)
     inputs = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
-    got = torch.autograd.grad(total(OP(*args)), inputs)
-    want = torch.autograd.grad(total(reference.scaled_sigmoid(*args)), inputs)
+    got = torch.autograd.grad(total(call(OP, args)), inputs)
+    want = torch.autograd.grad(total(call(reference.scaled_sigmoid, args)), inputs)
     for g, w in zip(got, want, strict=True):
         assert_close(g, w)
 
@@ -125,7 +135,7 @@ def test_saves_only_what_backward_reads(wanted, count):
     args = tuple(a.detach().requires_grad_(i in wanted) if isinstance(a, torch.Tensor) else a for i, a in enumerate(args))
     saved = []
     with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
-        outputs = OP(*args)
+        outputs = call(OP, args)
     assert len(saved) == count, [tuple(t.shape) for t in saved]
     total(outputs).backward()  # and backward runs on what was saved
 

@@ -45,12 +45,26 @@ def make_args(sample: str, device: str, dtype: torch.dtype, requires_grad: bool 
     raise ValueError(sample)
 
 
+POSITIONAL = 2  # the arguments after these are keyword-only
+KEYWORD_ONLY = ()
+
+
+def split(args: tuple) -> tuple[tuple, dict]:
+    """A sample's arguments as the op takes them: positional ones, and keyword-only ones by name."""
+    return args[:POSITIONAL], dict(zip(KEYWORD_ONLY, args[POSITIONAL:], strict=True))
+
+
+def call(fn, args: tuple):
+    positional, keywords = split(args)
+    return fn(*positional, **keywords)
+
+
 WRITTEN = (0,)  # the arguments the op writes in place
 
 
 def run(op, args) -> tuple:
     """Calls the op, which returns nothing, and gives the tensors it wrote."""
-    assert op(*args) is None
+    assert call(op, args) is None
     return tuple(args[i] for i in WRITTEN)
 
 
@@ -73,7 +87,7 @@ def as_tuple(outputs) -> tuple:
 @pytest.mark.parametrize("device", DEVICES)
 def test_opcheck(device, dtype, sample, requires_grad):
     """Schema, fake kernel, autograd registration and AOT dispatch agree with the kernel."""
-    results = torch.library.opcheck(OP, make_args(sample, device, dtype, requires_grad))
+    results = torch.library.opcheck(OP, *split(make_args(sample, device, dtype, requires_grad)))
     assert set(results.values()) == {"SUCCESS"}, results
 
 
@@ -83,7 +97,7 @@ def test_opcheck(device, dtype, sample, requires_grad):
 def test_matches_reference(device, dtype, sample):
     args = make_args(sample, device, dtype)
     # Computed before the op writes its arguments, and copied: a reference may return one of them.
-    expected = tuple(want.clone() for want in as_tuple(reference.scale_(*args)))
+    expected = tuple(want.clone() for want in as_tuple(call(reference.scale_, args)))
     for output, want in zip(run(OP, args), expected, strict=True):
         assert_close(output, want, **TOLERANCES)
 
@@ -91,11 +105,7 @@ def test_matches_reference(device, dtype, sample):
 def test_python_api_calls_the_operator():
     args = make_args("normal", "cpu", DTYPES[0])
     api_args = copy_args(args)
-
-    def api(*args):
-        return kstable.scale_(args[0], args[1])
-
-    for output, want in zip(run(api, api_args), run(OP, args), strict=True):
+    for output, want in zip(run(kstable.scale_, api_args), run(OP, args), strict=True):
         assert_close(output, want, rtol=0, atol=0)
 
 

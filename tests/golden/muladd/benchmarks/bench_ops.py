@@ -48,6 +48,12 @@ def variants_of(op: str, device: str) -> dict:
     variants = {"bare launcher": launchers[device]} if device in launchers else {}
     variants["operator"] = getattr(kbook, op)
     variants["eager reference"] = getattr(reference, op)
+    if KEYWORD_ONLY[op]:  # make_args gives every argument positionally
+        positional = len(make_args(op, 1, device)) - len(KEYWORD_ONLY[op])
+        variants = {
+            name: lambda *args, fn=fn: fn(*args[:positional], **dict(zip(KEYWORD_ONLY[op], args[positional:])))
+            for name, fn in variants.items()
+        }
     return variants
 
 
@@ -77,6 +83,7 @@ def main() -> None:
 # count among its inputs).
 OPS = {'muladd': ('cpu', 'cuda')}
 OUTPUTS = {'muladd': 1}
+KEYWORD_ONLY = {'muladd': ()}
 
 
 def make_args(op: str, numel: int, device: str) -> tuple:
