@@ -16,7 +16,7 @@ from functools import cached_property
 
 from . import __version__
 from .errors import Diagnostics, Position
-from .expr import ExprError, Formula, FormulaContext, Pointwise, parse_formula, parse_pointwise
+from .expr import ExprError, Formula, FormulaContext, Pointwise, parse_formula, parse_metadata, parse_pointwise
 from .loader import Mapping, Node, Scalar, Sequence, plain
 from .schema import Argument, FunctionSchema, SchemaError, parse_schema, python_annotation, python_default
 
@@ -265,6 +265,14 @@ class Reduction:
 
 
 @dataclass(frozen=True)
+class Custom:
+    """A `kernel: custom` op: the user writes the kernel; the spec gives the oracle and the outputs' metadata."""
+
+    reference: Formula  # PyTorch over the arguments: the test oracle
+    outputs: tuple[tuple[str, str], ...]  # (shape, dtype) as Python source, per returned Tensor
+
+
+@dataclass(frozen=True)
 class KernelTensor:
     """A Tensor a kernel touches, and what each launcher passes for it."""
 
@@ -327,6 +335,7 @@ class Op:
     rtol: float | None
     backward: Backward | None
     reduction: Reduction | None = None  # set for `reduce` ops
+    custom: Custom | None = None  # set for `kernel: custom` ops
 
     @property
     def qualname(self) -> str:
@@ -375,6 +384,11 @@ class Op:
         return ", ".join(a.name for a in self.input_args)
 
     @property
+    def upcast_names(self) -> str:
+        """The Tensors the reference computes with (in float32 at least)."""
+        return self.tensor_arg_names if self.custom else self.read_arg_names
+
+    @property
     def read_arg_names(self) -> str:
         return ", ".join(a.name for a in self.read_args)
 
@@ -386,7 +400,14 @@ class Op:
     @property
     def reference_annotation(self) -> str:
         """The reference returns what the op returns, or what a mutating op writes."""
-        return "Tensor" if len(self.writes) == 1 else f"tuple[{', '.join(['Tensor'] * len(self.writes))}]"
+        count = self.num_outputs if self.custom else len(self.writes)
+        return "Tensor" if count == 1 else f"tuple[{', '.join(['Tensor'] * count)}]"
+
+    @property
+    def output_allocations(self) -> tuple[str, ...]:
+        """`torch.empty(...)` of each output of a custom op, from its spec's `fake`."""
+        device = self.tensor_args[0].name + ".device"
+        return tuple(f"torch.empty({shape}, dtype={dtype}, device={device})" for shape, dtype in self.custom.outputs)
 
     @property
     def kernel_tensors(self) -> tuple[KernelTensor, ...]:
@@ -446,15 +467,21 @@ class Op:
         return ", ".join(a.name for a in self.tensor_args)
 
     @property
+    def num_outputs(self) -> int:
+        return len(self.custom.outputs) if self.custom else len(self.outputs)
+
+    @property
     def return_annotation(self) -> str:
         if self.is_mutating:
             return "None"
-        if len(self.outputs) == 1:
+        if self.num_outputs == 1:
             return "Tensor"
-        return f"tuple[{', '.join(['Tensor'] * len(self.outputs))}]"
+        return f"tuple[{', '.join(['Tensor'] * self.num_outputs)}]"
 
     @property
     def output_names(self) -> tuple[str, ...]:
+        if self.custom:
+            return ("out",) if self.num_outputs == 1 else tuple(f"out{i}" for i in range(self.num_outputs))
         return tuple(w.name for w in self.writes if w.arg is None)
 
     @property
@@ -572,7 +599,7 @@ class Op:
     def samples_with_resized(self) -> tuple[Sample, ...]:
         """The samples, plus one of other sizes that dynamic-shape compiles run on."""
         first = self.shapes[0]
-        resized = self._sample("resized", lambda a: _make(tuple(n + 3 for n in first[a.name])))
+        resized = self._sample("resized", lambda a: _make(tuple(n + 2 for n in first[a.name])))
         return self.samples + (resized,)
 
     @property
@@ -587,8 +614,18 @@ class Op:
         return counts
 
     @property
+    def fake_return(self) -> str:
+        """What the fake kernel returns: the outputs the launchers allocate, described on fake tensors."""
+        if self.custom:
+            return f"_support.{self.name}_output({self.arg_names})"
+        call = f'_support.{self.output_allocator}("{self.qualname}", {self.tensor_arg_names})'
+        return ", ".join([call] * len(self.outputs))
+
+    @property
     def output_allocator(self) -> str:
         """The _support function that allocates (and fake kernels describe) the output."""
+        if self.custom:
+            return f"{self.name}_output"
         return "reduction_output" if self.reduction else "pointwise_output"
 
     @property
@@ -793,7 +830,8 @@ class Package:
 
     @property
     def reference_uses_torch(self) -> bool:
-        return any("torch." in output.to_torch() for op in self.ops for w in op.writes for output in [w.expr])
+        custom = any(op.custom and "torch." in op.custom.reference.python for op in self.ops)
+        return custom or any("torch." in w.expr.to_torch() for op in self.ops for w in op.writes)
 
     @property
     def reference_uses_math(self) -> bool:
@@ -945,6 +983,7 @@ class _OpResolver:
         self.own_ops = own_ops
         self.diagnostics = diagnostics
         self.reduction: Reduction | None = None  # set by resolve_reduction
+        self.custom: Custom | None = None  # set by resolve_custom
 
     def setting(self, key: str) -> Node | None:
         """The op's own value for `key`, else the spec's `defaults`."""
@@ -967,6 +1006,11 @@ class _OpResolver:
         registration = self.resolve_registration()
         if registration in COMPILED_ROUTES:
             self.check_cpp_names(schema_node, schema)
+            if self.custom:
+                self.error(
+                    self.setting("registration").value_position,
+                    f"`kernel: custom` ops take Python kernels in kopgen {__version__}: use registration custom_op or library",
+                )
         kernels = self.resolve_backends(registration)
         backward = self.resolve_backward(schema, args)
         shapes, atol, rtol = self.resolve_tests(args)
@@ -989,6 +1033,7 @@ class _OpResolver:
             rtol=rtol,
             backward=backward,
             reduction=self.reduction,
+            custom=self.custom,
         )
 
     # -- schema
@@ -1050,9 +1095,6 @@ class _OpResolver:
             self.error(self.node.position if not kinds else self.node.key_position(kinds[1]), message)
             return ()
         kind = kinds[0]
-        if kind == "kernel":
-            self.error(self.node.key_position(kind), f"'{kind}' ops are not supported by kopgen {__version__} yet")
-            return ()
         at = self.node.get("schema").value_position
         for arg in args:
             if arg.schema.kwarg_only and arg.is_tensor:
@@ -1067,6 +1109,8 @@ class _OpResolver:
                 return ()
         if kind == "reduce":
             return self.resolve_reduction(schema, args)
+        if kind == "kernel":
+            return self.resolve_custom(schema, args)
         node = self.node.get("compute")
         mutated = [a for a in args if a.is_mutated]
         if mutated or isinstance(node, Mapping):
@@ -1093,6 +1137,47 @@ class _OpResolver:
             if arg.is_tensor and not arg.is_mutated and writes and arg.name not in used:
                 self.error(node.position, f"Tensor argument '{arg.name}' is not used by compute")
         return tuple(writes)
+
+    def resolve_custom(self, schema: FunctionSchema, args: tuple[Arg, ...]) -> tuple[Write, ...]:
+        """`kernel: custom`: the user writes the kernel; `reference` and `fake` say what it must compute."""
+        at = self.node.key_position("kernel")
+        errors_before = len(self.diagnostics.items)
+        reference, fake = self.node.get("reference"), self.node.get("fake")
+        for key, node in (("reference", reference), ("fake", fake)):
+            if node is None:
+                self.error(at, f"a `kernel: custom` op needs `{key}`: " + (
+                    "a PyTorch expression the tests compare the kernel with" if key == "reference"
+                    else "the shape (and dtype) of each output, e.g. {shape: x.shape}"))
+        if any(a.is_mutated for a in args):
+            self.error(at, f"mutating `kernel: custom` ops are not supported by kopgen {__version__} yet")
+        if len(self.diagnostics.items) > errors_before:
+            return ()
+        context = FormulaContext({a.name: a.kind for a in args}, 0, self.namespace, self.own_ops)
+        try:
+            formula = parse_formula(reference.value, context)
+        except ExprError as error:
+            self.error(_inside(reference, error), error.message)
+            return ()
+        entries = list(fake.items) if isinstance(fake, Sequence) else [fake]
+        if len(entries) != len(schema.returns):
+            self.error(fake.position, f"fake describes {len(entries)} output(s) but the schema returns {len(schema.returns)}")
+            return ()
+        tensors = [a.name for a in args if a.is_tensor]
+        ints = [a.name for a in args if a.kind == "int"]
+        outputs = []
+        for entry in entries:
+            metadata = []
+            for key, default in (("shape", None), ("dtype", f"{tensors[0]}.dtype")):
+                node = entry.get(key)
+                try:
+                    metadata.append(parse_metadata(node.value, tensors, ints) if node else default)
+                except ExprError as error:
+                    self.error(_inside(node, error), error.message)
+            outputs.append(tuple(metadata))
+        if len(self.diagnostics.items) > errors_before:
+            return ()
+        self.custom = Custom(formula, tuple(outputs))
+        return ()
 
     def resolve_reduction(self, schema: FunctionSchema, args: tuple[Arg, ...]) -> tuple[Write, ...]:
         """`reduce: {op, expr}`: EXPR (default: the single Tensor argument) reduced over the last dimension."""

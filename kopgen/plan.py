@@ -47,7 +47,9 @@ def plan(package: Package) -> list[OutputFile]:
             OutputFile(f"{pkg}/csrc/cuda/kernels.cu", "package/csrc/cuda/kernels.cu.j2", KOPGEN),
         ]
     for op in package.ops:
-        if op.python_kernels:
+        if op.custom:  # the user writes its kernel: a skeleton, created once
+            files.append(OutputFile(f"{pkg}/kernels/{op.name}.py", "package/kernels/custom.py.j2", USER, {"op": op}))
+        elif op.python_kernels:
             files.append(OutputFile(f"{pkg}/kernels/{op.name}.py", "package/kernels/op.py.j2", KOPGEN, {"op": op}))
         files.append(OutputFile(f"tests/test_{op.name}.py", "tests/test_op.py.j2", KOPGEN, {"op": op}))
     return sorted(files, key=lambda f: f.path)

@@ -220,6 +220,32 @@ CASES = [
             "targets, defines schemas without them"
         ),
     ),
+    (
+        "custom_kernel_without_fake",
+        op_spec('- schema: "f(Tensor a) -> Tensor"\n  kernel: custom\n  reference: "a * 2"\n'),
+        (
+            "spec.yaml:5:5: error: a `kernel: custom` op needs `fake`: the shape (and dtype) of each output, "
+            "e.g. {shape: x.shape}"
+        ),
+    ),
+    (
+        "custom_kernel_fake_reads_values",
+        op_spec('- schema: "f(Tensor a) -> Tensor"\n  kernel: custom\n  reference: "a * 2"\n  fake: {shape: "a.sum()"}\n'),
+        "spec.yaml:7:20: error: the only calls allowed are x.size(), x.dim(), x.numel() of a Tensor argument",
+    ),
+    (
+        "reduce_without_expr_of_several_tensors",
+        op_spec('- schema: "f(Tensor a, Tensor b) -> Tensor"\n  reduce: {op: sum}\n'),
+        "spec.yaml:5:13: error: reduce needs `expr:` when the op has several Tensor arguments (a, b)",
+    ),
+    (
+        "keyword_only_tensor",
+        op_spec('- schema: "f(Tensor a, *, Tensor b) -> Tensor"\n  compute: "a * b"\n'),
+        (
+            "spec.yaml:4:14: error: keyword-only Tensor arguments are not supported ('b'): autograd formulas "
+            "differentiate positional inputs only; make it positional"
+        ),
+    ),
 ]
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from kopgen import generate
 
-from .conftest import EXAMPLES
+from .conftest import EXAMPLES, write_pairsum_kernel
 
 pytestmark = pytest.mark.slow
 
@@ -111,6 +111,26 @@ def test_torch_library_extension_defines_the_ops_in_cpp(installed):
     result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     assert "kfused::muladd(Tensor a, Tensor b, float c) -> Tensor" in result.stdout
+
+
+def test_custom_kernel_skeleton_names_its_file_then_passes_once_written(tmp_path_factory):
+    """A `kernel: custom` op: the suite fails saying which file to write; written, it passes."""
+    repo, site, env = install(tmp_path_factory, "custom.yaml")
+    result = run_suite(repo, env)
+    assert result.returncode != 0
+    assert "kcustom::pairsum has no kernel yet: write the body of pairsum_kernel in kcustom/kernels/pairsum.py" in result.stdout
+
+    write_pairsum_kernel(repo / "kcustom/kernels/pairsum.py")
+    shutil.rmtree(site)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target", str(site), str(repo)],
+        check=True,
+    )
+    result = run_suite(repo, env)
+    print(result.stdout[-2000:])
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
+    passed = re.search(r"(\d+) passed", result.stdout)
+    assert passed and int(passed.group(1)) >= 25
 
 
 CASE_1 = textwrap.dedent(

@@ -26,6 +26,7 @@ def _scaled_sigmoid_fake(x, scale=1.0):
     return _support.pointwise_output("kact::scaled_sigmoid", x)
 
 
+
 def _scaled_sigmoid_setup_context(ctx, inputs, output):
     x, scale = inputs
     ctx.x_shape = x.shape
@@ -61,6 +62,7 @@ _lib.impl("sincos", sincos_kernels.sincos_triton, "CUDA")
 def _sincos_fake(x):
     # Only metadata: the same output the launcher allocates, never reading data.
     return _support.pointwise_output("kact::sincos", x), _support.pointwise_output("kact::sincos", x)
+
 
 
 def _sincos_setup_context(ctx, inputs, output):
@@ -102,6 +104,7 @@ _mymul = torch.library.custom_op(
 def _mymul_fake(a, b):
     # Only metadata: the same output the launcher allocates, never reading data.
     return _support.pointwise_output("kact::mymul", a, b)
+
 
 
 def _mymul_setup_context(ctx, inputs, output):

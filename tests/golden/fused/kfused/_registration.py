@@ -23,6 +23,7 @@ def _muladd_fake(a, b, c):
     return _support.pointwise_output("kfused::muladd", a, b)
 
 
+
 def _muladd_setup_context(ctx, inputs, output):
     a, b, _ = inputs
     ctx.a_shape = a.shape
@@ -81,6 +82,7 @@ def _mul_fake(a, b):
     return _support.pointwise_output("kfused::mul", a, b)
 
 
+
 def _mul_setup_context(ctx, inputs, output):
     a, b = inputs
     ctx.a_shape = a.shape
@@ -118,6 +120,7 @@ _lib.impl("square", square_kernels.square_triton, "CUDA")
 def _square_fake(x):
     # Only metadata: the same output the launcher allocates, never reading data.
     return _support.pointwise_output("kfused::square", x)
+
 
 
 def _square_setup_context(ctx, inputs, output):

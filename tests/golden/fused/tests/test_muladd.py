@@ -43,7 +43,7 @@ def make_args(sample: str, device: str, dtype: torch.dtype, requires_grad: bool 
     elif sample == "broadcast":
         return (leaf(make(8, 6)), leaf(make(6)), 1.25)
     elif sample == "resized":
-        return (leaf(make(11, 9)), leaf(make(11, 9)), 1.25)
+        return (leaf(make(10, 8)), leaf(make(10, 8)), 1.25)
     raise ValueError(sample)
 
 

@@ -41,7 +41,7 @@ def make_args(sample: str, device: str, dtype: torch.dtype, requires_grad: bool 
     elif sample == "noncontiguous":
         return (make(6, 8).transpose(-1, -2), 1.25)
     elif sample == "resized":
-        return (make(11, 9), 1.25)
+        return (make(10, 8), 1.25)
     raise ValueError(sample)
 
 

@@ -41,7 +41,7 @@ def make_args(sample: str, device: str, dtype: torch.dtype, requires_grad: bool 
     elif sample == "noncontiguous":
         return (leaf(make(6, 8).transpose(-1, -2)),)
     elif sample == "resized":
-        return (leaf(make(11, 9)),)
+        return (leaf(make(10, 8)),)
     raise ValueError(sample)
 
 

@@ -31,6 +31,7 @@ def _rowsum_fake(x):
     return _support.reduction_output("krows::rowsum", x)
 
 
+
 def _rowsum_setup_context(ctx, inputs, output):
     x, = inputs
     ctx.x_shape = x.shape
@@ -67,6 +68,7 @@ def _rowmax_fake(x):
     return _support.reduction_output("krows::rowmax", x)
 
 
+
 def _rowmax_setup_context(ctx, inputs, output):
     x, = inputs
     ctx.x_shape = x.shape
@@ -101,6 +103,7 @@ _lib.impl("rowdot", rowdot_kernels.rowdot_triton, "CUDA")
 def _rowdot_fake(a, b, scale=1.0):
     # Only metadata: the same output the launcher allocates, never reading data.
     return _support.reduction_output("krows::rowdot", a, b)
+
 
 
 def _rowdot_setup_context(ctx, inputs, output):
@@ -147,6 +150,7 @@ _bias_leaky = torch.library.custom_op(
 def _bias_leaky_fake(x, bias, *, alpha=0.1, negate=False):
     # Only metadata: the same output the launcher allocates, never reading data.
     return _support.pointwise_output("krows::bias_leaky", x, bias)
+
 
 
 def _bias_leaky_setup_context(ctx, inputs, keyword_only_inputs, output):

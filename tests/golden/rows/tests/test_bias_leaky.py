@@ -43,7 +43,7 @@ def make_args(sample: str, device: str, dtype: torch.dtype, requires_grad: bool 
     elif sample == "broadcast":
         return (leaf(make(8, 16)), leaf(make(16)), 1.25, True)
     elif sample == "resized":
-        return (leaf(make(11, 19)), leaf(make(19)), 1.25, True)
+        return (leaf(make(10, 18)), leaf(make(18)), 1.25, True)
     raise ValueError(sample)
 
 
