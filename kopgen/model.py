@@ -511,7 +511,9 @@ class Op:
 
     @property
     def triton_arguments(self) -> str:
-        return ", ".join([t.python for t in self.kernel_tensors] + [a.name for a in self.kernel_scalars])
+        # bools go in as ints: Triton's interpreter (3.6) cannot take a Python bool as a kernel scalar.
+        scalars = [f"int({a.name})" if a.kind == "bool" else a.name for a in self.kernel_scalars]
+        return ", ".join([t.python for t in self.kernel_tensors] + scalars)
 
     @property
     def doc_literal(self) -> str:

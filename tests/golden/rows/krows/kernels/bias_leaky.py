@@ -50,7 +50,7 @@ def bias_leaky_triton(x: Tensor, bias: Tensor, *, alpha: float = 0.1, negate: bo
     compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
     grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
     kernel[grid](
-        x, bias, out, alpha, negate,
+        x, bias, out, alpha, int(negate),
         n_elements,
         BLOCK_SIZE=BLOCK_SIZE,
         COMPUTE_DTYPE=compute_dtype,
