@@ -48,7 +48,7 @@ RESERVED_NAMES = frozenset(
         *("torch", "tl", "triton", "math", "Tensor", "reference"),
         *("kernel", "grid", "n_elements", "compute_dtype", "offsets", "mask", "BLOCK_SIZE", "COMPUTE_DTYPE"),
         *("shape", "n_rows", "n_cols", "rows", "cols", "row_mask", "total", "start"),
-        *("block_rows", "block_cols", "BLOCK_ROWS", "BLOCK_COLS", "combine"),
+        *("block_rows", "block_cols", "BLOCK_ROWS", "BLOCK_COLS"),
     }
 )
 RESERVED_PATTERN = re.compile(r"^(_.*|out\d+|grad_.*|.*_ptr|.*_shape|.*_dense)$")
@@ -253,6 +253,12 @@ class Reduction:
             return f"tl.{'maximum' if self.kind == 'max' else 'minimum'}({total}, {value})"
         return f"{total} + {value}"
 
+
+    @property
+    def triton_combine_function(self) -> str:
+        return {"max": "tl.standard._elementwise_max", "min": "tl.standard._elementwise_min"}.get(
+            self.kind, "tl.standard._sum_combine"
+        )
 
     @property
     def is_mean(self) -> bool:

@@ -12,13 +12,6 @@ from .. import _support, reference
 
 
 @triton.jit
-def combine(a, b):
-    """How two partial means meet, for tl.reduce (tl.sum would do, but the
-    interpreter cannot call Triton's own @triton.jit helpers in-process)."""
-    return a + b
-
-
-@triton.jit
 def rowdot_kernel(
     a_ptr,
     b_ptr,
@@ -41,7 +34,9 @@ def rowdot_kernel(
         a = tl.load(a_ptr + offsets, mask=mask).to(COMPUTE_DTYPE)
         b = tl.load(b_ptr + offsets, mask=mask).to(COMPUTE_DTYPE)
         total = tl.where(mask, total + a * b * scale, total)
-    out = tl.reduce(total, 1, combine) / n_cols  # an empty row gives 0 / 0 = nan, as torch.mean
+    # tl.reduce with tl.sum's own combine function: what tl.sum does, which Triton's
+    # interpreter also runs in-process (it cannot call the @triton.jit tl.sum itself).
+    out = tl.reduce(total, 1, tl.standard._sum_combine) / n_cols  # an empty row gives 0 / 0 = nan, as torch.mean
     tl.store(out_ptr + rows, out.to(out_ptr.dtype.element_ty), mask=row_mask)
 
 

@@ -13,13 +13,6 @@ from .. import _support
 
 
 @triton.jit
-def combine(a, b):
-    """How two partial maxs meet, for tl.reduce (tl.max would do, but the
-    interpreter cannot call Triton's own @triton.jit helpers in-process)."""
-    return tl.maximum(a, b)
-
-
-@triton.jit
 def rowmax_kernel(
     x_ptr,
     out_ptr,
@@ -39,7 +32,9 @@ def rowmax_kernel(
         offsets = rows[:, None] * n_cols + cols[None, :]
         x = tl.load(x_ptr + offsets, mask=mask).to(COMPUTE_DTYPE)
         total = tl.where(mask, tl.maximum(total, x), total)
-    out = tl.reduce(total, 1, combine)
+    # tl.reduce with tl.max's own combine function: what tl.max does, which Triton's
+    # interpreter also runs in-process (it cannot call the @triton.jit tl.max itself).
+    out = tl.reduce(total, 1, tl.standard._elementwise_max)
     tl.store(out_ptr + rows, out.to(out_ptr.dtype.element_ty), mask=row_mask)
 
 

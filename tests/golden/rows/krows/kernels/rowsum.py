@@ -13,13 +13,6 @@ from .. import _support
 
 
 @triton.jit
-def combine(a, b):
-    """How two partial sums meet, for tl.reduce (tl.sum would do, but the
-    interpreter cannot call Triton's own @triton.jit helpers in-process)."""
-    return a + b
-
-
-@triton.jit
 def rowsum_kernel(
     x_ptr,
     out_ptr,
@@ -39,7 +32,9 @@ def rowsum_kernel(
         offsets = rows[:, None] * n_cols + cols[None, :]
         x = tl.load(x_ptr + offsets, mask=mask).to(COMPUTE_DTYPE)
         total = tl.where(mask, total + x, total)
-    out = tl.reduce(total, 1, combine)
+    # tl.reduce with tl.sum's own combine function: what tl.sum does, which Triton's
+    # interpreter also runs in-process (it cannot call the @triton.jit tl.sum itself).
+    out = tl.reduce(total, 1, tl.standard._sum_combine)
     tl.store(out_ptr + rows, out.to(out_ptr.dtype.element_ty), mask=row_mask)
 
 
