@@ -47,8 +47,8 @@ RESERVED_NAMES = frozenset(
         *("ctx", "grad", "grads", "result", "results", "inputs", "output", "self", "expected", "dtype", "out"),
         *("torch", "tl", "triton", "math", "Tensor", "reference"),
         *("kernel", "grid", "n_elements", "compute_dtype", "offsets", "mask", "BLOCK_SIZE", "COMPUTE_DTYPE"),
-        *("shape", "n_rows", "n_cols", "rows", "cols", "row_mask", "total", "start"),
-        *("block_rows", "block_cols", "BLOCK_ROWS", "BLOCK_COLS"),
+        *("shape", "n_rows", "n_cols", "rows", "cols", "row_mask", "total"),
+        *("block_rows", "block_cols", "BLOCK_ROWS", "BLOCK_COLS", "COL_BLOCKS", "block"),
     }
 )
 RESERVED_PATTERN = re.compile(r"^(_.*|out\d+|grad_.*|.*_ptr|.*_shape|.*_dense)$")

@@ -20,14 +20,16 @@ def rowmax_kernel(
     n_cols,
     BLOCK_ROWS: tl.constexpr,
     BLOCK_COLS: tl.constexpr,
+    COL_BLOCKS: tl.constexpr,
     COMPUTE_DTYPE: tl.constexpr,
 ):
     # One program reduces BLOCK_ROWS rows, BLOCK_COLS columns at a time; 64-bit offsets.
+    # The loop's trip count is a constexpr: Triton 3.6's interpreter cannot loop to a runtime bound.
     rows = tl.program_id(0).to(tl.int64) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     row_mask = rows < n_rows
     total = tl.full((BLOCK_ROWS, BLOCK_COLS), float("-inf"), dtype=COMPUTE_DTYPE)
-    for start in range(0, n_cols, BLOCK_COLS):
-        cols = start + tl.arange(0, BLOCK_COLS)
+    for block in range(COL_BLOCKS):
+        cols = block * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
         mask = row_mask[:, None] & (cols < n_cols)[None, :]
         offsets = rows[:, None] * n_cols + cols[None, :]
         x = tl.load(x_ptr + offsets, mask=mask).to(COMPUTE_DTYPE)
@@ -64,6 +66,7 @@ def rowmax_triton(x: Tensor) -> Tensor:
         n_cols,
         BLOCK_ROWS=block_rows,
         BLOCK_COLS=block_cols,
+        COL_BLOCKS=triton.cdiv(n_cols, block_cols),
         COMPUTE_DTYPE=compute_dtype,
     )
     return out
