@@ -13,6 +13,7 @@ from .errors import SpecError
 from .format import SPEC_SCHEMA
 from .pipeline import generate, load_spec
 from .report import describe_plan
+from .update import apply_update, diff, plan_update
 from .writer import OutputError
 
 EXIT_BAD_SPEC = 2
@@ -50,6 +51,50 @@ def check(spec: Path) -> None:
     except SpecError as error:
         _fail(error)
     click.echo(describe_plan(package, str(spec)), nl=False)
+
+
+@main.command()
+@click.argument("directory", default=".", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 if anything would change (a CI drift gate).")
+@click.option("--dry-run", is_flag=True, help="Print the unified diff of what would change; write nothing.")
+@click.option("--force", is_flag=True, help="Overwrite generated files edited by hand (backups in .kopgen/backup/).")
+def update(directory: Path, check: bool, dry_run: bool, force: bool) -> None:
+    """Regenerate DIRECTORY (default .) from its kopgen.yaml; your files are merged, never overwritten."""
+    try:
+        plan = plan_update(directory)
+    except (SpecError, OutputError) as error:
+        _fail(error)
+    if check:
+        for path in sorted(plan.writes):
+            click.echo(f"would update {path}")
+        for path in plan.deletes:
+            click.echo(f"would delete {path}")
+        for path in plan.hand_edited:
+            click.echo(f"edited by hand: {path}")
+        sys.exit(1 if plan.changes else 0)
+    if dry_run:
+        click.echo(diff(directory, plan), nl=False)
+        return
+    if plan.hand_edited and not force:
+        names = ", ".join(plan.hand_edited)
+        click.echo(f"error: kopgen's files were edited by hand: {names}", err=True)
+        click.echo(diff(directory, plan, only=plan.hand_edited), err=True, nl=False)
+        click.echo("Move your change into kopgen.yaml or a file of yours; `kopgen update --force` overwrites them "
+                   "(after a backup in .kopgen/backup/).", err=True)
+        sys.exit(1)
+    apply_update(directory, plan, force=force)
+    for path in sorted(plan.writes):
+        click.echo(f"updated {path}")
+    for path in plan.deletes:
+        click.echo(f"deleted {path}")
+    for path in plan.kept:
+        click.echo(f"kept {path} (yours; its op is gone from kopgen.yaml)")
+    if not plan.changes:
+        click.echo("up to date")
+    if plan.conflicts:
+        click.echo(f"conflict: both you and kopgen changed the same lines of {', '.join(plan.conflicts)}; "
+                   "resolve the <<<<<<< markers", err=True)
+        sys.exit(1)
 
 
 @main.command()

@@ -26,6 +26,20 @@ def skeleton_answers(package: Package) -> dict[str, object]:
     }
 
 
+def skeleton_files(package: Package) -> dict[str, str]:
+    """The skeleton as text: path -> content (copier renders it into a scratch folder)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="kopgen-skeleton-") as scratch:
+        render_skeleton(Path(scratch), package)
+        root = Path(scratch)
+        return {
+            path.relative_to(root).as_posix(): path.read_text(encoding="utf-8")
+            for path in sorted(root.rglob("*"))
+            if path.is_file()
+        }
+
+
 def render_skeleton(destination: Path, package: Package) -> None:
     import copier  # imported here: it is the slowest import of kopgen, and only `new` needs it
 

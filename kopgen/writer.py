@@ -11,15 +11,12 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .model import Package
-from .skeleton import render_skeleton
-
 
 class OutputError(Exception):
     """The output folder cannot be used (exists and is not empty, not writable, ...)."""
 
 
-def write_new_repo(target: Path, package: Package, files: dict[str, str]) -> None:
+def write_new_repo(target: Path, files: dict[str, str]) -> None:
     if target.is_symlink() or (target.exists() and not target.is_dir()):
         raise OutputError(f"{target} exists and is not a folder")
     if target.is_dir() and any(target.iterdir()):
@@ -28,7 +25,6 @@ def write_new_repo(target: Path, package: Package, files: dict[str, str]) -> Non
     parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{target.name}.kopgen-", dir=parent))
     try:
-        render_skeleton(stage, package)
         for relative, text in sorted(files.items()):
             write_file(stage, relative, text)
         if target.is_dir():
@@ -47,3 +43,19 @@ def write_file(root: Path, relative: str, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8", newline="\n") as handle:
         handle.write(text)
+
+
+def replace_file(root: Path, relative: str, text: str) -> None:
+    """Replace root/relative with `text` atomically: readers see the old file or the new one."""
+    path = (root / relative).resolve()
+    if not path.is_relative_to(root.resolve()):
+        raise OutputError(f"refusing to write outside the repo: {relative}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as stream:
+            stream.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,229 @@
+"""kopgen update: spec edits reach the repo, the user's lines never get lost."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kopgen import generate
+from kopgen import update as update_module
+from kopgen.cli import main
+
+BASE = """\
+kopgen: 1
+package: kwalk
+defaults:
+  registration: custom_op
+  backends: {cpu: python}
+  dtypes: [float32, float64]
+ops:
+  - schema: "muladd(Tensor a, Tensor b, float c) -> Tensor"
+    compute: "a * b + c"
+    backward:
+      a: "grad * b"
+      b: "grad * a"
+  - schema: "pairsum(Tensor x) -> Tensor"
+    kernel: custom
+    reference: "x.unflatten(-1, (-1, 2)).sum(-1)"
+    fake: {shape: "x.shape[:-1] + (x.shape[-1] // 2,)"}
+"""
+
+MY_TEST = '''\
+import torch
+
+import kwalk
+
+
+def test_mine():
+    assert torch.equal(kwalk.muladd(torch.ones(2), torch.ones(2), 1.0), torch.full((2,), 2.0))
+'''
+
+
+def update(repo: Path, *flags: str):
+    return CliRunner().invoke(main, ["update", str(repo), *flags])
+
+
+def suite(repo: Path, *args: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", *args],
+        cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)}, capture_output=True, text=True, check=False,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    return result.stdout
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    spec = tmp_path / "kwalk.yaml"
+    spec.write_text(BASE)
+    return generate(spec, tmp_path / "repo")
+
+
+def edit_spec(repo: Path, old: str, new: str) -> None:
+    spec = repo / "kopgen.yaml"
+    text = spec.read_text()
+    assert old in text
+    spec.write_text(text.replace(old, new))
+
+
+def test_check_is_a_drift_gate(repo):
+    assert update(repo, "--check").exit_code == 0
+    edit_spec(repo, 'compute: "a * b + c"', 'compute: "a * b - c"')
+    result = update(repo, "--check")
+    assert result.exit_code == 1
+    assert "would update kwalk/reference.py" in result.output
+    assert "a * b - c" not in (repo / "kwalk/reference.py").read_text()  # --check writes nothing
+
+
+def test_dry_run_prints_the_diff_and_writes_nothing(repo):
+    edit_spec(repo, 'compute: "a * b + c"', 'compute: "a * b - c"')
+    before = {p: p.read_bytes() for p in repo.rglob("*") if p.is_file()}
+    result = update(repo, "--dry-run")
+    assert result.exit_code == 0
+    assert "-    return (a * b + c).to(dtype)\n+    return (a * b - c).to(dtype)" in result.output
+    assert {p: p.read_bytes() for p in repo.rglob("*") if p.is_file()} == before
+
+
+def test_unchanged_spec_rewrites_nothing(repo):
+    stamps = {p: p.stat().st_mtime_ns for p in repo.rglob("*") if p.is_file()}
+    time.sleep(0.01)
+    result = update(repo)
+    assert result.exit_code == 0 and result.output.strip() == "up to date"
+    assert {p: p.stat().st_mtime_ns for p in repo.rglob("*") if p.is_file()} == stamps
+
+
+@pytest.mark.slow
+def test_a_walk_through_spec_edits_keeps_every_hand_edit(repo):
+    """Add an op, an argument, a backward; change the route; remove an op. Between the steps
+    the user edits README, writes the custom kernel and a test of their own; all survive, and
+    the generated suite passes after each step (torch.compile tests at the last one)."""
+    readme = repo / "README.md"
+    readme.write_text(readme.read_text() + "\nMy notes: keep these.\n")
+    (repo / "tests/test_mine.py").write_text(MY_TEST)
+    kernel = repo / "kwalk/kernels/pairsum.py"
+    kernel.write_text(kernel.read_text().replace(
+        '    """The PyTorch reference as a kernel, written into outputs allocated as `fake` describes."""\n',
+        '    """The PyTorch reference as a kernel, written into outputs allocated as `fake` describes."""\n'
+        "    # my edit: checked by the user\n",
+    ))
+    user_lines = ["My notes: keep these.", "# my edit: checked by the user"]
+
+    def step(old: str, new: str, *suite_args: str) -> str:
+        edit_spec(repo, old, new)
+        result = update(repo)
+        assert result.exit_code == 0, result.output
+        assert update(repo, "--check").exit_code == 0  # and now up to date
+        assert all(line in readme.read_text() + kernel.read_text() for line in user_lines)
+        assert (repo / "tests/test_mine.py").read_text() == MY_TEST
+        suite(repo, *suite_args)
+        return result.output
+
+    # add an op
+    step("ops:\n", 'ops:\n  - schema: "mymul(Tensor a, Tensor b) -> Tensor"\n    compute: "a * b"\n', "-k", "not compile")
+    assert (repo / "tests/test_mymul.py").exists()
+    # add an argument with a default
+    step('"mymul(Tensor a, Tensor b) -> Tensor"\n    compute: "a * b"',
+         '"mymul(Tensor a, Tensor b, float s=2.0) -> Tensor"\n    compute: "a * b * s"', "-k", "not compile")
+    assert "s: float = 2.0" in (repo / "kwalk/ops.py").read_text()
+    # add a backward
+    step('compute: "a * b * s"\n', 'compute: "a * b * s"\n    backward:\n      a: "grad * b * s"\n      b: "grad * a * s"\n',
+         "-k", "not compile")
+    assert "_mymul_backward" in (repo / "kwalk/_registration.py").read_text()
+    # change the route
+    step("registration: custom_op", "registration: library", "-k", "not compile")
+    assert "_lib.define(" in (repo / "kwalk/_registration.py").read_text()
+    # remove an op: its generated files go, the user's kernel stays
+    output = step(BASE[BASE.index('  - schema: "pairsum'):], "")
+    assert not (repo / "tests/test_pairsum.py").exists()
+    assert kernel.exists() and "kept kwalk/kernels/pairsum.py" in output
+
+
+def test_conflict_leaves_markers_and_exits_1(repo):
+    readme = repo / "README.md"
+    text = readme.read_text()
+    line = next(line for line in text.splitlines() if line.startswith("PyTorch operators"))
+    readme.write_text(text.replace(line, line + " Mine too."))  # the line kopgen is about to change
+    edit_spec(repo, "ops:\n", 'ops:\n  - schema: "mymul(Tensor a, Tensor b) -> Tensor"\n    compute: "a * b"\n')
+    result = update(repo)
+    assert result.exit_code == 1
+    assert "README.md" in result.output and "<<<<<<< markers" in result.output
+    merged = readme.read_text()
+    assert "<<<<<<< yours" in merged and ">>>>>>> new kopgen render" in merged and "Mine too." in merged
+
+
+def test_hand_edited_generated_file_stops_the_update(repo):
+    ops = repo / "kwalk/ops.py"
+    ops.write_text(ops.read_text() + "# my hack\n")
+    edit_spec(repo, 'compute: "a * b + c"', 'compute: "a * b - c"')
+    result = update(repo)
+    assert result.exit_code == 1
+    assert "kwalk/ops.py" in result.output and "+# my hack" not in result.output
+    assert "-# my hack" in result.output  # the diff shows what would be lost
+    assert ops.read_text().endswith("# my hack\n")
+    assert "a * b + c" in (repo / "kwalk/reference.py").read_text()  # nothing written
+    result = update(repo, "--force")
+    assert result.exit_code == 0, result.output
+    assert "# my hack" not in ops.read_text()
+    assert (repo / ".kopgen/backup/kwalk/ops.py").read_text().endswith("# my hack\n")
+
+
+def test_an_interrupted_update_leaves_old_or_new_files_and_the_next_finishes(repo, tmp_path, monkeypatch):
+    edit_spec(repo, "ops:\n", 'ops:\n  - schema: "mymul(Tensor a, Tensor b) -> Tensor"\n    compute: "a * b"\n')
+    clean = tmp_path / "clean"
+    subprocess.run(["cp", "-r", str(repo), str(clean)], check=True)
+    assert update(clean).exit_code == 0
+    expected = {p.relative_to(clean): p.read_bytes() for p in clean.rglob("*") if p.is_file()}
+    before = {p.relative_to(repo): p.read_bytes() for p in repo.rglob("*") if p.is_file()}
+    real = update_module.replace_file
+    writes = len(update_module.plan_update(repo).writes) + 1  # the files, then the state
+    for stop_at in range(writes):
+        for path in [p for p in repo.rglob("*") if p.is_file() and p.relative_to(repo) not in before]:
+            path.unlink()  # back to the repo before any update
+        for relative, content in before.items():
+            (repo / relative).write_bytes(content)
+        calls = []
+
+        def failing(root, relative, text, calls=calls, stop_at=stop_at):
+            if len(calls) == stop_at:
+                raise OSError("disk full")
+            calls.append(relative)
+            real(root, relative, text)
+
+        monkeypatch.setattr(update_module, "replace_file", failing)
+        result = update(repo)
+        assert result.exit_code != 0
+        for path in (p for p in repo.rglob("*") if p.is_file()):
+            relative = path.relative_to(repo)
+            assert path.read_bytes() in (before.get(relative), expected.get(relative)), relative
+        monkeypatch.setattr(update_module, "replace_file", real)
+    assert update(repo).exit_code == 0
+    assert {p.relative_to(repo): p.read_bytes() for p in repo.rglob("*") if p.is_file()} == expected
+
+
+def test_bad_spec_in_update_is_reported_at_its_node(repo):
+    edit_spec(repo, 'compute: "a * b + c"', 'compute: "a * b + d"')
+    result = update(repo)
+    assert result.exit_code == 2
+    assert re.search(r"kopgen\.yaml:\d+:\d+: error: unknown name 'd'", result.output)
+
+
+def test_noop_update_of_50_ops_takes_under_half_a_second(tmp_path):
+    ops = "".join(f'  - schema: "op{i}(Tensor a, Tensor b) -> Tensor"\n    compute: "a * b + {i}"\n' for i in range(50))
+    spec = tmp_path / "k50.yaml"
+    spec.write_text("kopgen: 1\npackage: k50\ndefaults:\n  backends: {cpu: python}\nops:\n" + ops)
+    repo = generate(spec, tmp_path / "repo")
+    timings = []
+    for _ in range(3):
+        start = time.perf_counter()
+        result = subprocess.run([sys.executable, "-m", "kopgen", "update", str(repo)], capture_output=True, text=True, check=False)
+        timings.append(time.perf_counter() - start)
+        assert result.returncode == 0 and result.stdout.strip() == "up to date", result.stderr
+    print(f"no-op update of 50 ops: best of 3 {min(timings):.3f} s")
+    assert min(timings) < 0.5
