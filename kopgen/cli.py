@@ -82,7 +82,10 @@ def update(directory: Path, check: bool, dry_run: bool, force: bool) -> None:
         click.echo("Move your change into kopgen.yaml or a file of yours; `kopgen update --force` overwrites them "
                    "(after a backup in .kopgen/backup/).", err=True)
         sys.exit(1)
-    apply_update(directory, plan, force=force)
+    try:
+        apply_update(directory, plan, force=force)
+    except OutputError as error:
+        _fail(error)
     for path in sorted(plan.writes):
         click.echo(f"updated {path}")
     for path in plan.deletes:

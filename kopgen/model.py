@@ -524,8 +524,7 @@ class Op:
     @property
     def doc_literal(self) -> str:
         """The doc as the body of a triple-quoted docstring (quotes and backslashes escaped)."""
-        text = self.doc.strip().replace("\\", "\\\\").replace('"', '\\"')
-        return "\n    ".join(text.splitlines())
+        return _docstring_body(self.doc.strip(), indent="    ")
 
     @property
     def mutates_args_literal(self) -> str:
@@ -787,6 +786,12 @@ class Op:
         return Sample(label, tuple(make_tensor(a) if a.is_tensor else a.sample_value for a in self.args))
 
 
+def _docstring_body(text: str, indent: str) -> str:
+    """`text` made safe inside \"\"\"...\"\"\": no escape sequences, no closing quotes; lines indented."""
+    text = text.replace("\\", "\\\\").replace('"', '\\"')
+    return f"\n{indent}".join(text.splitlines())
+
+
 def _make(shape: tuple[int, ...]) -> str:
     return f"make({', '.join(map(str, shape))})" if shape else "make()"
 
@@ -859,6 +864,11 @@ class Package:
         return f"{SCHEMA_MODELINE}\n{self.spec_text}"
 
     @property
+    def description_literal(self) -> str:
+        """The description as the first lines of a module docstring (backslashes and quotes escaped)."""
+        return _docstring_body(self.description.strip() or self.name, indent="")
+
+    @property
     def routes(self) -> tuple[str, ...]:
         return tuple(sorted({op.registration for op in self.ops}))
 
@@ -892,8 +902,11 @@ class Package:
 
     @property
     def compiled_dtypes(self) -> tuple[Dtype, ...]:
-        """Every dtype a compiled kernel of the package dispatches on."""
+        """Every dtype a compiled kernel of the package dispatches on (float64 too where an op has
+        gradients: gradcheck runs in float64)."""
         listed = {dtype for op in self.compiled_ops for dtype in op.dtypes}
+        if any(op.has_gradients for op in self.compiled_ops):
+            listed.add("float64")
         return tuple(d for d in DTYPES if d.name in listed)
 
     @property
@@ -1029,7 +1042,7 @@ class _OpResolver:
             name=schema.name,
             namespace=self.namespace,
             schema=schema,
-            doc=doc.value if doc is not None else f"{self.namespace}::{schema.name}",
+            doc=doc.value if doc is not None and str(doc.value).strip() else f"{self.namespace}::{schema.name}",
             args=args,
             writes=writes,
             registration=registration,

@@ -6,6 +6,7 @@ once and belong to the user afterwards. kopgen renders the operator code itself.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from .model import Package
@@ -18,6 +19,8 @@ def skeleton_answers(package: Package) -> dict[str, object]:
         "namespace": package.namespace,
         "version": package.version,
         "description": package.description,
+        # JSON's escapes are TOML's too; ensure_ascii=False keeps non-ASCII (TOML has no surrogate pairs).
+        "summary_toml": json.dumps((package.description.strip().splitlines() or [""])[0], ensure_ascii=False),
         "ops": [op.name for op in package.ops],
         "needs_triton": package.needs_triton,
         "needs_interpreter": package.needs_interpreter,

@@ -137,6 +137,10 @@ def apply_update(repo: Path, plan: UpdatePlan, force: bool = False) -> None:
     """Write the plan: files one by one (each atomically), then the state."""
     if plan.hand_edited and not force:
         raise OutputError("refusing to overwrite hand-edited files (see --force)")
+    root = repo.resolve()
+    for path in [*plan.writes, *plan.deletes, *plan.hand_edited]:  # checked before anything is written
+        if not (repo / path).resolve().is_relative_to(root):
+            raise OutputError(f"refusing to write outside the repo: {path} (a symbolic link?)")
     for path in plan.hand_edited:
         if (repo / path).is_file():
             replace_file(repo, f"{BACKUP_DIR}/{path}", (repo / path).read_text(encoding="utf-8"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shutil
@@ -14,7 +15,7 @@ import pytest
 
 from kopgen import generate
 
-from .conftest import EXAMPLES, write_pairsum_kernel
+from .conftest import EXAMPLES, ROOT, write_pairsum_kernel
 
 pytestmark = pytest.mark.slow
 
@@ -111,6 +112,29 @@ def test_torch_library_extension_defines_the_ops_in_cpp(installed):
     result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     assert "kfused::muladd(Tensor a, Tensor b, float c) -> Tensor" in result.stdout
+
+
+def test_hostile_doc_and_description_build_and_pass(tmp_path_factory):
+    """Quotes, comment terminators, backslashes and non-ASCII in `doc` and `description`: the
+    generated Python, C++ and TOML stay valid, the docstrings read back as written."""
+    spec = ROOT / "tests/specs/hostile_text.yaml"
+    root = tmp_path_factory.mktemp("hostile")
+    repo = generate(spec, root / "repo")
+    ops = ast.parse((repo / "khostile/ops.py").read_text(encoding="utf-8"))
+    function = next(node for node in ops.body if isinstance(node, ast.FunctionDef) and node.name == "muladd")
+    import yaml
+
+    raw = yaml.safe_load(spec.read_text(encoding="utf-8"))
+    assert ast.get_docstring(function, clean=False).replace("\n    ", "\n") == raw["ops"][0]["doc"]
+    package_doc = ast.get_docstring(ast.parse((repo / "khostile/__init__.py").read_text(encoding="utf-8")), clean=False)
+    assert package_doc.startswith(raw["description"].strip())
+    site = root / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target", str(site), str(repo)],
+        check=True, env={**os.environ, "CFLAGS": "-Werror"},
+    )
+    result = run_suite(repo, {**os.environ, "PYTHONPATH": str(site)})
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
 
 
 def test_custom_kernel_skeleton_names_its_file_then_passes_once_written(tmp_path_factory):

@@ -10,8 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from kopgen import generate
+from kopgen.cli import main
 from kopgen.writer import OutputError
 
 from .conftest import EXAMPLES, ROOT
@@ -118,3 +120,12 @@ def test_a_failure_midway_leaves_nothing_behind(tmp_path, muladd_spec, monkeypat
     with pytest.raises(OSError, match="disk full"):
         generate(muladd_spec, tmp_path / "repo")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_new_refuses_a_symlinked_target(tmp_path, muladd_spec):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "link").symlink_to(elsewhere)
+    result = CliRunner().invoke(main, ["new", str(muladd_spec), "-o", str(tmp_path / "link")])
+    assert result.exit_code == 2 and "is not a folder" in result.output
+    assert list(elsewhere.iterdir()) == []

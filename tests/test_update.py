@@ -227,3 +227,15 @@ def test_noop_update_of_50_ops_takes_under_half_a_second(tmp_path):
         assert result.returncode == 0 and result.stdout.strip() == "up to date", result.stderr
     print(f"no-op update of 50 ops: best of 3 {min(timings):.3f} s")
     assert min(timings) < 0.5
+
+
+def test_update_never_writes_through_a_symlink_out_of_the_repo(repo, tmp_path):
+    outside = tmp_path / "outside.md"
+    outside.write_text("not yours\n")
+    readme = repo / "README.md"
+    readme.unlink()
+    readme.symlink_to(outside)  # the merge would write README.md: through the link, outside the repo
+    edit_spec(repo, "ops:\n", 'ops:\n  - schema: "mymul(Tensor a, Tensor b) -> Tensor"\n    compute: "a * b"\n')
+    result = update(repo)
+    assert result.exit_code == 2 and "outside the repo" in result.output
+    assert outside.read_text() == "not yours\n"
