@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -485,6 +486,15 @@ class Formula:
     own_ops_called: tuple[str, ...]  # sorted
 
 
+# torch functions a formula may call: torch.<f> and the pure-math submodules, minus those with
+# side effects.
+_TORCH_MODULES = frozenset({"", "special", "linalg", "fft", "nn.functional"})
+_UNSAFE_TORCH = re.compile(r"^(set_.*|manual_seed|seed|initial_seed|use_.*|load|save|from_file|compile|export"
+                           r"|jit|hub|utils|ops|library|cuda|backends|distributed|autograd|.*_)$")
+_UNSAFE_METHOD = re.compile(r"^(.*[^_]_|numpy|tolist|item|backward|register_hook|retain_grad|data_ptr|storage"
+                            r"|untyped_storage|share_memory_|pin_memory|requires_grad_|detach_)$")
+
+
 class _FormulaChecker(_Checker):
     """Walk a formula, reject what is not allowed and record what it uses."""
 
@@ -535,12 +545,29 @@ class _FormulaChecker(_Checker):
         if isinstance(node.func, ast.Name):
             self.name(node.func, "call")
         elif isinstance(node.func, ast.Attribute):
+            self.check_callee(node.func)
             self.visit_Attribute(node.func, methods=_METADATA_METHODS)
         else:
             raise self.error(node.func, "only torch functions, tensor methods and this "
                                         "namespace's ops can be called")
         for child in [*node.args, *node.keywords]:
             self.check(child)
+
+    def check_callee(self, func: ast.Attribute) -> None:
+        """A formula computes a gradient: no calls with side effects (seeds, global settings,
+        in-place methods) and none into torch's machinery (ops, hub, jit, ...)."""
+        path, base = [func.attr], func.value
+        while isinstance(base, ast.Attribute):
+            path.insert(0, base.attr)
+            base = base.value
+        if isinstance(base, ast.Name) and base.id == "torch":
+            module, name = path[:-1], path[-1]
+            if ".".join(module) not in _TORCH_MODULES or _UNSAFE_TORCH.match(name):
+                raise self.error(func, f"torch.{'.'.join(path)} is not allowed in a derivative formula; use "
+                                       "torch functions that compute (torch.<f>, torch.special.<f>, ...)")
+        elif _UNSAFE_METHOD.match(func.attr):
+            raise self.error(func, f"method {func.attr!r} is not allowed in a derivative formula "
+                                   "(in-place, or leaves autograd)")
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
         base, index = node.value, node.slice
