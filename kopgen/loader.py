@@ -73,8 +73,14 @@ def load_yaml(text: str, filename: str) -> Node:
         problem = error.problem or error.context or "invalid YAML"
         position = Position(filename, mark.line + 1, mark.column + 1) if mark else Position(filename, 1, 1)
         raise SpecError([Diagnostic(position, f"invalid YAML: {problem}")]) from None
-    except yaml.YAMLError as error:  # e.g. a reader error on a NUL byte, with no mark
-        raise SpecError([Diagnostic(Position(filename, 1, 1), f"invalid YAML: {error}")]) from None
+    except yaml.reader.ReaderError as error:  # a character YAML does not allow (NUL, control characters)
+        line = text.count("\n", 0, error.position) + 1
+        column = error.position - text.rfind("\n", 0, error.position)
+        message = f"invalid YAML: character #x{error.character:04x}: {error.reason}"
+        raise SpecError([Diagnostic(Position(filename, line, column), message)]) from None
+    except yaml.YAMLError as error:
+        first_line = str(error).splitlines()[0] if str(error) else "invalid YAML"
+        raise SpecError([Diagnostic(Position(filename, 1, 1), f"invalid YAML: {first_line}")]) from None
     if root is None:
         raise SpecError([Diagnostic(Position(filename, 1, 1), "the spec is empty")])
     diagnostics = Diagnostics()
