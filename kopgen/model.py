@@ -511,8 +511,8 @@ class Op:
         return "triton" in self.kernel_languages
 
     @property
-    def triton_parameters(self) -> tuple[str, ...]:
-        """Kernel parameters: input and output pointers, then the scalars the expressions read."""
+    def kernel_parameters(self) -> tuple[str, ...]:
+        """Kernel parameters (Triton, and CUDA by name): tensor pointers, then the scalars the expressions read."""
         return tuple([t.pointer for t in self.kernel_tensors] + [a.name for a in self.kernel_scalars])
 
     @property
@@ -547,6 +547,12 @@ class Op:
             gradient = self.backward.gradient_for(arg) if self.backward else None
             parts.append(f"grad_{arg.name}" if gradient and gradient.formula else "None")
         return ", ".join(parts) + ("," if len(parts) == 1 else "")
+
+    def triton_kernel_for(self, tensor: str) -> str:
+        """The Triton kernel a launcher runs: compiled for CUDA tensors, interpreted for CPU ones."""
+        if self.uses_interpreter and self.uses_compiled_triton:
+            return f"{self.name}_kernel if {tensor}.is_cuda else {self.name}_kernel_interpreted"
+        return f"{self.name}_kernel_interpreted" if self.uses_interpreter else f"{self.name}_kernel"
 
     @property
     def uses_interpreter(self) -> bool:
@@ -745,11 +751,6 @@ class Op:
         return ", ".join(parts)
 
     @property
-    def cuda_launcher_forward(self) -> str:
-        """The launcher's parameters passed on by name."""
-        return ", ".join([t.pointer for t in self.kernel_tensors] + [a.name for a in self.kernel_scalars])
-
-    @property
     def cuda_launcher_arguments(self) -> str:
         """The C++ host's call of the CUDA launcher."""
         parts = [f"{t.cpp}.{'mutable_data_ptr' if t.written else 'const_data_ptr'}()" for t in self.kernel_tensors]
@@ -771,9 +772,9 @@ class Op:
         return ", ".join([f"{t.vector}.v" for t in self.kernel_tensors] + [a.name for a in self.kernel_scalars])
 
     @property
-    def cuda_pointer_arguments(self) -> str:
-        """The element function called on global memory (the tail)."""
-        return ", ".join([t.pointer for t in self.kernel_tensors] + [a.name for a in self.kernel_scalars])
+    def kernel_parameter_names(self) -> str:
+        """`a_ptr, b_ptr, out_ptr, c`: the kernel parameters passed on by name."""
+        return ", ".join(self.kernel_parameters)
 
     @property
     def tolerances_literal(self) -> str:

@@ -18,10 +18,11 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import __version__
 from .pipeline import SPEC_PATH, load_spec, render_repo, state_of
 from .plan import KOPGEN
 from .state import STATE_PATH, State, digest
-from .writer import OutputError, replace_file
+from .writer import OutputError, inside, replace_file
 
 BACKUP_DIR = ".kopgen/backup"
 
@@ -89,8 +90,6 @@ def plan_update(repo: Path) -> UpdatePlan:
 
 def _unchanged(repo: Path, state: State, spec_text: str) -> bool:
     """Same spec, same kopgen, every file of kopgen's as it wrote it: nothing to render."""
-    from . import __version__
-
     if state.kopgen != __version__ or state.spec_sha256 != digest(spec_text):
         return False
     return all(
@@ -137,10 +136,8 @@ def apply_update(repo: Path, plan: UpdatePlan, force: bool = False) -> None:
     """Write the plan: files one by one (each atomically), then the state."""
     if plan.hand_edited and not force:
         raise OutputError("refusing to overwrite hand-edited files (see --force)")
-    root = repo.resolve()
-    for path in [*plan.writes, *plan.deletes, *plan.hand_edited]:  # checked before anything is written
-        if not (repo / path).resolve().is_relative_to(root):
-            raise OutputError(f"refusing to write outside the repo: {path} (a symbolic link?)")
+    for path in [*plan.writes, *plan.deletes, *plan.hand_edited]:  # all checked before anything is written
+        inside(repo, path)
     for path in plan.hand_edited:
         if (repo / path).is_file():
             replace_file(repo, f"{BACKUP_DIR}/{path}", (repo / path).read_text(encoding="utf-8"))

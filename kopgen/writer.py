@@ -35,11 +35,17 @@ def write_new_repo(target: Path, files: dict[str, str]) -> None:
         raise
 
 
-def write_file(root: Path, relative: str, text: str) -> None:
-    """Write `text` at root/relative, refusing any path that would leave `root`."""
+def inside(root: Path, relative: str) -> Path:
+    """root/relative, resolved; an OutputError if it leaves `root` (`..`, a symbolic link)."""
     path = (root / relative).resolve()
     if not path.is_relative_to(root.resolve()):
-        raise OutputError(f"refusing to write outside the output folder: {relative}")
+        raise OutputError(f"refusing to write outside the repo: {relative} (a symbolic link, or ..?)")
+    return path
+
+
+def write_file(root: Path, relative: str, text: str) -> None:
+    """Write `text` at root/relative, refusing any path that would leave `root`."""
+    path = inside(root, relative)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8", newline="\n") as handle:
         handle.write(text)
@@ -47,9 +53,7 @@ def write_file(root: Path, relative: str, text: str) -> None:
 
 def replace_file(root: Path, relative: str, text: str) -> None:
     """Replace root/relative with `text` atomically: readers see the old file or the new one."""
-    path = (root / relative).resolve()
-    if not path.is_relative_to(root.resolve()):
-        raise OutputError(f"refusing to write outside the repo: {relative}")
+    path = inside(root, relative)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:

@@ -1,4 +1,7 @@
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,3 +30,22 @@ def write_pairsum_kernel(path: Path) -> None:
     )
     assert "raise NotImplementedError" not in text and "pairs = 2 * offsets" in text
     path.write_text(text)
+
+
+def pip_install(repo: Path, site: Path) -> None:
+    """Build and install a generated repo into `site` (pip, no build isolation, C++ warnings as errors)."""
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+         "--target", str(site), str(repo)],
+        check=True,
+        env={**os.environ, "CFLAGS": "-Werror"},
+    )
+
+
+def run_suite(repo: Path, env: dict, *pytest_args: str) -> subprocess.CompletedProcess:
+    """The generated suite against the installed package: `python -P` keeps the repo's own
+    sources (which hold no built extension) off sys.path."""
+    return subprocess.run(
+        [sys.executable, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", *pytest_args],
+        cwd=repo, env=env, capture_output=True, text=True, check=False,
+    )

@@ -12,7 +12,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import sysconfig
 from pathlib import Path
 
@@ -20,8 +19,7 @@ import pytest
 
 from kopgen import generate
 
-from .conftest import EXAMPLES
-from .test_end_to_end import run_suite
+from .conftest import EXAMPLES, pip_install, run_suite
 
 NVCC = shutil.which("nvcc")
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit)")
@@ -136,11 +134,7 @@ def test_every_function_matches_the_reference(tmp_path, kernels):
         spec.write_text(EVERYTHING.replace("stable_abi", "custom_op").replace("{cpu: cpp, cuda: cuda}", "{cpu: triton, cuda: triton}"))
     repo = generate(spec, tmp_path / "repo")
     site = tmp_path / "site"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-         "--target", str(site), str(repo)],
-        check=True, env={**os.environ, "CFLAGS": "-Werror"},
-    )
+    pip_install(repo, site)
     result = run_suite(repo, {**os.environ, "PYTHONPATH": str(site)}, "-k", "not compile")
     print(result.stdout[-2000:])
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]

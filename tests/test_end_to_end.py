@@ -15,7 +15,7 @@ import pytest
 
 from kopgen import generate
 
-from .conftest import EXAMPLES, ROOT, write_pairsum_kernel
+from .conftest import EXAMPLES, ROOT, pip_install, run_suite, write_pairsum_kernel
 
 pytestmark = pytest.mark.slow
 
@@ -29,24 +29,10 @@ def install(tmp_path_factory, example: str):
     repo = generate(EXAMPLES / example, root / "repo")
     site = root / "site"
     start = time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-         "--target", str(site), str(repo)],
-        check=True,
-        env={**os.environ, "CFLAGS": "-Werror"},
-    )
+    pip_install(repo, site)
     print(f"{example}: pip install (cold build) took {time.perf_counter() - start:.1f} s")
     env = {**os.environ, "PYTHONPATH": str(site)}
     return repo, site, env
-
-
-def run_suite(repo, env, *pytest_args: str) -> subprocess.CompletedProcess:
-    """The generated suite against the installed package: `python -P` keeps the repo's own
-    sources (which hold no built extension) off sys.path."""
-    return subprocess.run(
-        [sys.executable, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", *pytest_args],
-        cwd=repo, env=env, capture_output=True, text=True, check=False,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -129,10 +115,7 @@ def test_hostile_doc_and_description_build_and_pass(tmp_path_factory):
     package_doc = ast.get_docstring(ast.parse((repo / "khostile/__init__.py").read_text(encoding="utf-8")), clean=False)
     assert package_doc.startswith(raw["description"].strip())
     site = root / "site"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target", str(site), str(repo)],
-        check=True, env={**os.environ, "CFLAGS": "-Werror"},
-    )
+    pip_install(repo, site)
     result = run_suite(repo, {**os.environ, "PYTHONPATH": str(site)})
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
 
@@ -146,10 +129,7 @@ def test_custom_kernel_skeleton_names_its_file_then_passes_once_written(tmp_path
 
     write_pairsum_kernel(repo / "kcustom/kernels/pairsum.py")
     shutil.rmtree(site)
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target", str(site), str(repo)],
-        check=True,
-    )
+    pip_install(repo, site)
     result = run_suite(repo, env)
     print(result.stdout[-2000:])
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
