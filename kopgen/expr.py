@@ -21,7 +21,7 @@ MAX_CHARS = 2000
 MAX_DEPTH = 50
 # Triton's x ** 8 and tan(x) repeat their argument: this stops nested ones from exploding.
 MAX_OUTPUT_CHARS = 100_000
-ARG_KINDS = ("tensor", "float", "int", "bool")
+ARG_KINDS = ("tensor", "optional", "float", "int", "bool")  # optional: a `Tensor?` argument
 
 
 class ExprError(ValueError):
@@ -119,7 +119,8 @@ class _Checker:
 
 _UNARY_FUNCS = ("abs", "exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh",
                 "sigmoid", "relu", "erf", "floor", "ceil")
-_ARITY = {**{f: 1 for f in _UNARY_FUNCS}, "minimum": 2, "maximum": 2, "pow": 2, "where": 3}
+_ARITY = {**{f: 1 for f in _UNARY_FUNCS}, "minimum": 2, "maximum": 2, "pow": 2, "where": 3,
+          "present": 1}  # present(x): whether the optional Tensor x was given
 # Argument names that would clash with the generated code (modules, builtins, C++ words).
 _RESERVED = frozenset((
     "torch", "math", "tl", "triton", "std", "acc_t", "abs", "min", "max", "int", "float",
@@ -144,17 +145,19 @@ class _PointwiseChecker(_Checker):
         self.args = args
         self.kinds: dict[ast.AST, _Kind] = {}
         self.uses: list[tuple[int, int, str]] = []  # (line, column, name) of argument uses
+        self.tested: set[str] = set()  # optional Tensors the expression tests with present()
+        self.known_present: frozenset[str] = frozenset()  # optionals the enclosing branches tested
 
     def check(self, node: ast.AST) -> _Kind:
         self.kinds[node] = kind = super().check(node)
         return kind
 
-    def operands(self, nodes, what: str, boolean: bool = False) -> _Kind:
+    def operands(self, nodes, what: str, boolean: bool = False, checked: bool = False) -> _Kind:
         """Check operands that must all be numbers (or all booleans); the kind of the result."""
         need = ("boolean operands (comparisons or bool arguments)" if boolean
                 else "numbers, not booleans (use where(cond, x, y))")
         for node in nodes:
-            if self.check(node).boolean != boolean:
+            if (self.kinds[node] if checked else self.check(node)).boolean != boolean:
                 raise self.error(node, f"{what} needs {need}")
         return _Kind(any(self.kinds[n].tensor for n in nodes), boolean)
 
@@ -169,8 +172,12 @@ class _PointwiseChecker(_Checker):
         if node.id in _RESERVED:
             raise self.error(node, f"the argument name {node.id!r} clashes with generated code;"
                                    " rename the argument")
+        if kind == "optional" and node.id not in self.known_present:
+            raise self.error(node, f"{node.id!r} is an optional Tensor (Tensor?), which may be None: "
+                                   f"read it inside a branch that tests it, like "
+                                   f"({node.id} if present({node.id}) else 0)")
         self.uses.append((node.lineno, node.col_offset, node.id))
-        return _Kind(tensor=kind == "tensor", boolean=kind == "bool")
+        return _Kind(tensor=kind in ("tensor", "optional"), boolean=kind == "bool")
 
     def visit_Constant(self, node: ast.Constant) -> _Kind:
         if type(node.value) not in (bool, int, float):
@@ -210,11 +217,29 @@ class _PointwiseChecker(_Checker):
         if not self.check(cond).boolean:
             raise self.error(cond, f"the condition of {what} must be a boolean (a comparison "
                                    "or a bool argument)")
-        values = self.operands([x, y], what)
+        # A branch may read the optional Tensors its condition proves present.
+        outer = self.known_present
+        for branch, known in ((x, _present_if(cond, True)), (y, _present_if(cond, False))):
+            self.known_present = outer | known
+            try:
+                self.check(branch)
+            finally:
+                self.known_present = outer
+        values = self.operands([x, y], what, checked=True)
         return _Kind(values.tensor or self.kinds[cond].tensor, False)
 
     def visit_IfExp(self, node: ast.IfExp) -> _Kind:
         return self.where(node.test, node.body, node.orelse, "'if'")
+
+    def present(self, node: ast.Call) -> _Kind:
+        arg = node.args[0] if len(node.args) == 1 else None
+        if not isinstance(arg, ast.Name) or self.args.get(arg.id) != "optional":
+            optionals = [n for n, k in self.args.items() if k == "optional"]
+            raise self.error(node, "present() takes one optional Tensor argument (Tensor?)" + (
+                f": {', '.join(optionals)}" if optionals else "; this op has none"))
+        self.tested.add(arg.id)
+        self.kinds[arg] = _Kind(tensor=True, boolean=False)
+        return _Kind(tensor=False, boolean=True)  # one truth value for the whole call
 
     def visit_Call(self, node: ast.Call) -> _Kind:
         if node.keywords:
@@ -235,7 +260,20 @@ class _PointwiseChecker(_Checker):
                                    f"got {len(node.args)}")
         if name == "where":
             return self.where(*node.args, "where()")
+        if name == "present":
+            return self.present(node)
         return self.operands(node.args, f"{name}()")
+
+
+def _present_if(cond: ast.AST, truth: bool) -> frozenset[str]:
+    """The optional Tensors that are certainly given when `cond` has the value `truth`."""
+    if isinstance(cond, ast.Call) and isinstance(cond.func, ast.Name) and cond.func.id == "present":
+        return frozenset([cond.args[0].id]) if truth else frozenset()
+    if isinstance(cond, ast.UnaryOp) and isinstance(cond.op, ast.Not):
+        return _present_if(cond.operand, not truth)
+    if isinstance(cond, ast.BoolOp) and isinstance(cond.op, ast.And if truth else ast.Or):
+        return frozenset().union(*(_present_if(v, truth) for v in cond.values))
+    return frozenset()
 
 
 _ATOM = 100
@@ -253,6 +291,7 @@ _PY = {  # torch.* wants tensors: a call whose operands are all Python numbers u
     "pow": ("math.pow({}, {})", _ATOM, 0), "**": ("math.pow({}, {})", _ATOM, 0),
     "and": (" and ", 3, 4), "or": (" or ", 2, 4), "not": ("not {}", 4, 4),
     "where": ("{1} if {0} else {2}", 1, 2),  # a scalar condition picks one whole branch
+    "present": ("{} is not None", 5, _ATOM),
 }
 _TORCH = {
     **{f: (f"torch.{f}({{}})", _ATOM, 0) for f in _UNARY_FUNCS},
@@ -275,6 +314,7 @@ _TRITON = {  # only `tl` primitives: the Triton CPU interpreter has no libdevice
     "minimum": ("tl.minimum({}, {})", _ATOM, 0), "maximum": ("tl.maximum({}, {})", _ATOM, 0),
     "and": (" & ", 8, 9), "or": (" | ", 6, 9), "not": ("{} == 0", 5, 6),
     "where": ("tl.where({}, {}, {})", _ATOM, 0),
+    "present": ("HAS_{}", _ATOM, _ATOM),  # a constexpr: Triton compiles a kernel per case
 }
 _CPP = {
     **{f: (f"std::{f}({{}})", _ATOM, 0) for f in _UNARY_FUNCS},
@@ -286,6 +326,7 @@ _CPP = {
     # Operands of || and && bind tighter than &&: C++'s -Wparentheses wants `(a && b) || c`.
     "and": (" && ", 3, 4), "or": (" || ", 2, 4), "not": ("!{}", 12, 13),
     "where": ("({} ? {} : {})", _ATOM, 0),
+    "present": ("has_{}", _ATOM, _ATOM),
 }
 
 
@@ -421,6 +462,7 @@ class Pointwise:
 
     text: str
     names: tuple[str, ...]  # argument names used, in first-use order
+    tested: tuple[str, ...]  # optional Tensors the expression tests with present(), sorted
     _torch: str = field(repr=False, compare=False)
     _triton: str = field(repr=False, compare=False)
     _cpp: str = field(repr=False, compare=False)
@@ -455,7 +497,7 @@ def parse_pointwise(text: str, args: Mapping[str, str]) -> Pointwise:
     names = tuple(dict.fromkeys(name for _, _, name in sorted(checker.uses)))
     codes = [emitter(text, checker.kinds).emit(body)[0]
              for emitter in (_TorchEmitter, _TritonEmitter, _Emitter)]
-    return Pointwise(text, names, *codes)
+    return Pointwise(text, names, tuple(sorted(checker.tested)), *codes)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -468,7 +510,7 @@ _METADATA_METHODS = frozenset({"size", "dim", "numel"})
 
 @dataclass(frozen=True)
 class FormulaContext:
-    arg_kinds: Mapping[str, str]  # name -> 'tensor' | 'float' | 'int' | 'bool' | 'other'
+    arg_kinds: Mapping[str, str]  # name -> 'tensor' | 'optional' | 'float' | 'int' | 'bool' | 'other'
     num_outputs: int
     namespace: str
     own_ops: frozenset[str]  # op names in the same namespace
@@ -590,7 +632,7 @@ class _FormulaChecker(_Checker):
         if kind is not None:
             if use == "call":
                 raise self.error(node, f"{name!r} is an argument, not a function")
-            if kind != "tensor":
+            if kind not in ("tensor", "optional"):
                 self.scalars.add(name)
             else:
                 (self.metadata if use == "metadata" else self.values).add(name)

@@ -114,15 +114,25 @@ class Arg:
 
     @property
     def kind(self) -> str:
-        """'tensor', 'float', 'int', 'bool' or 'other' (what the pointwise language may use)."""
+        """'tensor', 'optional' (Tensor?), 'float', 'int', 'bool' or 'other' (what the pointwise language may use)."""
         text = str(self.schema.type)
         if text == "Tensor":
             return "tensor"
-        return {"float": "float", "int": "int", "SymInt": "int", "bool": "bool"}.get(text, "other")
+        return {"Tensor?": "optional", "float": "float", "int": "int", "SymInt": "int", "bool": "bool"}.get(text, "other")
 
     @property
     def is_tensor(self) -> bool:
-        return self.kind == "tensor"
+        """A Tensor input, required or optional."""
+        return self.kind in ("tensor", "optional")
+
+    @property
+    def is_optional(self) -> bool:
+        """A `Tensor?`: the op also runs without it (None), where present(name) is false."""
+        return self.kind == "optional"
+
+    def cpp_read(self, value: str) -> str:
+        """How a C++/CUDA kernel reads this Tensor's element `value` into the compute type."""
+        return f"has_{self.name} ? static_cast<acc_t>({value}) : acc_t(0)" if self.is_optional else value
 
     @property
     def python_parameter(self) -> str:
@@ -153,9 +163,8 @@ class Saved:
     source: str  # how setup_context reaches it (`b`, `output`, `output[1]`)
     needed_by: tuple[int, ...]  # indices of the inputs whose gradient formula reads it
 
-    @property
-    def condition(self) -> str:
-        return " or ".join(f"ctx.needs_input_grad[{i}]" for i in self.needed_by)
+    def condition(self, needs_input_grad: str) -> str:
+        return " or ".join(f"{needs_input_grad}[{i}]" for i in self.needed_by)
 
 
 @dataclass(frozen=True)
@@ -173,7 +182,13 @@ class Backward:
     num_outputs: int
     arg_names: tuple[str, ...]  # the positional arguments: setup_context's `inputs`
     differentiable_twice: bool
-    keyword_only: tuple[str, ...] = ()  # keyword-only arguments: its `keyword_only_inputs`  # every function the formulas call has a derivative
+    keyword_only: tuple[str, ...] = ()  # keyword-only arguments: its `keyword_only_inputs`
+    droppable_inputs: bool = False  # an optional Tensor defaults to None, which the dispatcher may drop
+
+    @property
+    def needs_input_grad(self) -> str:
+        """What setup_context and backward test: ctx's own tuple, or one padded to every input."""
+        return "needs_input_grad" if self.droppable_inputs else "ctx.needs_input_grad"
 
     @property
     def single_output(self) -> bool:
@@ -287,10 +302,17 @@ class KernelTensor:
     cpp: str  # the dense tensor the C++ host passes (inputs get `_dense` locals there)
     read: bool
     written: bool
+    optional: bool = False  # a Tensor? input: None (a null pointer in C++) when not given
 
     @property
     def pointer(self) -> str:
         return f"{self.name}_ptr"
+
+    def cpp_pointer(self, accessor: str) -> str:
+        """The C++ host's pointer to its data, e.g. `data<scalar_t>(a_dense)`; nullptr for an absent optional."""
+        if self.optional:  # `accessor` reaches the tensor through the std::optional
+            return f"{self.cpp} ? {accessor.format(self.cpp)} : nullptr"
+        return accessor.format(self.cpp)
 
     @property
     def vector(self) -> str:
@@ -362,6 +384,29 @@ class Op:
         return tuple(a for a in self.args if a.is_tensor)
 
     @property
+    def lead(self) -> Arg:
+        """The first required Tensor argument: outputs take its dtype and device, tests vary it first."""
+        return next(a for a in self.tensor_args if not a.is_optional)
+
+    @property
+    def optional_args(self) -> tuple[Arg, ...]:
+        return tuple(a for a in self.args if a.is_optional)
+
+    @property
+    def optional_arg_names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.optional_args)
+
+    @property
+    def required_tensor_names(self) -> str:
+        return ", ".join(a.name for a in self.tensor_args if not a.is_optional)
+
+    @property
+    def tested_optionals(self) -> tuple[Arg, ...]:
+        """The optional Tensors whose presence the kernels test: a flag each (HAS_x in Triton, has_x in C++)."""
+        tested = {name for w in self.writes for name in w.expr.tested}
+        return tuple(a for a in self.optional_args if a.name in tested)
+
+    @property
     def outputs(self) -> tuple[Pointwise, ...]:
         """The expressions of the returned Tensors (none for a mutating op)."""
         return tuple(w.expr for w in self.writes if w.arg is None)
@@ -412,7 +457,7 @@ class Op:
     @property
     def output_allocations(self) -> tuple[str, ...]:
         """`torch.empty(...)` of each output of a custom op, from its spec's `fake`."""
-        device = self.tensor_args[0].name + ".device"
+        device = self.lead.name + ".device"
         return tuple(f"torch.empty({shape}, dtype={dtype}, device={device})" for shape, dtype in self.custom.outputs)
 
     @property
@@ -426,7 +471,7 @@ class Op:
                 buffer = written[arg.name].buffer
                 tensors.append(KernelTensor(arg.name, buffer, buffer, arg.name in read, True))
             elif arg.name in read:
-                tensors.append(KernelTensor(arg.name, arg.name, f"{arg.name}_dense", True, False))
+                tensors.append(KernelTensor(arg.name, arg.name, f"{arg.name}_dense", True, False, arg.is_optional))
         tensors += [KernelTensor(w.name, w.name, w.name, False, True) for w in self.writes if w.arg is None]
         return tuple(tensors)
 
@@ -593,12 +638,12 @@ class Op:
         samples.append(
             self._sample("empty", lambda a: _make((0,) + first[a.name][1:] if len(first[a.name]) == rank else first[a.name]))
         )
-        if self.reduction and len(first[self.tensor_args[0].name]) > 1:
+        if self.reduction and len(first[self.lead.name]) > 1:
             samples.append(self._sample("empty_rows", lambda a: _make(first[a.name][:-1] + (0,))))
         samples.append(self._sample("noncontiguous", lambda a: _strided(first[a.name])))
         # Inputs after the first broadcast from their last dimension; written arguments
         # always have the full shape.
-        lead = self.tensor_args[0]
+        lead = self.lead
         if first[lead.name] and any(a is not lead and not a.is_mutated for a in self.tensor_args):
             samples.append(
                 self._sample(
@@ -606,6 +651,10 @@ class Op:
                     lambda a: _make(first[a.name] if a is lead or a.is_mutated else first[a.name][-1:]),
                 )
             )
+        # Each optional Tensor left out (None), then all of them.
+        for absent in [[a] for a in self.optional_args] + ([self.optional_args] if len(self.optional_args) > 1 else []):
+            label = "without_" + ("optionals" if len(absent) > 1 else absent[0].name)
+            samples.append(self._sample(label, lambda a, absent=absent: "None" if a in absent else _make(first[a.name])))
         return tuple(samples)
 
     @property
@@ -657,7 +706,10 @@ class Op:
 
     def sample_arguments(self, sample: Sample) -> str:
         """Python source of a sample's arguments; differentiable tensors made leaves."""
-        parts = [f"leaf({text})" if arg in self.gradient_args else text for arg, text in zip(self.args, sample.args)]
+        parts = [
+            f"leaf({text})" if arg in self.gradient_args and text != "None" else text
+            for arg, text in zip(self.args, sample.args)
+        ]
         return ", ".join(parts) + ("," if len(parts) == 1 else "")
 
     @property
@@ -685,8 +737,12 @@ class Op:
     @property
     def cpp_parameters(self) -> str:
         """Parameters of the C++ host functions: Tensors by const reference (by value on the stable ABI)."""
-        tensor = "Tensor" if self.registration == "stable_abi" else "const Tensor&"
-        return ", ".join(f"{tensor if a.is_tensor else CPP_SCALAR_TYPES[a.kind]} {a.name}" for a in self.args)
+        by_value = self.registration == "stable_abi"
+        types = {
+            "tensor": "Tensor" if by_value else "const Tensor&",
+            "optional": "std::optional<Tensor>" if by_value else "const std::optional<Tensor>&",
+        }
+        return ", ".join(f"{types.get(a.kind) or CPP_SCALAR_TYPES[a.kind]} {a.name}" for a in self.args)
 
     @property
     def cpp_return_type(self) -> str:
@@ -707,13 +763,19 @@ class Op:
         """Parameters of the per-element kernels (CPU and CUDA), inside `template <typename scalar_t>`."""
         parts = [f"{'' if t.written else 'const '}scalar_t* __restrict__ {t.pointer}" for t in self.kernel_tensors]
         parts += [f"{'bool' if a.kind == 'bool' else 'compute_t<scalar_t>'} {a.name}" for a in self.kernel_scalars]
-        return ", ".join(parts)
+        return ", ".join(parts + [f"bool has_{a.name}" for a in self.tested_optionals])
 
     @property
     def cpp_kernel_arguments(self) -> str:
         """The host's call of the CPU kernel, inside a dtype dispatch that defines scalar_t and acc_t."""
-        parts = [f"{'mutable_data' if t.written else 'data'}<scalar_t>({t.cpp})" for t in self.kernel_tensors]
-        return ", ".join(parts + self._scalars_in_compute_type)
+        parts = [t.cpp_pointer(f"{'mutable_data' if t.written else 'data'}<scalar_t>({'*' if t.optional else ''}{{}})")
+                 for t in self.kernel_tensors]
+        return ", ".join(parts + self._scalars_in_compute_type + self._presence_tests)
+
+    @property
+    def _presence_tests(self) -> list[str]:
+        """The host's has_x flags: whether each optional Tensor the kernel tests was given."""
+        return [f"{a.name}.has_value()" for a in self.tested_optionals]
 
     @property
     def _scalars_in_compute_type(self) -> list[str]:
@@ -748,19 +810,24 @@ class Op:
         """Parameters of the CUDA launcher: untyped pointers (the .cu file needs no torch headers)."""
         parts = [f"{'' if t.written else 'const '}void* {t.pointer}" for t in self.kernel_tensors]
         parts += [f"{CPP_SCALAR_TYPES[a.kind]} {a.name}" for a in self.kernel_scalars]
-        return ", ".join(parts)
+        return ", ".join(parts + [f"bool has_{a.name}" for a in self.tested_optionals])
 
     @property
     def cuda_launcher_arguments(self) -> str:
         """The C++ host's call of the CUDA launcher."""
-        parts = [f"{t.cpp}.{'mutable_data_ptr' if t.written else 'const_data_ptr'}()" for t in self.kernel_tensors]
-        return ", ".join(parts + [a.name for a in self.kernel_scalars])
+        parts = [t.cpp_pointer(f"{{}}{'->' if t.optional else '.'}{'mutable_data_ptr' if t.written else 'const_data_ptr'}()")
+                 for t in self.kernel_tensors]
+        return ", ".join(parts + [a.name for a in self.kernel_scalars] + self._presence_tests)
 
     @property
     def cuda_kernel_arguments(self) -> str:
         """The launcher's call of the CUDA kernel: typed pointers, scalars in the compute type."""
         parts = [f"static_cast<{'' if t.written else 'const '}scalar_t*>({t.pointer})" for t in self.kernel_tensors]
-        return ", ".join(parts + self._scalars_in_compute_type)
+        return ", ".join(parts + self._scalars_in_compute_type + self._presence_flags)
+
+    @property
+    def _presence_flags(self) -> list[str]:
+        return [f"has_{a.name}" for a in self.tested_optionals]
 
     @property
     def cuda_alignment_condition(self) -> str:
@@ -769,12 +836,12 @@ class Op:
     @property
     def cuda_vector_arguments(self) -> str:
         """The element function called on the vectors' registers."""
-        return ", ".join([f"{t.vector}.v" for t in self.kernel_tensors] + [a.name for a in self.kernel_scalars])
+        return ", ".join([f"{t.vector}.v" for t in self.kernel_tensors] + [a.name for a in self.kernel_scalars] + self._presence_flags)
 
     @property
     def kernel_parameter_names(self) -> str:
-        """`a_ptr, b_ptr, out_ptr, c`: the kernel parameters passed on by name."""
-        return ", ".join(self.kernel_parameters)
+        """`a_ptr, b_ptr, out_ptr, c`: the C++/CUDA kernel parameters passed on by name (with has_x flags)."""
+        return ", ".join([*self.kernel_parameters, *self._presence_flags])
 
     @property
     def tolerances_literal(self) -> str:
@@ -835,6 +902,11 @@ class Package:
         return tuple(sorted([f"row_{kind}" for kind in self.reductions] + ["upcast"]))
 
     @property
+    def has_optional_inputs(self) -> bool:
+        """Whether some op takes a `Tensor?`: the shared helpers then skip Nones."""
+        return any(op.optional_args for op in self.ops)
+
+    @property
     def has_mutating_ops(self) -> bool:
         return any(op.is_mutating for op in self.ops)
 
@@ -855,7 +927,7 @@ class Package:
     def typing_imports(self) -> tuple[str, ...]:
         """The `typing` names the signatures of ops.py use."""
         text = " ".join(op.python_signature for op in self.ops)
-        return tuple(name for name in ("Optional", "Sequence", "Union") if f"{name}[" in text)
+        return ("Sequence",) if "Sequence[" in text else ()
 
     @property
     def repo_spec_text(self) -> str:
@@ -1078,6 +1150,11 @@ class _OpResolver:
             self.error(at, f"write the schema without a namespace; it comes from `namespace:` ('{self.namespace}')")
         if schema.overload is not None:
             self.error(at, "overload names are not supported; give the op its own name")
+        names = {a.name for a in schema.arguments}
+        for arg in schema.arguments:
+            flags = {f"has_{arg.name}", f"HAS_{arg.name}"} & names if str(arg.type) == "Tensor?" else set()
+            if flags:
+                self.error(at, f"argument name '{flags.pop()}' is the kernels' flag for whether '{arg.name}' is given; rename it")
         for arg in schema.arguments:
             if arg.annotation is not None and not arg.annotation.is_write:
                 self.error(at, f"argument '{arg.name}' is annotated as an alias; only mutation, `Tensor(a!)`, is allowed")
@@ -1127,8 +1204,11 @@ class _OpResolver:
                 )
                 return ()
             if arg.kind == "other":
-                self.error(at, f"compute ops take Tensor, float, int and bool arguments; '{arg.name}' is {arg.schema.type}")
+                self.error(at, f"compute ops take Tensor, Tensor?, float, int and bool arguments; '{arg.name}' is {arg.schema.type}")
                 return ()
+        if not any(a.kind == "tensor" for a in args):
+            self.error(at, "an op needs a Tensor argument that is not optional: its output takes that Tensor's dtype and device")
+            return ()
         if kind == "reduce":
             return self.resolve_reduction(schema, args)
         if kind == "kernel":
@@ -1154,7 +1234,7 @@ class _OpResolver:
                 writes.append(Write(parse_pointwise(expression.value, kinds_by_name), name, arg))
             except ExprError as error:
                 self.error(_inside(expression, error), error.message)
-        used = {name for w in writes for name in w.expr.names}
+        used = {name for w in writes for name in w.expr.names + w.expr.tested}
         for arg in args:
             if arg.is_tensor and not arg.is_mutated and writes and arg.name not in used:
                 self.error(node.position, f"Tensor argument '{arg.name}' is not used by compute")
@@ -1172,6 +1252,9 @@ class _OpResolver:
                     else "the shape (and dtype) of each output, e.g. {shape: x.shape}"))
         if any(a.is_mutated for a in args):
             self.error(at, f"mutating `kernel: custom` ops are not supported by kopgen {__version__} yet")
+        for arg in args:
+            if arg.is_optional:
+                self.error(at, f"`kernel: custom` ops take no optional Tensors (Tensor? {arg.name}) in kopgen {__version__} yet")
         if len(self.diagnostics.items) > errors_before:
             return ()
         context = FormulaContext({a.name: a.kind for a in args}, 0, self.namespace, self.own_ops)
@@ -1224,7 +1307,7 @@ class _OpResolver:
             self.error(_inside(expr_node, error), error.message)
             return ()
         for arg in tensors:
-            if arg.name not in expr.names:
+            if arg.name not in expr.names + expr.tested:
                 self.error(node.position, f"Tensor argument '{arg.name}' is not used by reduce")
         self.reduction = Reduction(node.get("op").value)
         return (Write(expr, "out"),)
@@ -1403,4 +1486,5 @@ def _plan_backward(gradients: tuple[Gradient, ...], args: tuple[Arg, ...], num_o
         arg_names=tuple(a.name for a in args if not a.schema.kwarg_only),
         differentiable_twice=True,
         keyword_only=tuple(a.name for a in args if a.schema.kwarg_only),
+        droppable_inputs=any(a.is_optional and a.schema.default is not None for a in args),
     )

@@ -448,14 +448,14 @@ def parse_schema(text: str) -> FunctionSchema:
 
 _PY_TYPES = {
     "Tensor": "Tensor", "int": "int", "SymInt": "int", "float": "float", "bool": "bool",
-    "str": "str", "ScalarType": "torch.dtype", "Scalar": "Union[int, float, bool]",
+    "str": "str", "ScalarType": "torch.dtype", "Scalar": "int | float | bool",
 }  # fmt: skip
 
 
 def python_annotation(type: Type) -> str:
-    """Python type hint for a generated signature, e.g. ``Optional[Sequence[int]]``."""
+    """Python type hint for a generated signature, e.g. ``Sequence[int] | None``."""
     if isinstance(type, OptionalType):
-        return f"Optional[{python_annotation(type.elem)}]"
+        return f"{python_annotation(type.elem)} | None"
     if isinstance(type, ListType):
         return f"Sequence[{python_annotation(type.elem)}]"
     return _PY_TYPES[type.name]

@@ -52,6 +52,10 @@ ops:
     reduce: {op: min}
   - schema: "rowsum(Tensor x) -> Tensor"
     reduce: {op: sum, expr: "exp(x)"}
+  - schema: "affine(Tensor x, Tensor? w=None, Tensor? b=None) -> Tensor"
+    compute: "(x * w if present(w) else x) + (b if present(b) and not present(w) else 0.0)"
+  - schema: "rowweighted(Tensor x, Tensor? w) -> Tensor"
+    reduce: {op: sum, expr: "x * w if present(w) else x"}
 """
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -271,7 +272,7 @@ def test_names_in_first_use_order():
     assert parse_pointwise("b * a + b + alpha", ARGS).names == ("b", "a", "alpha")
     assert parse_pointwise("a if flag else b", ARGS).names == ("a", "flag", "b")
     p = parse_pointwise("a * 2", ARGS)
-    assert p == Pointwise("a * 2", ("a",), "", "", "")  # translations do not take part in ==
+    assert p == Pointwise("a * 2", ("a",), (), "", "", "")  # translations do not take part in ==
 
 
 @pytest.mark.parametrize(("text", "message", "line", "column"), [
@@ -315,7 +316,7 @@ def test_pointwise_errors(text, message, line, column):
 
 def test_pointwise_error_details():
     with pytest.raises(ExprError, match=r"unknown function 'expp' \(did you mean 'exp'\?\); "
-                                        r"allowed: abs, exp, log, .*, where$"):
+                                        r"allowed: abs, exp, log, .*, where, present$"):
         parse_pointwise("expp(a)", ARGS)
     with pytest.raises(ExprError, match="unknown function '__import__'"):
         parse_pointwise("__import__('os')", ARGS)
@@ -454,3 +455,32 @@ def test_formula_python_runs():
     x = torch.tensor([0.0, 0.5, 1.0])
     torch.testing.assert_close(eval(f.python, {"torch": torch, "grads": grads, "x": x}),
                                torch.cos(x) - 2 * torch.sin(x))
+
+
+OPTIONAL_ARGS = {"x": "tensor", "flag": "bool", "b": "optional"}
+
+
+def test_optional_tensor_is_read_only_where_present_tested_it():
+    p = parse_pointwise("x + (b if present(b) else 0.0)", OPTIONAL_ARGS)
+    assert p.names == ("x", "b") and p.tested == ("b",)
+    assert p.to_torch() == "x + (b if b is not None else 0.0)"
+    assert p.to_triton() == "x + tl.where(HAS_b, b, 0.0)"
+    assert p.to_cpp() == "x + (has_b ? b : acc_t(0.0))"
+    # where(), `and`, and the else branch of `not present()` prove presence too.
+    for text in ["where(present(b), b, x)", "b * x if present(b) and flag else x", "x if not present(b) else b"]:
+        assert parse_pointwise(text, OPTIONAL_ARGS).tested == ("b",)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("x + b", "'b' is an optional Tensor (Tensor?), which may be None"),
+        ("b if present(b) or flag else x", "'b' is an optional Tensor"),
+        ("x if present(b) else b", "'b' is an optional Tensor"),
+        ("x if present(x) else 0.0", "present() takes one optional Tensor argument (Tensor?): b"),
+        ("x if present(b, b) else 0.0", "present() takes 1 argument"),
+    ],
+)
+def test_optional_tensor_errors(text, message):
+    with pytest.raises(ExprError, match=re.escape(message)):
+        parse_pointwise(text, OPTIONAL_ARGS)

@@ -233,9 +233,9 @@ def test_all_torch_schemas():
     ("type_text", "hint"),
     [
         ("Tensor", "Tensor"),
-        ("Tensor?", "Optional[Tensor]"),
+        ("Tensor?", "Tensor | None"),
         ("Tensor[]", "Sequence[Tensor]"),
-        ("Tensor[]?", "Optional[Sequence[Tensor]]"),
+        ("Tensor[]?", "Sequence[Tensor] | None"),
         ("int", "int"),
         ("SymInt", "int"),
         ("float", "float"),
@@ -244,11 +244,11 @@ def test_all_torch_schemas():
         ("int[]", "Sequence[int]"),
         ("SymInt[2]", "Sequence[int]"),
         ("float[]", "Sequence[float]"),
-        ("int[]?", "Optional[Sequence[int]]"),
+        ("int[]?", "Sequence[int] | None"),
         ("ScalarType", "torch.dtype"),
-        ("ScalarType?", "Optional[torch.dtype]"),
-        ("Scalar", "Union[int, float, bool]"),
-        ("Scalar?", "Optional[Union[int, float, bool]]"),
+        ("ScalarType?", "torch.dtype | None"),
+        ("Scalar", "int | float | bool"),
+        ("Scalar?", "int | float | bool | None"),
     ],
 )
 def test_python_annotation(type_text, hint):

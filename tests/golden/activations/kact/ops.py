@@ -15,12 +15,14 @@ def scaled_sigmoid(x: Tensor, scale: float = 1.0) -> Tensor:
     """scale * sigmoid(x), differentiated through its result."""
     return _scaled_sigmoid(x, scale)
 
+
 _sincos = torch.ops.kact.sincos.default
 
 
 def sincos(x: Tensor) -> tuple[Tensor, Tensor]:
     """sin(x) and cos(x) in one pass."""
     return _sincos(x)
+
 
 _mymul = torch.ops.kact.mymul.default
 

@@ -15,12 +15,14 @@ def muladd(a: Tensor, b: Tensor, c: float) -> Tensor:
     """Fused a * b + c."""
     return _muladd(a, b, c)
 
+
 _muladd_out = torch.ops.kfused.muladd_out.default
 
 
 def muladd_out(a: Tensor, b: Tensor, c: float, out: Tensor) -> None:
     """a * b + c written into out."""
     return _muladd_out(a, b, c, out)
+
 
 _scale_ = torch.ops.kfused.scale_.default
 
@@ -29,12 +31,14 @@ def scale_(x: Tensor, s: float) -> None:
     """Multiplies x by s in place."""
     return _scale_(x, s)
 
+
 _mul = torch.ops.kfused.mul.default
 
 
 def mul(a: Tensor, b: Tensor) -> Tensor:
     """a * b; its backward calls mul itself."""
     return _mul(a, b)
+
 
 _square = torch.ops.kfused.square.default
 

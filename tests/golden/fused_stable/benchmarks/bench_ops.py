@@ -48,6 +48,7 @@ def variants_of(op: str, device: str) -> dict:
         'scale_': {},
         'mul': {},
         'square': {"cpu": square_kernels.square_python},
+        'addcmul_opt': {},
     }[op]
     variants = {"bare launcher": launchers[device]} if device in launchers else {}
     variants["operator"] = getattr(kstable, op)
@@ -85,9 +86,9 @@ def main() -> None:
 
 # The devices each op has a kernel for, and how many Tensors it returns (written arguments
 # count among its inputs).
-OPS = {'muladd': ('cpu', 'cuda'), 'muladd_out': ('cpu', 'cuda'), 'scale_': ('cpu', 'cuda'), 'mul': ('cpu', 'cuda'), 'square': ('cpu', 'cuda')}
-OUTPUTS = {'muladd': 1, 'muladd_out': 0, 'scale_': 0, 'mul': 1, 'square': 1}
-KEYWORD_ONLY = {'muladd': (), 'muladd_out': (), 'scale_': (), 'mul': (), 'square': ()}
+OPS = {'muladd': ('cpu', 'cuda'), 'muladd_out': ('cpu', 'cuda'), 'scale_': ('cpu', 'cuda'), 'mul': ('cpu', 'cuda'), 'square': ('cpu', 'cuda'), 'addcmul_opt': ('cpu', 'cuda')}
+OUTPUTS = {'muladd': 1, 'muladd_out': 0, 'scale_': 0, 'mul': 1, 'square': 1, 'addcmul_opt': 1}
+KEYWORD_ONLY = {'muladd': (), 'muladd_out': (), 'scale_': (), 'mul': (), 'square': (), 'addcmul_opt': ()}
 
 
 def make_args(op: str, numel: int, device: str) -> tuple:
@@ -102,6 +103,7 @@ def make_args(op: str, numel: int, device: str) -> tuple:
         'scale_': lambda: (make(), 1.25),
         'mul': lambda: (make(), make()),
         'square': lambda: (make(), ),
+        'addcmul_opt': lambda: (make(), make(), make(), 1.25),
     }[op]()
 
 

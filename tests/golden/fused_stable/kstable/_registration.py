@@ -144,3 +144,52 @@ def _square_backward(ctx, grad):
 torch.library.register_autograd(
     "kstable::square", _square_backward, setup_context=_square_setup_context
 )
+
+# kstable::addcmul_opt -----------------------------------------------------------------------------
+
+# Defined by the extension, with its C++ CPU kernel and CUDA kernel.
+
+
+@torch.library.register_fake("kstable::addcmul_opt")
+def _addcmul_opt_fake(x, y, weight=None, value=1.0):
+    # Only metadata: the same output the launcher allocates, never reading data.
+    return _support.pointwise_output("kstable::addcmul_opt", x, y, weight)
+
+
+
+def _addcmul_opt_setup_context(ctx, inputs, output):
+    x, y, weight, value = inputs
+# The dispatcher drops trailing arguments left at their defaults (None): they want no gradient.
+    needs_input_grad = ctx.needs_input_grad + (False,) * (4 - len(ctx.needs_input_grad))
+    ctx.x_shape = x.shape
+    ctx.y_shape = y.shape
+    ctx.weight_shape = None if weight is None else weight.shape
+    ctx.value = value
+    # Save only what the formulas read, and only when a gradient that reads it is wanted.
+    ctx.save_for_backward(
+        y if needs_input_grad[2] else None,
+        weight if needs_input_grad[1] else None,
+    )
+
+
+def _addcmul_opt_backward(ctx, grad):
+    y, weight = ctx.saved_tensors
+    value = ctx.value
+# The dispatcher drops trailing arguments left at their defaults (None): they want no gradient.
+    needs_input_grad = ctx.needs_input_grad + (False,) * (4 - len(ctx.needs_input_grad))
+    grad_x = None
+    grad_y = None
+    grad_weight = None
+    # Each gradient is summed back to its input's shape, where the input was broadcast.
+    if needs_input_grad[0]:
+        grad_x = (grad).sum_to_size(ctx.x_shape)
+    if needs_input_grad[1]:
+        grad_y = (grad * value * weight if weight is not None else grad * value).sum_to_size(ctx.y_shape)
+    if needs_input_grad[2]:
+        grad_weight = (grad * value * y).sum_to_size(ctx.weight_shape)
+    return grad_x, grad_y, grad_weight, None
+
+
+torch.library.register_autograd(
+    "kstable::addcmul_opt", _addcmul_opt_backward, setup_context=_addcmul_opt_setup_context
+)

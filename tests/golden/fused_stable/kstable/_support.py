@@ -7,8 +7,9 @@ import torch
 from torch import Tensor
 
 
-def pointwise_shape(op: str, *tensors: Tensor) -> torch.Size:
+def pointwise_shape(op: str, *tensors: Tensor | None) -> torch.Size:
     """The broadcast shape of a pointwise op's Tensor arguments, which share one dtype and device."""
+    tensors = given(tensors)
     first = tensors[0]
     shape = first.shape
     for other in tensors[1:]:
@@ -22,13 +23,13 @@ def pointwise_shape(op: str, *tensors: Tensor) -> torch.Size:
     return shape
 
 
-def pointwise_output(op: str, *tensors: Tensor) -> Tensor:
+def pointwise_output(op: str, *tensors: Tensor | None) -> Tensor:
     """The output of a pointwise op: broadcast shape, the inputs' dtype and device, contiguous.
 
     Launchers allocate their output with it and fake kernels describe the output with it,
     so the two cannot disagree.
     """
-    first = tensors[0]
+    first = given(tensors)[0]
     return torch.empty(pointwise_shape(op, *tensors), dtype=first.dtype, device=first.device)
 
 
@@ -40,11 +41,16 @@ def check_written(op: str, written: dict[str, Tensor], *tensors: Tensor) -> None
             raise RuntimeError(f"{op}: {name} has shape {list(tensor.shape)} but the result has shape {list(shape)}")
 
 
-def broadcast_contiguous(shape: torch.Size, *tensors: Tensor) -> tuple[Tensor, ...]:
-    """The inputs expanded to `shape` and made dense, so that a kernel can index them flat."""
-    return tuple((t if t.shape == shape else t.expand(shape)).contiguous() for t in tensors)
+def given(tensors: tuple[Tensor | None, ...]) -> tuple[Tensor, ...]:
+    """The Tensors of an argument list, without the optional ones left out (None)."""
+    return tuple(t for t in tensors if t is not None)
 
 
-def upcast(*tensors: Tensor) -> tuple[Tensor, ...]:
-    """The inputs in float32 at least (float16 and bfloat16 compute in float32)."""
-    return tuple(t.to(torch.promote_types(t.dtype, torch.float32)) for t in tensors)
+def broadcast_contiguous(shape: torch.Size, *tensors: Tensor | None) -> tuple[Tensor | None, ...]:
+    """The inputs expanded to `shape` and made dense, so that a kernel can index them flat; None stays None."""
+    return tuple(t if t is None else (t if t.shape == shape else t.expand(shape)).contiguous() for t in tensors)
+
+
+def upcast(*tensors: Tensor | None) -> tuple[Tensor | None, ...]:
+    """The inputs in float32 at least (float16 and bfloat16 compute in float32); None stays None."""
+    return tuple(t if t is None else t.to(torch.promote_types(t.dtype, torch.float32)) for t in tensors)

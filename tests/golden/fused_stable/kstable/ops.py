@@ -15,12 +15,14 @@ def muladd(a: Tensor, b: Tensor, c: float) -> Tensor:
     """Fused a * b + c."""
     return _muladd(a, b, c)
 
+
 _muladd_out = torch.ops.kstable.muladd_out.default
 
 
 def muladd_out(a: Tensor, b: Tensor, c: float, out: Tensor) -> None:
     """a * b + c written into out."""
     return _muladd_out(a, b, c, out)
+
 
 _scale_ = torch.ops.kstable.scale_.default
 
@@ -29,6 +31,7 @@ def scale_(x: Tensor, s: float) -> None:
     """Multiplies x by s in place."""
     return _scale_(x, s)
 
+
 _mul = torch.ops.kstable.mul.default
 
 
@@ -36,9 +39,18 @@ def mul(a: Tensor, b: Tensor) -> Tensor:
     """a * b; its backward calls mul itself."""
     return _mul(a, b)
 
+
 _square = torch.ops.kstable.square.default
 
 
 def square(x: Tensor) -> Tensor:
     """x * x; its backward calls the sibling op mul. Its CPU kernel is the PyTorch reference."""
     return _square(x)
+
+
+_addcmul_opt = torch.ops.kstable.addcmul_opt.default
+
+
+def addcmul_opt(x: Tensor, y: Tensor, weight: Tensor | None = None, value: float = 1.0) -> Tensor:
+    """x + value * y, times weight where a weight is given (Tensor?, None by default)."""
+    return _addcmul_opt(x, y, weight, value)

@@ -41,3 +41,10 @@ def square(x: Tensor) -> Tensor:
     dtype = x.dtype
     x, = upcast(x)
     return (x * x).to(dtype)
+
+
+def addcmul_opt(x: Tensor, y: Tensor, weight: Tensor | None = None, value: float = 1.0) -> Tensor:
+    """kstable::addcmul_opt in plain PyTorch, computed in float32 at least."""
+    dtype = x.dtype
+    x, y, weight = upcast(x, y, weight)
+    return (x + value * (y * weight if weight is not None else y)).to(dtype)

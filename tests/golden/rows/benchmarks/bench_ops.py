@@ -21,6 +21,8 @@ from krows.kernels import bias_leaky as bias_leaky_kernels
 from krows.kernels import rowdot as rowdot_kernels
 from krows.kernels import rowmax as rowmax_kernels
 from krows.kernels import rowsum as rowsum_kernels
+from krows.kernels import scale_shift as scale_shift_kernels
+from krows.kernels import weighted_rowsum as weighted_rowsum_kernels
 
 
 def seconds_per_call(fn, args, device: str, min_time: float = 0.2) -> float:
@@ -50,6 +52,8 @@ def variants_of(op: str, device: str) -> dict:
         'rowmax': {"cpu": rowmax_kernels.rowmax_triton, "cuda": rowmax_kernels.rowmax_triton},
         'rowdot': {"cpu": rowdot_kernels.rowdot_python, "cuda": rowdot_kernels.rowdot_triton},
         'bias_leaky': {"cpu": bias_leaky_kernels.bias_leaky_triton, "cuda": bias_leaky_kernels.bias_leaky_triton},
+        'scale_shift': {"cpu": scale_shift_kernels.scale_shift_triton, "cuda": scale_shift_kernels.scale_shift_triton},
+        'weighted_rowsum': {"cpu": weighted_rowsum_kernels.weighted_rowsum_triton, "cuda": weighted_rowsum_kernels.weighted_rowsum_triton},
     }[op]
     variants = {"bare launcher": launchers[device]} if device in launchers else {}
     variants["operator"] = getattr(krows, op)
@@ -87,9 +91,9 @@ def main() -> None:
 
 # The devices each op has a kernel for, and how many Tensors it returns (written arguments
 # count among its inputs).
-OPS = {'rowsum': ('cpu', 'cuda'), 'rowmax': ('cpu', 'cuda'), 'rowdot': ('cpu', 'cuda'), 'bias_leaky': ('cpu', 'cuda')}
-OUTPUTS = {'rowsum': 1, 'rowmax': 1, 'rowdot': 1, 'bias_leaky': 1}
-KEYWORD_ONLY = {'rowsum': (), 'rowmax': (), 'rowdot': (), 'bias_leaky': ('alpha', 'negate')}
+OPS = {'rowsum': ('cpu', 'cuda'), 'rowmax': ('cpu', 'cuda'), 'rowdot': ('cpu', 'cuda'), 'bias_leaky': ('cpu', 'cuda'), 'scale_shift': ('cpu', 'cuda'), 'weighted_rowsum': ('cpu', 'cuda')}
+OUTPUTS = {'rowsum': 1, 'rowmax': 1, 'rowdot': 1, 'bias_leaky': 1, 'scale_shift': 1, 'weighted_rowsum': 1}
+KEYWORD_ONLY = {'rowsum': (), 'rowmax': (), 'rowdot': (), 'bias_leaky': ('alpha', 'negate'), 'scale_shift': (), 'weighted_rowsum': ()}
 
 
 def make_args(op: str, numel: int, device: str) -> tuple:
@@ -103,6 +107,8 @@ def make_args(op: str, numel: int, device: str) -> tuple:
         'rowmax': lambda: (make(), ),
         'rowdot': lambda: (make(), make(), 1.25),
         'bias_leaky': lambda: (make(), make(), 1.25, True),
+        'scale_shift': lambda: (make(), make(), make()),
+        'weighted_rowsum': lambda: (make(), make()),
     }[op]()
 
 

@@ -10,6 +10,8 @@ from .kernels import bias_leaky as bias_leaky_kernels
 from .kernels import rowdot as rowdot_kernels
 from .kernels import rowmax as rowmax_kernels
 from .kernels import rowsum as rowsum_kernels
+from .kernels import scale_shift as scale_shift_kernels
+from .kernels import weighted_rowsum as weighted_rowsum_kernels
 
 # A fragment of the namespace: the `library` route defines its ops on it.
 _lib = torch.library.Library("krows", "FRAGMENT")
@@ -184,4 +186,102 @@ def _bias_leaky_backward(ctx, grad):
 
 torch.library.register_autograd(
     "krows::bias_leaky", _bias_leaky_backward, setup_context=_bias_leaky_setup_context
+)
+
+# krows::scale_shift -------------------------------------------------------------------------------
+
+_lib.define("scale_shift(Tensor x, Tensor scale, Tensor? shift=None) -> Tensor")
+_lib.impl("scale_shift", scale_shift_kernels.scale_shift_triton, "CPU")
+_lib.impl("scale_shift", scale_shift_kernels.scale_shift_triton, "CUDA")
+
+
+@torch.library.register_fake("krows::scale_shift")
+def _scale_shift_fake(x, scale, shift=None):
+    # Only metadata: the same output the launcher allocates, never reading data.
+    return _support.pointwise_output("krows::scale_shift", x, scale, shift)
+
+
+
+def _scale_shift_setup_context(ctx, inputs, output):
+    x, scale, shift = inputs
+# The dispatcher drops trailing arguments left at their defaults (None): they want no gradient.
+    needs_input_grad = ctx.needs_input_grad + (False,) * (3 - len(ctx.needs_input_grad))
+    ctx.x_shape = x.shape
+    ctx.scale_shape = scale.shape
+    ctx.shift_shape = None if shift is None else shift.shape
+    # Save only what the formulas read, and only when a gradient that reads it is wanted.
+    ctx.save_for_backward(
+        x if needs_input_grad[1] else None,
+        scale if needs_input_grad[0] else None,
+    )
+
+
+def _scale_shift_backward(ctx, grad):
+    x, scale = ctx.saved_tensors
+# The dispatcher drops trailing arguments left at their defaults (None): they want no gradient.
+    needs_input_grad = ctx.needs_input_grad + (False,) * (3 - len(ctx.needs_input_grad))
+    grad_x = None
+    grad_scale = None
+    grad_shift = None
+    # Each gradient is summed back to its input's shape, where the input was broadcast.
+    if needs_input_grad[0]:
+        grad_x = (grad * scale).sum_to_size(ctx.x_shape)
+    if needs_input_grad[1]:
+        grad_scale = (grad * x).sum_to_size(ctx.scale_shape)
+    if needs_input_grad[2]:
+        grad_shift = (grad).sum_to_size(ctx.shift_shape)
+    return grad_x, grad_scale, grad_shift
+
+
+torch.library.register_autograd(
+    "krows::scale_shift", _scale_shift_backward, setup_context=_scale_shift_setup_context
+)
+
+# krows::weighted_rowsum ---------------------------------------------------------------------------
+
+_weighted_rowsum = torch.library.custom_op(
+    "krows::weighted_rowsum",
+    weighted_rowsum_kernels.weighted_rowsum_triton,
+    mutates_args=(),
+    device_types=('cpu', 'cuda'),
+    schema="(Tensor x, Tensor? weight=None) -> Tensor",
+)
+
+
+@torch.library.register_fake("krows::weighted_rowsum")
+def _weighted_rowsum_fake(x, weight=None):
+    # Only metadata: the same output the launcher allocates, never reading data.
+    return _support.reduction_output("krows::weighted_rowsum", x, weight)
+
+
+
+def _weighted_rowsum_setup_context(ctx, inputs, output):
+    x, weight = inputs
+# The dispatcher drops trailing arguments left at their defaults (None): they want no gradient.
+    needs_input_grad = ctx.needs_input_grad + (False,) * (2 - len(ctx.needs_input_grad))
+    ctx.x_shape = x.shape
+    ctx.weight_shape = None if weight is None else weight.shape
+    # Save only what the formulas read, and only when a gradient that reads it is wanted.
+    ctx.save_for_backward(
+        x if needs_input_grad[0] or needs_input_grad[1] else None,
+        weight if needs_input_grad[0] else None,
+    )
+
+
+def _weighted_rowsum_backward(ctx, grad):
+    x, weight = ctx.saved_tensors
+# The dispatcher drops trailing arguments left at their defaults (None): they want no gradient.
+    needs_input_grad = ctx.needs_input_grad + (False,) * (2 - len(ctx.needs_input_grad))
+    grad_x = None
+    grad_weight = None
+    # Each gradient is summed back to its input's shape, where the input was broadcast.
+    if needs_input_grad[0]:
+        grad_x = (grad.unsqueeze(-1) * weight if weight is not None else grad.unsqueeze(-1).expand(x.shape)).sum_to_size(ctx.x_shape)
+    if needs_input_grad[1]:
+        grad_weight = (grad.unsqueeze(-1) * x).sum_to_size(ctx.weight_shape)
+    return grad_x, grad_weight
+
+
+torch.library.register_autograd(
+    "krows::weighted_rowsum", _weighted_rowsum_backward, setup_context=_weighted_rowsum_setup_context
 )

@@ -9,8 +9,9 @@ import torch
 from torch import Tensor
 
 
-def pointwise_shape(op: str, *tensors: Tensor) -> torch.Size:
+def pointwise_shape(op: str, *tensors: Tensor | None) -> torch.Size:
     """The broadcast shape of a pointwise op's Tensor arguments, which share one dtype and device."""
+    tensors = given(tensors)
     first = tensors[0]
     shape = first.shape
     for other in tensors[1:]:
@@ -24,22 +25,22 @@ def pointwise_shape(op: str, *tensors: Tensor) -> torch.Size:
     return shape
 
 
-def pointwise_output(op: str, *tensors: Tensor) -> Tensor:
+def pointwise_output(op: str, *tensors: Tensor | None) -> Tensor:
     """The output of a pointwise op: broadcast shape, the inputs' dtype and device, contiguous.
 
     Launchers allocate their output with it and fake kernels describe the output with it,
     so the two cannot disagree.
     """
-    first = tensors[0]
+    first = given(tensors)[0]
     return torch.empty(pointwise_shape(op, *tensors), dtype=first.dtype, device=first.device)
 
 
-def reduction_output(op: str, *tensors: Tensor) -> Tensor:
+def reduction_output(op: str, *tensors: Tensor | None) -> Tensor:
     """The output of a last-dimension reduction: the broadcast shape without its last dimension."""
     shape = pointwise_shape(op, *tensors)
     if not shape:
         raise RuntimeError(f"{op} reduces over the last dimension: its inputs need at least one dimension")
-    first = tensors[0]
+    first = given(tensors)[0]
     return torch.empty(shape[:-1], dtype=first.dtype, device=first.device)
 
 
@@ -60,14 +61,19 @@ def row_sum(values: Tensor) -> Tensor:
     return values.sum(-1)
 
 
-def broadcast_contiguous(shape: torch.Size, *tensors: Tensor) -> tuple[Tensor, ...]:
-    """The inputs expanded to `shape` and made dense, so that a kernel can index them flat."""
-    return tuple((t if t.shape == shape else t.expand(shape)).contiguous() for t in tensors)
+def given(tensors: tuple[Tensor | None, ...]) -> tuple[Tensor, ...]:
+    """The Tensors of an argument list, without the optional ones left out (None)."""
+    return tuple(t for t in tensors if t is not None)
 
 
-def upcast(*tensors: Tensor) -> tuple[Tensor, ...]:
-    """The inputs in float32 at least (float16 and bfloat16 compute in float32)."""
-    return tuple(t.to(torch.promote_types(t.dtype, torch.float32)) for t in tensors)
+def broadcast_contiguous(shape: torch.Size, *tensors: Tensor | None) -> tuple[Tensor | None, ...]:
+    """The inputs expanded to `shape` and made dense, so that a kernel can index them flat; None stays None."""
+    return tuple(t if t is None else (t if t.shape == shape else t.expand(shape)).contiguous() for t in tensors)
+
+
+def upcast(*tensors: Tensor | None) -> tuple[Tensor | None, ...]:
+    """The inputs in float32 at least (float16 and bfloat16 compute in float32); None stays None."""
+    return tuple(t if t is None else t.to(torch.promote_types(t.dtype, torch.float32)) for t in tensors)
 
 
 class TensorMetadata:

@@ -15,12 +15,14 @@ def rowsum(x: Tensor) -> Tensor:
     """Sum of each row of x."""
     return _rowsum(x)
 
+
 _rowmax = torch.ops.krows.rowmax.default
 
 
 def rowmax(x: Tensor) -> Tensor:
     """Maximum of each row of x (-inf for an empty row)."""
     return _rowmax(x)
+
 
 _rowdot = torch.ops.krows.rowdot.default
 
@@ -29,9 +31,26 @@ def rowdot(a: Tensor, b: Tensor, scale: float = 1.0) -> Tensor:
     """Mean over each row of scale * a * b (nan for an empty row, as torch.mean)."""
     return _rowdot(a, b, scale)
 
+
 _bias_leaky = torch.ops.krows.bias_leaky.default
 
 
 def bias_leaky(x: Tensor, bias: Tensor, *, alpha: float = 0.1, negate: bool = False) -> Tensor:
     """Leaky relu of x + bias, negated on request."""
     return _bias_leaky(x, bias, alpha=alpha, negate=negate)
+
+
+_scale_shift = torch.ops.krows.scale_shift.default
+
+
+def scale_shift(x: Tensor, scale: Tensor, shift: Tensor | None = None) -> Tensor:
+    """x * scale, plus shift where one is given."""
+    return _scale_shift(x, scale, shift)
+
+
+_weighted_rowsum = torch.ops.krows.weighted_rowsum.default
+
+
+def weighted_rowsum(x: Tensor, weight: Tensor | None = None) -> Tensor:
+    """Sum of each row of x, each element times weight where a weight is given."""
+    return _weighted_rowsum(x, weight)

@@ -35,3 +35,17 @@ def bias_leaky(x: Tensor, bias: Tensor, *, alpha: float = 0.1, negate: bool = Fa
     dtype = x.dtype
     x, bias = upcast(x, bias)
     return (-torch.where(x + bias > 0, x + bias, alpha * (x + bias)) if negate else torch.where(x + bias > 0, x + bias, alpha * (x + bias))).to(dtype)
+
+
+def scale_shift(x: Tensor, scale: Tensor, shift: Tensor | None = None) -> Tensor:
+    """krows::scale_shift in plain PyTorch, computed in float32 at least."""
+    dtype = x.dtype
+    x, scale, shift = upcast(x, scale, shift)
+    return (x * scale + (shift if shift is not None else 0.0)).to(dtype)
+
+
+def weighted_rowsum(x: Tensor, weight: Tensor | None = None) -> Tensor:
+    """krows::weighted_rowsum in plain PyTorch, computed in float32 at least."""
+    dtype = x.dtype
+    x, weight = upcast(x, weight)
+    return row_sum(x * weight if weight is not None else x).to(dtype)

@@ -9,7 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,7 +60,7 @@ inline std::vector<int64_t> sizes_of(const Tensor& tensor) {
 }
 
 // The broadcast shape of an op's Tensor arguments, which must share one dtype and device.
-inline std::vector<int64_t> broadcast_shape(const std::string& op, std::initializer_list<Tensor> tensors) {
+inline std::vector<int64_t> broadcast_shape(const std::string& op, const std::vector<Tensor>& tensors) {
   const Tensor& first = *tensors.begin();
   std::vector<int64_t> shape = sizes_of(first);
   for (const Tensor& other : tensors) {

@@ -140,6 +140,41 @@ Tensor mul_cpu(Tensor a, Tensor b) {
   return out;
 }
 
+// kstable::addcmul_opt ----------------------------------------------------------------------------
+
+template <typename scalar_t>
+void addcmul_opt_cpu_kernel(const scalar_t* __restrict__ x_ptr, const scalar_t* __restrict__ y_ptr, const scalar_t* __restrict__ weight_ptr, scalar_t* __restrict__ out_ptr, compute_t<scalar_t> value, bool has_weight, int64_t n) {
+  using acc_t = compute_t<scalar_t>;
+  for (int64_t i = 0; i < n; ++i) {
+    const acc_t x = x_ptr[i];
+    const acc_t y = y_ptr[i];
+    const acc_t weight = has_weight ? static_cast<acc_t>(weight_ptr[i]) : acc_t(0);
+    out_ptr[i] = static_cast<scalar_t>(x + value * (has_weight ? y * weight : y));
+  }
+}
+
+Tensor addcmul_opt_cpu(Tensor x, Tensor y, std::optional<Tensor> weight, double value) {
+  std::vector<Tensor> inputs = {x, y};
+  if (weight.has_value()) {
+    inputs.push_back(*weight);
+  }
+  const std::vector<int64_t> shape = broadcast_shape("kstable::addcmul_opt", inputs);
+  Tensor out = new_empty(x, shape);
+  const int64_t n = out.numel();
+  if (n == 0) {
+    return out;
+  }
+  const Tensor x_dense = dense(x, shape);
+  const Tensor y_dense = dense(y, shape);
+  const std::optional<Tensor> weight_dense = dense(weight, shape);
+  dispatch_floating("kstable::addcmul_opt", out.scalar_type(), [&](auto zero) {
+    using scalar_t = decltype(zero);
+    using acc_t = compute_t<scalar_t>;
+    addcmul_opt_cpu_kernel<scalar_t>(data<scalar_t>(x_dense), data<scalar_t>(y_dense), weight_dense ? data<scalar_t>(*weight_dense) : nullptr, mutable_data<scalar_t>(out), static_cast<acc_t>(value), weight.has_value(), n);
+  });
+  return out;
+}
+
 }  // namespace kstable
 
 STABLE_TORCH_LIBRARY(kstable, m) {
@@ -148,6 +183,7 @@ STABLE_TORCH_LIBRARY(kstable, m) {
   m.def("scale_(Tensor(a!) x, float s) -> ()");
   m.def("mul(Tensor a, Tensor b) -> Tensor");
   m.def("square(Tensor x) -> Tensor");
+  m.def("addcmul_opt(Tensor x, Tensor y, Tensor? weight=None, float value=1.0) -> Tensor");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(kstable, CPU, m) {
@@ -155,4 +191,5 @@ STABLE_TORCH_LIBRARY_IMPL(kstable, CPU, m) {
   m.impl("muladd_out", TORCH_BOX(&kstable::muladd_out_cpu));
   m.impl("scale_", TORCH_BOX(&kstable::scale__cpu));
   m.impl("mul", TORCH_BOX(&kstable::mul_cpu));
+  m.impl("addcmul_opt", TORCH_BOX(&kstable::addcmul_opt_cpu));
 }

@@ -12,7 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,7 +64,7 @@ inline std::vector<int64_t> sizes_of(const Tensor& tensor) {
 }
 
 // The broadcast shape of an op's Tensor arguments, which must share one dtype and device.
-inline std::vector<int64_t> broadcast_shape(const std::string& op, std::initializer_list<Tensor> tensors) {
+inline std::vector<int64_t> broadcast_shape(const std::string& op, const std::vector<Tensor>& tensors) {
   const Tensor& first = *tensors.begin();
   std::vector<int64_t> shape = sizes_of(first);
   for (const Tensor& other : tensors) {
@@ -107,6 +107,11 @@ inline Tensor dense(const Tensor& tensor, const std::vector<int64_t>& shape) {
   Tensor result = torch::stable::new_empty(tensor, shape);
   torch::stable::copy_(result, tensor);  // copy_ broadcasts its source
   return result;
+}
+
+// An optional Tensor (Tensor?) made dense where it is given.
+inline std::optional<Tensor> dense(const std::optional<Tensor>& tensor, const std::vector<int64_t>& shape) {
+  return tensor.has_value() ? std::optional<Tensor>(dense(*tensor, shape)) : std::nullopt;
 }
 
 // After a kernel wrote `buffer` (a dense copy of a strided argument), copy it into the argument.

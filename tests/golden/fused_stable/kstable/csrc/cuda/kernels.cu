@@ -287,6 +287,54 @@ void square_launch(const void* x_ptr, void* out_ptr, int64_t n, cudaStream_t str
   }
 }
 
+// kstable::addcmul_opt ----------------------------------------------------------------------------
+
+template <typename scalar_t>
+__device__ __forceinline__ void addcmul_opt_element(const scalar_t* __restrict__ x_ptr, const scalar_t* __restrict__ y_ptr, const scalar_t* __restrict__ weight_ptr, scalar_t* __restrict__ out_ptr, compute_t<scalar_t> value, bool has_weight, int64_t i) {
+  using acc_t = compute_t<scalar_t>;
+  const acc_t x = to_compute(x_ptr[i]);
+  const acc_t y = to_compute(y_ptr[i]);
+  const acc_t weight = has_weight ? static_cast<acc_t>(to_compute(weight_ptr[i])) : acc_t(0);
+  out_ptr[i] = from_compute<scalar_t>(x + value * (has_weight ? y * weight : y));
+}
+
+// Thread t of the block on tile `tile` does vector tile * kThreads + t; the last n % VEC
+// elements are done one per thread by block 0.
+template <typename scalar_t, int VEC>
+__global__ void __launch_bounds__(kThreads) addcmul_opt_kernel(const scalar_t* __restrict__ x_ptr, const scalar_t* __restrict__ y_ptr, const scalar_t* __restrict__ weight_ptr, scalar_t* __restrict__ out_ptr, compute_t<scalar_t> value, bool has_weight, int64_t n) {
+  using V = Vec<scalar_t, VEC>;
+  const int64_t vectors = n / VEC;
+  for (int64_t tile = blockIdx.x; tile * kThreads < vectors; tile += gridDim.x) {
+    const int64_t v = tile * kThreads + threadIdx.x;
+    if (v < vectors) {
+      const V x_vec = reinterpret_cast<const V*>(x_ptr)[v];
+      const V y_vec = reinterpret_cast<const V*>(y_ptr)[v];
+      const V weight_vec = has_weight ? reinterpret_cast<const V*>(weight_ptr)[v] : V{};
+      V out_vec;
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        addcmul_opt_element<scalar_t>(x_vec.v, y_vec.v, weight_vec.v, out_vec.v, value, has_weight, k);
+      }
+      reinterpret_cast<V*>(out_ptr)[v] = out_vec;
+    }
+  }
+  const int64_t i = vectors * VEC + threadIdx.x;
+  if (blockIdx.x == 0 && i < n) {
+    addcmul_opt_element<scalar_t>(x_ptr, y_ptr, weight_ptr, out_ptr, value, has_weight, i);
+  }
+}
+
+template <typename scalar_t>
+void addcmul_opt_launch(const void* x_ptr, const void* y_ptr, const void* weight_ptr, void* out_ptr, double value, bool has_weight, int64_t n, cudaStream_t stream) {
+  using acc_t = compute_t<scalar_t>;
+  constexpr int VEC = 16 / sizeof(scalar_t);
+  if (aligned(x_ptr) && aligned(y_ptr) && aligned(weight_ptr) && aligned(out_ptr)) {
+    addcmul_opt_kernel<scalar_t, VEC><<<blocks_for(n / VEC), kThreads, 0, stream>>>(static_cast<const scalar_t*>(x_ptr), static_cast<const scalar_t*>(y_ptr), static_cast<const scalar_t*>(weight_ptr), static_cast<scalar_t*>(out_ptr), static_cast<acc_t>(value), has_weight, n);
+  } else {
+    addcmul_opt_kernel<scalar_t, 1><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const scalar_t*>(x_ptr), static_cast<const scalar_t*>(y_ptr), static_cast<const scalar_t*>(weight_ptr), static_cast<scalar_t*>(out_ptr), static_cast<acc_t>(value), has_weight, n);
+  }
+}
+
 }  // namespace
 
 cudaError_t muladd(Dtype dtype, const void* a_ptr, const void* b_ptr, void* out_ptr, double c, int64_t n, cudaStream_t stream) {
@@ -359,6 +407,21 @@ cudaError_t square(Dtype dtype, const void* x_ptr, void* out_ptr, int64_t n, cud
       break;
     case Dtype::float64:
       square_launch<double>(x_ptr, out_ptr, n, stream);
+      break;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t addcmul_opt(Dtype dtype, const void* x_ptr, const void* y_ptr, const void* weight_ptr, void* out_ptr, double value, bool has_weight, int64_t n, cudaStream_t stream) {
+  switch (dtype) {
+    case Dtype::bfloat16:
+      addcmul_opt_launch<__nv_bfloat16>(x_ptr, y_ptr, weight_ptr, out_ptr, value, has_weight, n, stream);
+      break;
+    case Dtype::float32:
+      addcmul_opt_launch<float>(x_ptr, y_ptr, weight_ptr, out_ptr, value, has_weight, n, stream);
+      break;
+    case Dtype::float64:
+      addcmul_opt_launch<double>(x_ptr, y_ptr, weight_ptr, out_ptr, value, has_weight, n, stream);
       break;
   }
   return cudaGetLastError();

@@ -27,4 +27,7 @@ cudaError_t mul(Dtype dtype, const void* a_ptr, const void* b_ptr, void* out_ptr
 // kstable::square over n dense elements, on `stream`.
 cudaError_t square(Dtype dtype, const void* x_ptr, void* out_ptr, int64_t n, cudaStream_t stream);
 
+// kstable::addcmul_opt over n dense elements, on `stream`.
+cudaError_t addcmul_opt(Dtype dtype, const void* x_ptr, const void* y_ptr, const void* weight_ptr, void* out_ptr, double value, bool has_weight, int64_t n, cudaStream_t stream);
+
 }  // namespace kstable::cuda

@@ -136,6 +136,29 @@ Tensor square_cuda(Tensor x) {
   return out;
 }
 
+// kstable::addcmul_opt ----------------------------------------------------------------------------
+
+Tensor addcmul_opt_cuda(Tensor x, Tensor y, std::optional<Tensor> weight, double value) {
+  std::vector<Tensor> inputs = {x, y};
+  if (weight.has_value()) {
+    inputs.push_back(*weight);
+  }
+  const std::vector<int64_t> shape = broadcast_shape("kstable::addcmul_opt", inputs);
+  Tensor out = new_empty(x, shape);
+  const int64_t n = out.numel();
+  if (n == 0) {
+    return out;
+  }
+  const Tensor x_dense = dense(x, shape);
+  const Tensor y_dense = dense(y, shape);
+  const std::optional<Tensor> weight_dense = dense(weight, shape);
+  const torch::stable::accelerator::DeviceGuard guard(out.get_device_index());
+  const cuda::Dtype dtype = kernel_dtype("kstable::addcmul_opt", out);
+  const cudaError_t error = cuda::addcmul_opt(dtype, x_dense.const_data_ptr(), y_dense.const_data_ptr(), weight_dense ? weight_dense->const_data_ptr() : nullptr, out.mutable_data_ptr(), value, weight.has_value(), n, current_stream(out));
+  check_launch("kstable::addcmul_opt", error);
+  return out;
+}
+
 }  // namespace kstable
 
 STABLE_TORCH_LIBRARY_IMPL(kstable, CUDA, m) {
@@ -144,4 +167,5 @@ STABLE_TORCH_LIBRARY_IMPL(kstable, CUDA, m) {
   m.impl("scale_", TORCH_BOX(&kstable::scale__cuda));
   m.impl("mul", TORCH_BOX(&kstable::mul_cuda));
   m.impl("square", TORCH_BOX(&kstable::square_cuda));
+  m.impl("addcmul_opt", TORCH_BOX(&kstable::addcmul_opt_cuda));
 }
