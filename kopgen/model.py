@@ -26,8 +26,8 @@ BUILTIN_DEFAULTS = {
     "dtypes": ["float32"],
 }
 # Routes and kernels this version of kopgen generates; the SPEC lists more.
-AVAILABLE_ROUTES = ("custom_op", "library", "torch_library", "stable_abi")
-PYTHON_ROUTES = ("custom_op", "library")
+AVAILABLE_ROUTES = ("custom_op", "library", "triton_op", "torch_library", "stable_abi")
+PYTHON_ROUTES = ("custom_op", "library", "triton_op")
 COMPILED_ROUTES = ("torch_library", "stable_abi")
 PYTHON_KERNELS = ("triton", "python")
 COMPILED_KERNELS = ("cpp", "cuda")
@@ -45,13 +45,13 @@ DEFAULT_SHAPE = (8, 6)
 RESERVED_NAMES = frozenset(
     {
         *("ctx", "grad", "grads", "result", "results", "inputs", "output", "self", "expected", "dtype", "out"),
-        *("torch", "tl", "triton", "math", "Tensor", "reference"),
+        *("torch", "tl", "triton", "math", "Tensor", "reference", "wrap_triton"),
         *("kernel", "grid", "n_elements", "compute_dtype", "offsets", "mask", "BLOCK_SIZE", "COMPUTE_DTYPE"),
         *("shape", "n_rows", "n_cols", "rows", "cols", "row_mask", "total"),
         *("block_rows", "block_cols", "BLOCK_ROWS", "BLOCK_COLS", "COL_BLOCKS", "block"),
     }
 )
-RESERVED_PATTERN = re.compile(r"^(_.*|out\d+|grad_.*|.*_ptr|.*_shape|.*_dense)$")
+RESERVED_PATTERN = re.compile(r"^(_.*|out\d+|grad_.*|.*_ptr|.*_shape|.*_dense|.*_kernels)$")
 # Names the generated C++ and CUDA code uses (locals and helpers of csrc/), which arguments
 # of compiled ops must not shadow, and the keywords of C++, which no C++ name may be.
 CPP_RESERVED_NAMES = frozenset(
@@ -577,8 +577,33 @@ class Op:
         return repr(tuple(names))
 
     @property
+    def is_triton_op(self) -> bool:
+        return self.registration == "triton_op"
+
+    @property
+    def cpu_kernel(self) -> Kernel | None:
+        return next((k for k in self.kernels if k.device == "cpu"), None)
+
+    @property
+    def cpu_op_name(self) -> str:
+        """A triton_op's CPU kernel as an op of its own (tracing never enters it)."""
+        return f"_{self.name}_cpu"
+
+    @property
+    def fake_target(self) -> str:
+        """The op the fake kernel is registered for: a triton_op's body is its own fake kernel,
+        so there the fake describes its CPU op."""
+        if self.is_triton_op and self.cpu_kernel:
+            return f"{self.namespace}::{self.cpu_op_name}"
+        return self.qualname
+
+    @property
     def cpp_tags(self) -> str:
         return ", ".join(f"at::Tag::{tag}" for tag in self.tags)
+
+    @property
+    def tags_set_literal(self) -> str:
+        return "{" + ", ".join(f"torch.Tag.{tag}" for tag in self.tags) + "}"
 
     @property
     def tags_literal(self) -> str:
@@ -902,6 +927,10 @@ class Package:
         return tuple(sorted([f"row_{kind}" for kind in self.reductions] + ["upcast"]))
 
     @property
+    def has_triton_ops(self) -> bool:
+        return any(op.is_triton_op for op in self.ops)
+
+    @property
     def has_optional_inputs(self) -> bool:
         """Whether some op takes a `Tensor?`: the shared helpers then skip Nones."""
         return any(op.optional_args for op in self.ops)
@@ -1105,6 +1134,8 @@ class _OpResolver:
                     self.setting("registration").value_position,
                     f"`kernel: custom` ops take Python kernels in kopgen {__version__}: use registration custom_op or library",
                 )
+        if registration == "triton_op":
+            self.check_triton_op()
         kernels = self.resolve_backends(registration)
         backward = self.resolve_backward(schema, args)
         shapes, atol, rtol = self.resolve_tests(args)
@@ -1121,7 +1152,7 @@ class _OpResolver:
             registration=registration,
             kernels=kernels,
             dtypes=tuple(plain(self.setting("dtypes")) if self.setting("dtypes") else BUILTIN_DEFAULTS["dtypes"]),
-            tags=tuple(plain(self.setting("tags")) or ()) if self.setting("tags") else (),
+            tags=tuple(plain(self.setting("tags"))) if self.setting("tags") is not None else _default_tags(registration),
             shapes=shapes,
             atol=atol,
             rtol=rtol,
@@ -1164,6 +1195,16 @@ class _OpResolver:
             elif str(ret.type) != "Tensor":
                 self.error(at, f"ops return Tensors; '{ret.type}' returns are not supported")
         return schema
+
+    def check_triton_op(self) -> None:
+        """What torch.library.triton_op cannot take: a kernel kopgen does not write, tags."""
+        at = self.setting("registration").value_position
+        if self.custom:
+            self.error(at, "a triton_op launches kopgen's Triton kernel through wrap_triton; "
+                           "`kernel: custom` ops take registration custom_op or library")
+        tags = self.setting("tags")
+        if tags is not None and tags.items:
+            self.error(tags.position, "torch.library.triton_op takes no tags; use registration custom_op or library for tagged ops")
 
     def check_cpp_names(self, node: Scalar, schema: FunctionSchema) -> None:
         """Compiled ops become C++ functions and parameters: no C++ keywords, no generated names."""
@@ -1366,6 +1407,13 @@ class _OpResolver:
                     f"{device}: {language} needs registration: {compiled}",
                 )
             kernels.append(Kernel(device, language))
+        if registration == "triton_op" and backends.get("cuda") != "triton":
+            where = node.position if node is not None else self.setting("registration").value_position
+            self.error(
+                where,
+                "registration 'triton_op' wraps a CUDA Triton kernel (wrap_triton) for torch.compile to trace into: "
+                "set cuda: triton, or use registration: library",
+            )
         if registration in COMPILED_ROUTES and kernels and not any(k.is_compiled for k in kernels):
             where = node.position if node is not None else self.setting("registration").value_position
             self.error(
@@ -1436,6 +1484,12 @@ class _OpResolver:
         atol = node.get("atol") if node else None
         rtol = node.get("rtol") if node else None
         return tuple(shapes), atol.value if atol else None, rtol.value if rtol else None
+
+
+def _default_tags(registration: str) -> tuple[str, ...]:
+    """Tags of an op whose spec sets none: pt2_compliant_tag, which its generated suite proves
+    (opcheck, fullgraph compiles, export), on the routes whose definition takes tags."""
+    return () if registration in ("triton_op", "stable_abi") else ("pt2_compliant_tag",)
 
 
 def _inside(node: Scalar, error: ExprError) -> Position:

@@ -23,6 +23,7 @@ def _describe_op(op: Op) -> list[str]:
         f"  route:    {op.registration}",
         f"  kernels:  {kernels}",
         f"  dtypes:   {', '.join(op.dtypes)}",
+        f"  tags:     {', '.join(op.tags) or '(none)'}",
     ]
     if op.is_mutating:
         written = ", ".join(w.name for w in op.mutated_writes)

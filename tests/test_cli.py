@@ -17,6 +17,7 @@ kbook::muladd(Tensor a, Tensor b, float c) -> Tensor
   route:    custom_op
   kernels:  cpu: triton (interpreter), cuda: triton
   dtypes:   float32, float64
+  tags:     pt2_compliant_tag
   backward: a: grad * b
             b: grad * a
   saves:    a (tensor) if b needs grad

@@ -48,7 +48,9 @@ def installed(tmp_path_factory):
     return get
 
 
-@pytest.mark.parametrize("example", ["muladd.yaml", "activations.yaml", "rows.yaml", "fused.yaml", "fused_stable.yaml"])
+@pytest.mark.parametrize(
+    "example", ["muladd.yaml", "activations.yaml", "rows.yaml", "triton_op.yaml", "fused.yaml", "fused_stable.yaml"]
+)
 def test_generated_suite_passes(installed, example):
     repo, site, env = installed(example)
     package = next(p for p in repo.iterdir() if (p / "__init__.py").exists()).name

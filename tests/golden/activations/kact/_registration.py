@@ -15,7 +15,7 @@ _lib = torch.library.Library("kact", "FRAGMENT")
 
 # kact::scaled_sigmoid -----------------------------------------------------------------------------
 
-_lib.define("scaled_sigmoid(Tensor x, float scale=1.0) -> Tensor")
+_lib.define("scaled_sigmoid(Tensor x, float scale=1.0) -> Tensor", tags=(torch.Tag.pt2_compliant_tag,))
 _lib.impl("scaled_sigmoid", scaled_sigmoid_kernels.scaled_sigmoid_python, "CPU")
 _lib.impl("scaled_sigmoid", scaled_sigmoid_kernels.scaled_sigmoid_triton, "CUDA")
 
@@ -53,7 +53,7 @@ torch.library.register_autograd(
 
 # kact::sincos -------------------------------------------------------------------------------------
 
-_lib.define("sincos(Tensor x) -> (Tensor, Tensor)")
+_lib.define("sincos(Tensor x) -> (Tensor, Tensor)", tags=(torch.Tag.pt2_compliant_tag,))
 _lib.impl("sincos", sincos_kernels.sincos_python, "CPU")
 _lib.impl("sincos", sincos_kernels.sincos_triton, "CUDA")
 
@@ -97,6 +97,7 @@ _mymul = torch.library.custom_op(
     mutates_args=(),
     device_types=('cpu', 'cuda'),
     schema="(Tensor a, Tensor b) -> Tensor",
+    tags=(torch.Tag.pt2_compliant_tag,),
 )
 
 

@@ -16,6 +16,7 @@ _pairsum = torch.library.custom_op(
     mutates_args=(),
     device_types=('cpu', 'cuda'),
     schema="(Tensor x) -> Tensor",
+    tags=(torch.Tag.pt2_compliant_tag,),
 )
 
 

@@ -16,6 +16,7 @@ _muladd = torch.library.custom_op(
     mutates_args=(),
     device_types=('cpu', 'cuda'),
     schema="(Tensor a, Tensor b, float c) -> Tensor",
+    tags=(torch.Tag.pt2_compliant_tag,),
 )
 
 

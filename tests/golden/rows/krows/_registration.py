@@ -24,6 +24,7 @@ _rowsum = torch.library.custom_op(
     mutates_args=(),
     device_types=('cpu', 'cuda'),
     schema="(Tensor x) -> Tensor",
+    tags=(torch.Tag.pt2_compliant_tag,),
 )
 
 
@@ -61,6 +62,7 @@ _rowmax = torch.library.custom_op(
     mutates_args=(),
     device_types=('cpu', 'cuda'),
     schema="(Tensor x) -> Tensor",
+    tags=(torch.Tag.pt2_compliant_tag,),
 )
 
 
@@ -96,7 +98,7 @@ torch.library.register_autograd(
 
 # krows::rowdot ------------------------------------------------------------------------------------
 
-_lib.define("rowdot(Tensor a, Tensor b, float scale=1.0) -> Tensor")
+_lib.define("rowdot(Tensor a, Tensor b, float scale=1.0) -> Tensor", tags=(torch.Tag.pt2_compliant_tag,))
 _lib.impl("rowdot", rowdot_kernels.rowdot_python, "CPU")
 _lib.impl("rowdot", rowdot_kernels.rowdot_triton, "CUDA")
 
@@ -145,6 +147,7 @@ _bias_leaky = torch.library.custom_op(
     mutates_args=(),
     device_types=('cpu', 'cuda'),
     schema="(Tensor x, Tensor bias, *, float alpha=0.1, bool negate=False) -> Tensor",
+    tags=(torch.Tag.pt2_compliant_tag,),
 )
 
 
@@ -190,7 +193,7 @@ torch.library.register_autograd(
 
 # krows::scale_shift -------------------------------------------------------------------------------
 
-_lib.define("scale_shift(Tensor x, Tensor scale, Tensor? shift=None) -> Tensor")
+_lib.define("scale_shift(Tensor x, Tensor scale, Tensor? shift=None) -> Tensor", tags=(torch.Tag.pt2_compliant_tag,))
 _lib.impl("scale_shift", scale_shift_kernels.scale_shift_triton, "CPU")
 _lib.impl("scale_shift", scale_shift_kernels.scale_shift_triton, "CUDA")
 
@@ -245,6 +248,7 @@ _weighted_rowsum = torch.library.custom_op(
     mutates_args=(),
     device_types=('cpu', 'cuda'),
     schema="(Tensor x, Tensor? weight=None) -> Tensor",
+    tags=(torch.Tag.pt2_compliant_tag,),
 )
 
 

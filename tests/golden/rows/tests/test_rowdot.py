@@ -104,6 +104,10 @@ def test_matches_reference(device, dtype, sample):
         assert_close(output, want, **TOLERANCES, equal_nan=True)
 
 
+def test_schema_carries_the_tags():
+    assert {torch.Tag.pt2_compliant_tag} <= set(OP.tags)
+
+
 def test_python_api_calls_the_operator():
     args = make_args("normal", "cpu", DTYPES[0])
     api_args = copy_args(args)

@@ -166,11 +166,11 @@ Tensor square_cpu(const Tensor& x) {
 }  // namespace kfused
 
 TORCH_LIBRARY(kfused, m) {
-  m.def("muladd(Tensor a, Tensor b, float c) -> Tensor");
-  m.def("muladd_out(Tensor a, Tensor b, float c, Tensor(a!) out) -> ()");
-  m.def("scale_(Tensor(a!) x, float s) -> ()");
-  m.def("mul(Tensor a, Tensor b) -> Tensor");
-  m.def("square(Tensor x) -> Tensor");
+  m.def("muladd(Tensor a, Tensor b, float c) -> Tensor", {at::Tag::pt2_compliant_tag});
+  m.def("muladd_out(Tensor a, Tensor b, float c, Tensor(a!) out) -> ()", {at::Tag::pt2_compliant_tag});
+  m.def("scale_(Tensor(a!) x, float s) -> ()", {at::Tag::pt2_compliant_tag});
+  m.def("mul(Tensor a, Tensor b) -> Tensor", {at::Tag::pt2_compliant_tag});
+  m.def("square(Tensor x) -> Tensor", {at::Tag::pt2_compliant_tag});
 }
 
 TORCH_LIBRARY_IMPL(kfused, CPU, m) {
