@@ -423,6 +423,18 @@ class _TorchEmitter(_Emitter):
 class _TritonEmitter(_Emitter):
     funcs = _TRITON
 
+    def emit_Name(self, node: ast.Name) -> tuple[str, int]:
+        # bool arguments reach the kernel as ints (Triton 3.6's interpreter takes no bools): compare,
+        # so that tl.where gets a boolean condition.
+        if self.kinds[node].boolean:
+            return f"{node.id} != 0", _PREC["cmp"]
+        return node.id, _ATOM
+
+    def emit_UnaryOp(self, node: ast.UnaryOp) -> tuple[str, int]:
+        if isinstance(node.op, ast.Not) and isinstance(node.operand, ast.Name):
+            return f"{node.operand.id} == 0", _PREC["cmp"]  # a bool argument, passed as an int
+        return super().emit_UnaryOp(node)
+
     def emit_Constant(self, node: ast.Constant) -> tuple[str, int]:
         # Numbers as floats: tl.exp(1) would reject an integer constant.
         value = node.value

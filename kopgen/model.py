@@ -47,7 +47,7 @@ RESERVED_NAMES = frozenset(
         *("ctx", "grad", "grads", "result", "results", "inputs", "output", "self", "expected", "dtype", "out"),
         *("torch", "tl", "triton", "math", "Tensor", "reference", "wrap_triton"),
         *("kernel", "grid", "n_elements", "compute_dtype", "offsets", "mask", "BLOCK_SIZE", "COMPUTE_DTYPE"),
-        *("shape", "n_rows", "n_cols", "rows", "cols", "row_mask", "total"),
+        *("shape", "n_rows", "n_cols", "rows", "cols", "row_mask", "total", "values"),
         *("block_rows", "block_cols", "BLOCK_ROWS", "BLOCK_COLS", "COL_BLOCKS", "block"),
     }
 )

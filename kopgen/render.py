@@ -31,6 +31,9 @@ def environment() -> SandboxedEnvironment:
         trim_blocks=True,
         lstrip_blocks=True,
         autoescape=False,
+        # Compiled templates are kept between runs (in a private per-user temp folder that Jinja
+        # checks), keyed by each template's source: compiling them is most of `kopgen new`'s time.
+        bytecode_cache=jinja2.FileSystemBytecodeCache(),
     )
     env.filters["pyrepr"] = repr
     return env

@@ -35,8 +35,11 @@ def _muladd(a: Tensor, b: Tensor, c: float) -> Tensor:
     return muladd_kernels.muladd_launch(wrap_triton(muladd_kernels.muladd_kernel), a, b, c)
 
 
-# Eager CPU calls go straight to the kernel, not through the body and a second dispatch.
+
+# Eager calls go straight to the kernels, not through the body, its wrap_triton and (on CPU)
+# a second dispatch; the fake kernel and torch.compile still use the body.
 _muladd.register_kernel("cpu", muladd_kernels.muladd_triton)
+_muladd.register_kernel("cuda", muladd_kernels.muladd_triton)
 
 
 @torch.library.register_fake("ktriton::_muladd_cpu")
@@ -95,8 +98,11 @@ def _sincos(x: Tensor) -> tuple[Tensor, Tensor]:
     return sincos_kernels.sincos_launch(wrap_triton(sincos_kernels.sincos_kernel), x)
 
 
-# Eager CPU calls go straight to the kernel, not through the body and a second dispatch.
+
+# Eager calls go straight to the kernels, not through the body, its wrap_triton and (on CPU)
+# a second dispatch; the fake kernel and torch.compile still use the body.
 _sincos.register_kernel("cpu", sincos_kernels.sincos_triton)
+_sincos.register_kernel("cuda", sincos_kernels.sincos_triton)
 
 
 @torch.library.register_fake("ktriton::_sincos_cpu")
@@ -150,8 +156,11 @@ def _muladd_out(a: Tensor, b: Tensor, c: float, out: Tensor) -> None:
     return muladd_out_kernels.muladd_out_launch(wrap_triton(muladd_out_kernels.muladd_out_kernel), a, b, c, out)
 
 
-# Eager CPU calls go straight to the kernel, not through the body and a second dispatch.
+
+# Eager calls go straight to the kernels, not through the body, its wrap_triton and (on CPU)
+# a second dispatch; the fake kernel and torch.compile still use the body.
 _muladd_out.register_kernel("cpu", muladd_out_kernels.muladd_out_triton)
+_muladd_out.register_kernel("cuda", muladd_out_kernels.muladd_out_triton)
 
 
 @torch.library.register_fake("ktriton::_muladd_out_cpu")
@@ -181,8 +190,11 @@ def _rowsum(x: Tensor, weight: Tensor | None = None, *, scale: float = 1.0) -> T
     return rowsum_kernels.rowsum_launch(wrap_triton(rowsum_kernels.rowsum_kernel), x, weight, scale=scale)
 
 
-# Eager CPU calls go straight to the kernel, not through the body and a second dispatch.
+
+# Eager calls go straight to the kernels, not through the body, its wrap_triton and (on CPU)
+# a second dispatch; the fake kernel and torch.compile still use the body.
 _rowsum.register_kernel("cpu", rowsum_kernels.rowsum_python)
+_rowsum.register_kernel("cuda", rowsum_kernels.rowsum_triton)
 
 
 @torch.library.register_fake("ktriton::_rowsum_cpu")

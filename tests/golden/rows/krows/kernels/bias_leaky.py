@@ -30,7 +30,7 @@ def bias_leaky_kernel(
     mask = offsets < n_elements
     x = tl.load(x_ptr + offsets, mask=mask).to(COMPUTE_DTYPE)
     bias = tl.load(bias_ptr + offsets, mask=mask).to(COMPUTE_DTYPE)
-    out = tl.where(negate, -tl.where(x + bias > 0.0, x + bias, alpha * (x + bias)), tl.where(x + bias > 0.0, x + bias, alpha * (x + bias)))
+    out = tl.where(negate != 0, -tl.where(x + bias > 0.0, x + bias, alpha * (x + bias)), tl.where(x + bias > 0.0, x + bias, alpha * (x + bias)))
     tl.store(out_ptr + offsets, out.to(out_ptr.dtype.element_ty), mask=mask)
 
 

@@ -35,7 +35,9 @@ def rowdot_kernel(
         offsets = rows[:, None] * n_cols + cols[None, :]
         a = tl.load(a_ptr + offsets, mask=mask).to(COMPUTE_DTYPE)
         b = tl.load(b_ptr + offsets, mask=mask).to(COMPUTE_DTYPE)
-        total = tl.where(mask, total + a * b * scale, total)
+        # Cast: under torch.compile, Inductor passes float scalars as float64, which would widen the total.
+        values = (a * b * scale).to(COMPUTE_DTYPE)
+        total = tl.where(mask, total + values, total)
     # tl.reduce with tl.sum's own combine function: what tl.sum does, which Triton's
     # interpreter also runs in-process (it cannot call the @triton.jit tl.sum itself).
     out = tl.reduce(total, 1, tl.standard._sum_combine) / n_cols  # an empty row gives 0 / 0 = nan, as torch.mean

@@ -33,7 +33,9 @@ def rowmax_kernel(
         mask = row_mask[:, None] & (cols < n_cols)[None, :]
         offsets = rows[:, None] * n_cols + cols[None, :]
         x = tl.load(x_ptr + offsets, mask=mask).to(COMPUTE_DTYPE)
-        total = tl.where(mask, tl.maximum(total, x), total)
+        # Cast: under torch.compile, Inductor passes float scalars as float64, which would widen the total.
+        values = (x).to(COMPUTE_DTYPE)
+        total = tl.where(mask, tl.maximum(total, values), total)
     # tl.reduce with tl.max's own combine function: what tl.max does, which Triton's
     # interpreter also runs in-process (it cannot call the @triton.jit tl.max itself).
     out = tl.reduce(total, 1, tl.standard._elementwise_max)

@@ -33,7 +33,9 @@ def rowsum_kernel(
         mask = row_mask[:, None] & (cols < n_cols)[None, :]
         offsets = rows[:, None] * n_cols + cols[None, :]
         x = tl.load(x_ptr + offsets, mask=mask).to(COMPUTE_DTYPE)
-        total = tl.where(mask, total + x, total)
+        # Cast: under torch.compile, Inductor passes float scalars as float64, which would widen the total.
+        values = (x).to(COMPUTE_DTYPE)
+        total = tl.where(mask, total + values, total)
     # tl.reduce with tl.sum's own combine function: what tl.sum does, which Triton's
     # interpreter also runs in-process (it cannot call the @triton.jit tl.sum itself).
     out = tl.reduce(total, 1, tl.standard._sum_combine)

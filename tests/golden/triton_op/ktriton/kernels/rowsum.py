@@ -39,7 +39,9 @@ def rowsum_kernel(
             weight = tl.load(weight_ptr + offsets, mask=mask).to(COMPUTE_DTYPE)
         else:  # not given: a placeholder, which the present(weight) branches never choose
             weight = 0.0
-        total = tl.where(mask, total + tl.where(HAS_weight, x * weight, x) * scale, total)
+        # Cast: under torch.compile, Inductor passes float scalars as float64, which would widen the total.
+        values = (tl.where(HAS_weight, x * weight, x) * scale).to(COMPUTE_DTYPE)
+        total = tl.where(mask, total + values, total)
     # tl.reduce with tl.sum's own combine function: what tl.sum does, which Triton's
     # interpreter also runs in-process (it cannot call the @triton.jit tl.sum itself).
     out = tl.reduce(total, 1, tl.standard._sum_combine)
