@@ -26,7 +26,6 @@ def _scaled_sigmoid_fake(x, scale=1.0):
     return _support.pointwise_output("kact::scaled_sigmoid", x)
 
 
-
 def _scaled_sigmoid_setup_context(ctx, inputs, output):
     x, scale = inputs
     ctx.x_shape = x.shape
@@ -51,6 +50,7 @@ torch.library.register_autograd(
     "kact::scaled_sigmoid", _scaled_sigmoid_backward, setup_context=_scaled_sigmoid_setup_context
 )
 
+
 # kact::sincos -------------------------------------------------------------------------------------
 
 _lib.define("sincos(Tensor x) -> (Tensor, Tensor)", tags=(torch.Tag.pt2_compliant_tag,))
@@ -62,7 +62,6 @@ _lib.impl("sincos", sincos_kernels.sincos_triton, "CUDA")
 def _sincos_fake(x):
     # Only metadata: the same output the launcher allocates, never reading data.
     return _support.pointwise_output("kact::sincos", x), _support.pointwise_output("kact::sincos", x)
-
 
 
 def _sincos_setup_context(ctx, inputs, output):
@@ -89,6 +88,7 @@ torch.library.register_autograd(
     "kact::sincos", _sincos_backward, setup_context=_sincos_setup_context
 )
 
+
 # kact::mymul --------------------------------------------------------------------------------------
 
 _mymul = torch.library.custom_op(
@@ -105,7 +105,6 @@ _mymul = torch.library.custom_op(
 def _mymul_fake(a, b):
     # Only metadata: the same output the launcher allocates, never reading data.
     return _support.pointwise_output("kact::mymul", a, b)
-
 
 
 def _mymul_setup_context(ctx, inputs, output):

@@ -26,7 +26,6 @@ def _pairsum_fake(x):
     return _support.pairsum_output(x)
 
 
-
 def _pairsum_setup_context(ctx, inputs, output):
     x, = inputs
     ctx.x_shape = x.shape

@@ -23,7 +23,6 @@ def _muladd_fake(a, b, c):
     return _support.pointwise_output("kfused::muladd", a, b)
 
 
-
 def _muladd_setup_context(ctx, inputs, output):
     a, b, _ = inputs
     ctx.a_shape = a.shape
@@ -51,6 +50,7 @@ torch.library.register_autograd(
     "kfused::muladd", _muladd_backward, setup_context=_muladd_setup_context
 )
 
+
 # kfused::muladd_out -------------------------------------------------------------------------------
 
 # Defined by the extension, with its C++ CPU kernel and CUDA kernel.
@@ -60,6 +60,7 @@ torch.library.register_autograd(
 def _muladd_out_fake(a, b, c, out):
     # Only checks: the op writes its arguments in place and returns nothing.
     _support.check_written("kfused::muladd_out", {"out": out}, a, b, out)
+
 
 # kfused::scale_ -----------------------------------------------------------------------------------
 
@@ -71,6 +72,7 @@ def _scale__fake(x, s):
     # Only checks: the op writes its arguments in place and returns nothing.
     _support.check_written("kfused::scale_", {"x": x}, x)
 
+
 # kfused::mul --------------------------------------------------------------------------------------
 
 # Defined by the extension, with its C++ CPU kernel and CUDA kernel.
@@ -80,7 +82,6 @@ def _scale__fake(x, s):
 def _mul_fake(a, b):
     # Only metadata: the same output the launcher allocates, never reading data.
     return _support.pointwise_output("kfused::mul", a, b)
-
 
 
 def _mul_setup_context(ctx, inputs, output):
@@ -110,6 +111,7 @@ torch.library.register_autograd(
     "kfused::mul", _mul_backward, setup_context=_mul_setup_context
 )
 
+
 # kfused::square -----------------------------------------------------------------------------------
 
 # Defined by the extension, with its C++ CPU kernel; the Python kernel is added here.
@@ -120,7 +122,6 @@ _lib.impl("square", square_kernels.square_triton, "CUDA")
 def _square_fake(x):
     # Only metadata: the same output the launcher allocates, never reading data.
     return _support.pointwise_output("kfused::square", x)
-
 
 
 def _square_setup_context(ctx, inputs, output):

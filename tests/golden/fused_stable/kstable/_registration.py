@@ -23,7 +23,6 @@ def _muladd_fake(a, b, c):
     return _support.pointwise_output("kstable::muladd", a, b)
 
 
-
 def _muladd_setup_context(ctx, inputs, output):
     a, b, _ = inputs
     ctx.a_shape = a.shape
@@ -51,6 +50,7 @@ torch.library.register_autograd(
     "kstable::muladd", _muladd_backward, setup_context=_muladd_setup_context
 )
 
+
 # kstable::muladd_out ------------------------------------------------------------------------------
 
 # Defined by the extension, with its C++ CPU kernel and CUDA kernel.
@@ -60,6 +60,7 @@ torch.library.register_autograd(
 def _muladd_out_fake(a, b, c, out):
     # Only checks: the op writes its arguments in place and returns nothing.
     _support.check_written("kstable::muladd_out", {"out": out}, a, b, out)
+
 
 # kstable::scale_ ----------------------------------------------------------------------------------
 
@@ -71,6 +72,7 @@ def _scale__fake(x, s):
     # Only checks: the op writes its arguments in place and returns nothing.
     _support.check_written("kstable::scale_", {"x": x}, x)
 
+
 # kstable::mul -------------------------------------------------------------------------------------
 
 # Defined by the extension, with its C++ CPU kernel and CUDA kernel.
@@ -80,7 +82,6 @@ def _scale__fake(x, s):
 def _mul_fake(a, b):
     # Only metadata: the same output the launcher allocates, never reading data.
     return _support.pointwise_output("kstable::mul", a, b)
-
 
 
 def _mul_setup_context(ctx, inputs, output):
@@ -110,6 +111,7 @@ torch.library.register_autograd(
     "kstable::mul", _mul_backward, setup_context=_mul_setup_context
 )
 
+
 # kstable::square ----------------------------------------------------------------------------------
 
 # Defined by the extension, with its CUDA kernel; the Python kernel is added here.
@@ -120,7 +122,6 @@ _lib.impl("square", square_kernels.square_python, "CPU")
 def _square_fake(x):
     # Only metadata: the same output the launcher allocates, never reading data.
     return _support.pointwise_output("kstable::square", x)
-
 
 
 def _square_setup_context(ctx, inputs, output):
@@ -145,6 +146,7 @@ torch.library.register_autograd(
     "kstable::square", _square_backward, setup_context=_square_setup_context
 )
 
+
 # kstable::addcmul_opt -----------------------------------------------------------------------------
 
 # Defined by the extension, with its C++ CPU kernel and CUDA kernel.
@@ -156,10 +158,9 @@ def _addcmul_opt_fake(x, y, weight=None, value=1.0):
     return _support.pointwise_output("kstable::addcmul_opt", x, y, weight)
 
 
-
 def _addcmul_opt_setup_context(ctx, inputs, output):
     x, y, weight, value = inputs
-# The dispatcher drops trailing arguments left at their defaults (None): they want no gradient.
+    # The dispatcher drops trailing arguments left at their defaults (None): they want no gradient.
     needs_input_grad = ctx.needs_input_grad + (False,) * (4 - len(ctx.needs_input_grad))
     ctx.x_shape = x.shape
     ctx.y_shape = y.shape
@@ -175,7 +176,7 @@ def _addcmul_opt_setup_context(ctx, inputs, output):
 def _addcmul_opt_backward(ctx, grad):
     y, weight = ctx.saved_tensors
     value = ctx.value
-# The dispatcher drops trailing arguments left at their defaults (None): they want no gradient.
+    # The dispatcher drops trailing arguments left at their defaults (None): they want no gradient.
     needs_input_grad = ctx.needs_input_grad + (False,) * (4 - len(ctx.needs_input_grad))
     grad_x = None
     grad_y = None

@@ -26,7 +26,6 @@ def _muladd_fake(a, b, c):
     return _support.pointwise_output("kbook::muladd", a, b)
 
 
-
 def _muladd_setup_context(ctx, inputs, output):
     a, b, _ = inputs
     ctx.a_shape = a.shape

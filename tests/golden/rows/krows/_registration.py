@@ -34,7 +34,6 @@ def _rowsum_fake(x):
     return _support.reduction_output("krows::rowsum", x)
 
 
-
 def _rowsum_setup_context(ctx, inputs, output):
     x, = inputs
     ctx.x_shape = x.shape
@@ -54,6 +53,7 @@ torch.library.register_autograd(
     "krows::rowsum", _rowsum_backward, setup_context=_rowsum_setup_context
 )
 
+
 # krows::rowmax ------------------------------------------------------------------------------------
 
 _rowmax = torch.library.custom_op(
@@ -70,7 +70,6 @@ _rowmax = torch.library.custom_op(
 def _rowmax_fake(x):
     # Only metadata: the same output the launcher allocates, never reading data.
     return _support.reduction_output("krows::rowmax", x)
-
 
 
 def _rowmax_setup_context(ctx, inputs, output):
@@ -96,6 +95,7 @@ torch.library.register_autograd(
     "krows::rowmax", _rowmax_backward, setup_context=_rowmax_setup_context
 )
 
+
 # krows::rowdot ------------------------------------------------------------------------------------
 
 _lib.define("rowdot(Tensor a, Tensor b, float scale=1.0) -> Tensor", tags=(torch.Tag.pt2_compliant_tag,))
@@ -107,7 +107,6 @@ _lib.impl("rowdot", rowdot_kernels.rowdot_triton, "CUDA")
 def _rowdot_fake(a, b, scale=1.0):
     # Only metadata: the same output the launcher allocates, never reading data.
     return _support.reduction_output("krows::rowdot", a, b)
-
 
 
 def _rowdot_setup_context(ctx, inputs, output):
@@ -139,6 +138,7 @@ torch.library.register_autograd(
     "krows::rowdot", _rowdot_backward, setup_context=_rowdot_setup_context
 )
 
+
 # krows::bias_leaky --------------------------------------------------------------------------------
 
 _bias_leaky = torch.library.custom_op(
@@ -155,7 +155,6 @@ _bias_leaky = torch.library.custom_op(
 def _bias_leaky_fake(x, bias, *, alpha=0.1, negate=False):
     # Only metadata: the same output the launcher allocates, never reading data.
     return _support.pointwise_output("krows::bias_leaky", x, bias)
-
 
 
 def _bias_leaky_setup_context(ctx, inputs, keyword_only_inputs, output):
@@ -191,6 +190,7 @@ torch.library.register_autograd(
     "krows::bias_leaky", _bias_leaky_backward, setup_context=_bias_leaky_setup_context
 )
 
+
 # krows::scale_shift -------------------------------------------------------------------------------
 
 _lib.define("scale_shift(Tensor x, Tensor scale, Tensor? shift=None) -> Tensor", tags=(torch.Tag.pt2_compliant_tag,))
@@ -204,10 +204,9 @@ def _scale_shift_fake(x, scale, shift=None):
     return _support.pointwise_output("krows::scale_shift", x, scale, shift)
 
 
-
 def _scale_shift_setup_context(ctx, inputs, output):
     x, scale, shift = inputs
-# The dispatcher drops trailing arguments left at their defaults (None): they want no gradient.
+    # The dispatcher drops trailing arguments left at their defaults (None): they want no gradient.
     needs_input_grad = ctx.needs_input_grad + (False,) * (3 - len(ctx.needs_input_grad))
     ctx.x_shape = x.shape
     ctx.scale_shape = scale.shape
@@ -221,7 +220,7 @@ def _scale_shift_setup_context(ctx, inputs, output):
 
 def _scale_shift_backward(ctx, grad):
     x, scale = ctx.saved_tensors
-# The dispatcher drops trailing arguments left at their defaults (None): they want no gradient.
+    # The dispatcher drops trailing arguments left at their defaults (None): they want no gradient.
     needs_input_grad = ctx.needs_input_grad + (False,) * (3 - len(ctx.needs_input_grad))
     grad_x = None
     grad_scale = None
@@ -239,6 +238,7 @@ def _scale_shift_backward(ctx, grad):
 torch.library.register_autograd(
     "krows::scale_shift", _scale_shift_backward, setup_context=_scale_shift_setup_context
 )
+
 
 # krows::weighted_rowsum ---------------------------------------------------------------------------
 
@@ -258,10 +258,9 @@ def _weighted_rowsum_fake(x, weight=None):
     return _support.reduction_output("krows::weighted_rowsum", x, weight)
 
 
-
 def _weighted_rowsum_setup_context(ctx, inputs, output):
     x, weight = inputs
-# The dispatcher drops trailing arguments left at their defaults (None): they want no gradient.
+    # The dispatcher drops trailing arguments left at their defaults (None): they want no gradient.
     needs_input_grad = ctx.needs_input_grad + (False,) * (2 - len(ctx.needs_input_grad))
     ctx.x_shape = x.shape
     ctx.weight_shape = None if weight is None else weight.shape
@@ -274,7 +273,7 @@ def _weighted_rowsum_setup_context(ctx, inputs, output):
 
 def _weighted_rowsum_backward(ctx, grad):
     x, weight = ctx.saved_tensors
-# The dispatcher drops trailing arguments left at their defaults (None): they want no gradient.
+    # The dispatcher drops trailing arguments left at their defaults (None): they want no gradient.
     needs_input_grad = ctx.needs_input_grad + (False,) * (2 - len(ctx.needs_input_grad))
     grad_x = None
     grad_weight = None

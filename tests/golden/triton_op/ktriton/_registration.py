@@ -35,7 +35,6 @@ def _muladd(a: Tensor, b: Tensor, c: float) -> Tensor:
     return muladd_kernels.muladd_launch(wrap_triton(muladd_kernels.muladd_kernel), a, b, c)
 
 
-
 # Eager calls go straight to the kernels, not through the body, its wrap_triton and (on CPU)
 # a second dispatch; the fake kernel and torch.compile still use the body.
 _muladd.register_kernel("cpu", muladd_kernels.muladd_triton)
@@ -46,7 +45,6 @@ _muladd.register_kernel("cuda", muladd_kernels.muladd_triton)
 def _muladd_fake(a, b, c):
     # Only metadata: the same output the launcher allocates, never reading data.
     return _support.pointwise_output("ktriton::muladd", a, b)
-
 
 
 def _muladd_setup_context(ctx, inputs, output):
@@ -76,6 +74,7 @@ torch.library.register_autograd(
     "ktriton::muladd", _muladd_backward, setup_context=_muladd_setup_context
 )
 
+
 # ktriton::sincos ----------------------------------------------------------------------------------
 
 # The CPU kernel as an op of its own, which tracing never enters: Triton's interpreter reads
@@ -98,7 +97,6 @@ def _sincos(x: Tensor) -> tuple[Tensor, Tensor]:
     return sincos_kernels.sincos_launch(wrap_triton(sincos_kernels.sincos_kernel), x)
 
 
-
 # Eager calls go straight to the kernels, not through the body, its wrap_triton and (on CPU)
 # a second dispatch; the fake kernel and torch.compile still use the body.
 _sincos.register_kernel("cpu", sincos_kernels.sincos_triton)
@@ -109,7 +107,6 @@ _sincos.register_kernel("cuda", sincos_kernels.sincos_triton)
 def _sincos_fake(x):
     # Only metadata: the same output the launcher allocates, never reading data.
     return _support.pointwise_output("ktriton::sincos", x), _support.pointwise_output("ktriton::sincos", x)
-
 
 
 def _sincos_setup_context(ctx, inputs, output):
@@ -134,6 +131,7 @@ torch.library.register_autograd(
     "ktriton::sincos", _sincos_backward, setup_context=_sincos_setup_context
 )
 
+
 # ktriton::muladd_out ------------------------------------------------------------------------------
 
 # The CPU kernel as an op of its own, which tracing never enters: Triton's interpreter reads
@@ -156,7 +154,6 @@ def _muladd_out(a: Tensor, b: Tensor, c: float, out: Tensor) -> None:
     return muladd_out_kernels.muladd_out_launch(wrap_triton(muladd_out_kernels.muladd_out_kernel), a, b, c, out)
 
 
-
 # Eager calls go straight to the kernels, not through the body, its wrap_triton and (on CPU)
 # a second dispatch; the fake kernel and torch.compile still use the body.
 _muladd_out.register_kernel("cpu", muladd_out_kernels.muladd_out_triton)
@@ -167,6 +164,7 @@ _muladd_out.register_kernel("cuda", muladd_out_kernels.muladd_out_triton)
 def _muladd_out_fake(a, b, c, out):
     # Only checks: the op writes its arguments in place and returns nothing.
     _support.check_written("ktriton::muladd_out", {"out": out}, a, b, out)
+
 
 # ktriton::rowsum ----------------------------------------------------------------------------------
 
@@ -190,7 +188,6 @@ def _rowsum(x: Tensor, weight: Tensor | None = None, *, scale: float = 1.0) -> T
     return rowsum_kernels.rowsum_launch(wrap_triton(rowsum_kernels.rowsum_kernel), x, weight, scale=scale)
 
 
-
 # Eager calls go straight to the kernels, not through the body, its wrap_triton and (on CPU)
 # a second dispatch; the fake kernel and torch.compile still use the body.
 _rowsum.register_kernel("cpu", rowsum_kernels.rowsum_python)
@@ -203,10 +200,9 @@ def _rowsum_fake(x, weight=None, *, scale=1.0):
     return _support.reduction_output("ktriton::rowsum", x, weight)
 
 
-
 def _rowsum_setup_context(ctx, inputs, keyword_only_inputs, output):
     x, weight = inputs
-# The dispatcher drops trailing arguments left at their defaults (None): they want no gradient.
+    # The dispatcher drops trailing arguments left at their defaults (None): they want no gradient.
     needs_input_grad = ctx.needs_input_grad + (False,) * (2 - len(ctx.needs_input_grad))
     scale = keyword_only_inputs["scale"]
     ctx.x_shape = x.shape
@@ -222,7 +218,7 @@ def _rowsum_setup_context(ctx, inputs, keyword_only_inputs, output):
 def _rowsum_backward(ctx, grad):
     x, weight = ctx.saved_tensors
     scale = ctx.scale
-# The dispatcher drops trailing arguments left at their defaults (None): they want no gradient.
+    # The dispatcher drops trailing arguments left at their defaults (None): they want no gradient.
     needs_input_grad = ctx.needs_input_grad + (False,) * (2 - len(ctx.needs_input_grad))
     grad_x = None
     grad_weight = None
