@@ -26,6 +26,7 @@ UNARY = ["abs", "exp", "sin", "cos", "tanh", "sigmoid", "relu", "erf", "floor", 
 ROUTES = {
     "custom_op": "{cpu: triton, cuda: triton}",
     "library": "{cpu: python, cuda: triton}",
+    "triton_op": "{cpu: triton, cuda: triton}",
     "torch_library": "{cpu: cpp, cuda: cuda}",
     "stable_abi": "{cpu: cpp, cuda: triton}",
 }
@@ -57,6 +58,10 @@ def specs(draw, routes=tuple(ROUTES)) -> str:
     terms = [draw(expressions(tensors, scalars)) for _ in range(2)]
     compute = " + ".join(terms + tensors)  # every Tensor is used
     backward = "".join(f'      {t}: "grad * {draw(st.sampled_from(tensors))}"\n' for t in tensors)
+    if draw(st.booleans()):  # an optional Tensor, read where present() says it was given
+        args.append("Tensor? maybe=None")
+        compute += f" + ({draw(expressions(tensors, scalars))} * maybe if present(maybe) else 0.0)"
+        backward += '      maybe: "grad"\n'
     return (
         f"kopgen: 1\npackage: kfuzz\ndefaults:\n  registration: {route}\n  backends: {ROUTES[route]}\nops:\n"
         f'  - schema: "fuzzed({", ".join(args)}) -> Tensor"\n'
