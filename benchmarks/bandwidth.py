@@ -12,13 +12,13 @@ rounds with CUDA events; the table shows the median over rounds and the ratio to
 from __future__ import annotations
 
 import argparse
-import statistics
 
 import kbook
 import kfused
 import kstable
 import torch
 from kbook.kernels.muladd import muladd_triton
+from timing import interleaved_medians
 
 
 def milliseconds(fn, calls: int = 20) -> float:
@@ -48,16 +48,11 @@ def table(dtype: torch.dtype, numel: int, rounds: int) -> None:
     for fn, _ in candidates.values():
         for _ in range(5):  # warm-up: compiles Triton, fills the allocator cache
             fn()
-    names = list(candidates)
-    times = {name: [] for name in names}
-    for r in range(rounds):
-        for name in names[r % len(names) :] + names[: r % len(names)]:  # rotate who goes first
-            times[name].append(milliseconds(candidates[name][0]))
+    medians = interleaved_medians(list(candidates), lambda name: milliseconds(candidates[name][0]), rounds)
     triton_gbs = None
     print(f"\n{dtype}, {numel} elements")
     print(f"{'candidate':<42}{'ms':>9}{'GB/s':>9}{'x Triton':>10}")
-    for name in names:
-        ms = statistics.median(times[name])
+    for name, ms in medians.items():
         gbs = candidates[name][1] * numel / ms / 1e6
         triton_gbs = triton_gbs or gbs
         print(f"{name:<42}{ms:>9.4f}{gbs:>9.0f}{gbs / triton_gbs:>10.3f}")

@@ -12,10 +12,9 @@ Inputs need no gradient, so every autograd layer takes its no-grad path.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
+from timing import host_seconds_per_call, interleaved_medians
 
 
 def make_kernel(device: str):
@@ -104,20 +103,12 @@ def main() -> None:
     for name, fn in list(fns.items())[2:]:  # the layers with autograd compute gradients
         assert torch.autograd.gradcheck(lambda x, y, fn=fn: fn(x, y, 0.5), (x, y)), name
     sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
-    names, calls = list(fns), 2000
-    times = {name: [] for name in names}
-    for r in range(args.rounds):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
-            start = time.perf_counter()
-            for _ in range(calls):
-                fns[name](a, b, 0.5)
-            sync()
-            times[name].append((time.perf_counter() - start) / calls)
+    calls = 2000
+    medians = interleaved_medians(list(fns), lambda name: host_seconds_per_call(fns[name], (a, b, 0.5), sync, calls), args.rounds)
     print(f"{args.device}, torch {torch.__version__}, 1024 float32 elements, median of {args.rounds} rounds of {calls} calls")
     print(f"{'candidate':<32}{'us/call':>10}{'x kernel':>10}")
-    base = statistics.median(times[names[0]])
-    for name in names:
-        median = statistics.median(times[name])
+    base = medians["kernel, called directly"]
+    for name, median in medians.items():
         print(f"{name:<32}{median * 1e6:>10.1f}{median / base:>10.2f}")
 
 

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from timing import host_seconds_per_call, interleaved_medians
 
 ROUTES = {  # route: backends
     "custom_op": "{cpu: python, cuda: triton}",
@@ -66,14 +67,6 @@ def build(workdir: Path) -> list[Path]:
     return sites
 
 
-def seconds_per_call(fn, args, sync, calls: int) -> float:
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn(*args)
-    sync()
-    return (time.perf_counter() - start) / calls
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda where available)")
@@ -104,18 +97,15 @@ def main() -> None:
         torch.testing.assert_close(fn(*inputs), want, msg=name)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     calls = 2000
-    names = list(candidates)
-    times = {name: [] for name in names}
-    for r in range(args.rounds):
-        for name in names[r % len(names) :] + names[: r % len(names)]:  # rotate who goes first
-            times[name].append(seconds_per_call(candidates[name], inputs, sync, calls))
+    medians = interleaved_medians(
+        list(candidates), lambda name: host_seconds_per_call(candidates[name], inputs, sync, calls), args.rounds
+    )
 
     where = torch.cuda.get_device_name() if device == "cuda" else f"CPU ({os.cpu_count()} cores)"
     print(f"{where}, torch {torch.__version__}, {args.numel} float32 elements, median of {args.rounds} rounds of {calls} calls")
     print(f"{'candidate':<26}{'us/call':>10}{'x bare':>9}")
-    base = statistics.median(times["bare launcher"])
-    for name in names:
-        median = statistics.median(times[name])
+    base = medians["bare launcher"]
+    for name, median in medians.items():
         print(f"{name:<26}{median * 1e6:>10.1f}{median / base:>9.2f}")
 
 

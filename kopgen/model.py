@@ -130,6 +130,10 @@ class Arg:
         """A `Tensor?`: the op also runs without it (None), where present(name) is false."""
         return self.kind == "optional"
 
+    def if_given(self, value: str) -> str:
+        """Python for `value`, computed from this argument; None where an optional one was not given."""
+        return f"None if {self.name} is None else {value}" if self.is_optional else value
+
     def cpp_read(self, value: str) -> str:
         """How a C++/CUDA kernel reads this Tensor's element `value` into the compute type."""
         return f"has_{self.name} ? static_cast<acc_t>({value}) : acc_t(0)" if self.is_optional else value
@@ -162,6 +166,13 @@ class Saved:
     name: str  # its name inside backward (`b`, `result`)
     source: str  # how setup_context reaches it (`b`, `output`, `output[1]`)
     needed_by: tuple[int, ...]  # indices of the inputs whose gradient formula reads it
+    optional: bool = False  # a Tensor? argument, which may be None
+
+    @property
+    def metadata(self) -> str:
+        """What setup_context keeps of a tensor read only for its metadata (None for an absent optional)."""
+        value = f"_support.TensorMetadata({self.source})"
+        return f"None if {self.source} is None else {value}" if self.optional else value
 
     def condition(self, needs_input_grad: str) -> str:
         return " or ".join(f"{needs_input_grad}[{i}]" for i in self.needed_by)
@@ -308,11 +319,21 @@ class KernelTensor:
     def pointer(self) -> str:
         return f"{self.name}_ptr"
 
-    def cpp_pointer(self, accessor: str) -> str:
-        """The C++ host's pointer to its data, e.g. `data<scalar_t>(a_dense)`; nullptr for an absent optional."""
-        if self.optional:  # `accessor` reaches the tensor through the std::optional
-            return f"{self.cpp} ? {accessor.format(self.cpp)} : nullptr"
-        return accessor.format(self.cpp)
+    @property
+    def host_data(self) -> str:
+        """The typed pointer the C++ host passes to a CPU kernel: `data<scalar_t>(a_dense)`."""
+        accessor = "mutable_data" if self.written else "data"
+        return self._unless_absent(f"{accessor}<scalar_t>({'*' if self.optional else ''}{self.cpp})")
+
+    @property
+    def host_data_ptr(self) -> str:
+        """The untyped pointer the C++ host passes to a CUDA launcher: `a_dense.const_data_ptr()`."""
+        method = "mutable_data_ptr" if self.written else "const_data_ptr"
+        return self._unless_absent(f"{self.cpp}{'->' if self.optional else '.'}{method}()")
+
+    def _unless_absent(self, pointer: str) -> str:
+        """`pointer`, or nullptr where an optional Tensor was not given."""
+        return f"{self.cpp} ? {pointer} : nullptr" if self.optional else pointer
 
     @property
     def vector(self) -> str:
@@ -391,10 +412,6 @@ class Op:
     @property
     def optional_args(self) -> tuple[Arg, ...]:
         return tuple(a for a in self.args if a.is_optional)
-
-    @property
-    def optional_arg_names(self) -> tuple[str, ...]:
-        return tuple(a.name for a in self.optional_args)
 
     @property
     def required_tensor_names(self) -> str:
@@ -788,13 +805,12 @@ class Op:
         """Parameters of the per-element kernels (CPU and CUDA), inside `template <typename scalar_t>`."""
         parts = [f"{'' if t.written else 'const '}scalar_t* __restrict__ {t.pointer}" for t in self.kernel_tensors]
         parts += [f"{'bool' if a.kind == 'bool' else 'compute_t<scalar_t>'} {a.name}" for a in self.kernel_scalars]
-        return ", ".join(parts + [f"bool has_{a.name}" for a in self.tested_optionals])
+        return ", ".join(parts + self._presence_parameters)
 
     @property
     def cpp_kernel_arguments(self) -> str:
         """The host's call of the CPU kernel, inside a dtype dispatch that defines scalar_t and acc_t."""
-        parts = [t.cpp_pointer(f"{'mutable_data' if t.written else 'data'}<scalar_t>({'*' if t.optional else ''}{{}})")
-                 for t in self.kernel_tensors]
+        parts = [t.host_data for t in self.kernel_tensors]
         return ", ".join(parts + self._scalars_in_compute_type + self._presence_tests)
 
     @property
@@ -835,13 +851,12 @@ class Op:
         """Parameters of the CUDA launcher: untyped pointers (the .cu file needs no torch headers)."""
         parts = [f"{'' if t.written else 'const '}void* {t.pointer}" for t in self.kernel_tensors]
         parts += [f"{CPP_SCALAR_TYPES[a.kind]} {a.name}" for a in self.kernel_scalars]
-        return ", ".join(parts + [f"bool has_{a.name}" for a in self.tested_optionals])
+        return ", ".join(parts + self._presence_parameters)
 
     @property
     def cuda_launcher_arguments(self) -> str:
         """The C++ host's call of the CUDA launcher."""
-        parts = [t.cpp_pointer(f"{{}}{'->' if t.optional else '.'}{'mutable_data_ptr' if t.written else 'const_data_ptr'}()")
-                 for t in self.kernel_tensors]
+        parts = [t.host_data_ptr for t in self.kernel_tensors]
         return ", ".join(parts + [a.name for a in self.kernel_scalars] + self._presence_tests)
 
     @property
@@ -853,6 +868,10 @@ class Op:
     @property
     def _presence_flags(self) -> list[str]:
         return [f"has_{a.name}" for a in self.tested_optionals]
+
+    @property
+    def _presence_parameters(self) -> list[str]:
+        return [f"bool {flag}" for flag in self._presence_flags]
 
     @property
     def cuda_alignment_condition(self) -> str:
@@ -1515,6 +1534,7 @@ def _plan_backward(gradients: tuple[Gradient, ...], args: tuple[Arg, ...], num_o
             result_users.setdefault(output, []).append(index)
         scalars.update(formula.scalars)
     order = {a.name: a.index for a in args}
+    by_name = {a.name: a for a in args}
     # A tensor whose value one formula reads and whose metadata another reads is saved for both:
     # in backward its name is the saved tensor.
     saved_tensors = [
@@ -1527,7 +1547,7 @@ def _plan_backward(gradients: tuple[Gradient, ...], args: tuple[Arg, ...], num_o
         else:
             saved_tensors.append(Saved(f"result{output}", f"output[{output}]", tuple(users)))
     saved_metadata = tuple(
-        Saved(name, name, tuple(users))
+        Saved(name, name, tuple(users), optional=by_name[name].is_optional)
         for name, users in sorted(metadata_users.items(), key=lambda kv: order[kv[0]])
         if name not in value_users
     )

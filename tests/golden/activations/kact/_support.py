@@ -32,11 +32,11 @@ def pointwise_output(op: str, *tensors: Tensor) -> Tensor:
     return torch.empty(pointwise_shape(op, *tensors), dtype=first.dtype, device=first.device)
 
 
-def broadcast_contiguous(shape: torch.Size, *tensors: Tensor) -> tuple[Tensor, ...]:
-    """The inputs expanded to `shape` and made dense, so that a kernel can index them flat."""
-    return tuple((t if t.shape == shape else t.expand(shape)).contiguous() for t in tensors)
+def broadcast_contiguous(shape: torch.Size, *tensors: Tensor | None) -> tuple[Tensor | None, ...]:
+    """The inputs expanded to `shape` and made dense, so that a kernel can index them flat; None stays None."""
+    return tuple(t if t is None else (t if t.shape == shape else t.expand(shape)).contiguous() for t in tensors)
 
 
-def upcast(*tensors: Tensor) -> tuple[Tensor, ...]:
-    """The inputs in float32 at least (float16 and bfloat16 compute in float32)."""
-    return tuple(t.to(torch.promote_types(t.dtype, torch.float32)) for t in tensors)
+def upcast(*tensors: Tensor | None) -> tuple[Tensor | None, ...]:
+    """The inputs in float32 at least (float16 and bfloat16 compute in float32); None stays None."""
+    return tuple(t if t is None else t.to(torch.promote_types(t.dtype, torch.float32)) for t in tensors)

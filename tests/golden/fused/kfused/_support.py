@@ -40,11 +40,11 @@ def check_written(op: str, written: dict[str, Tensor], *tensors: Tensor) -> None
             raise RuntimeError(f"{op}: {name} has shape {list(tensor.shape)} but the result has shape {list(shape)}")
 
 
-def broadcast_contiguous(shape: torch.Size, *tensors: Tensor) -> tuple[Tensor, ...]:
-    """The inputs expanded to `shape` and made dense, so that a kernel can index them flat."""
-    return tuple((t if t.shape == shape else t.expand(shape)).contiguous() for t in tensors)
+def broadcast_contiguous(shape: torch.Size, *tensors: Tensor | None) -> tuple[Tensor | None, ...]:
+    """The inputs expanded to `shape` and made dense, so that a kernel can index them flat; None stays None."""
+    return tuple(t if t is None else (t if t.shape == shape else t.expand(shape)).contiguous() for t in tensors)
 
 
-def upcast(*tensors: Tensor) -> tuple[Tensor, ...]:
-    """The inputs in float32 at least (float16 and bfloat16 compute in float32)."""
-    return tuple(t.to(torch.promote_types(t.dtype, torch.float32)) for t in tensors)
+def upcast(*tensors: Tensor | None) -> tuple[Tensor | None, ...]:
+    """The inputs in float32 at least (float16 and bfloat16 compute in float32); None stays None."""
+    return tuple(t if t is None else t.to(torch.promote_types(t.dtype, torch.float32)) for t in tensors)
