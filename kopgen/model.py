@@ -279,6 +279,10 @@ class Reduction:
             return f"tl.{'maximum' if self.kind == 'max' else 'minimum'}({total}, {value})"
         return f"{total} + {value}"
 
+    @property
+    def triton_function(self) -> str:
+        """The tl function that reduces a block this way (a mean is a sum, divided afterwards)."""
+        return "sum" if self.kind in ("sum", "mean") else self.kind
 
     @property
     def triton_combine_function(self) -> str:
