@@ -53,17 +53,26 @@ def check(spec: Path) -> None:
     click.echo(describe_plan(package, str(spec)), nl=False)
 
 
+def _repo_error(error: Exception | str) -> None:
+    """A repo `kopgen update` cannot work on (corrupt state, a folder where a file goes, ...): exit 2."""
+    click.echo(f"error: {error}", err=True)
+    sys.exit(EXIT_BAD_SPEC)
+
+
 @main.command()
 @click.argument("directory", default=".", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if anything would change (a CI drift gate).")
 @click.option("--dry-run", is_flag=True, help="Print the unified diff of what would change; write nothing.")
-@click.option("--force", is_flag=True, help="Overwrite generated files edited by hand (backups in .kopgen/backup/).")
+@click.option("--force", is_flag=True, help="Overwrite hand-edited generated files and files kopgen never wrote "
+              "that stand where it writes, after a backup in .kopgen/backup/N/; also recovers from a corrupt state.")
 def update(directory: Path, check: bool, dry_run: bool, force: bool) -> None:
     """Regenerate DIRECTORY (default .) from its kopgen.yaml; your files are merged, never overwritten."""
     try:
-        plan = plan_update(directory)
-    except (SpecError, OutputError) as error:
+        plan = plan_update(directory, force=force)
+    except SpecError as error:
         _fail(error)
+    except OutputError as error:
+        _repo_error(error)
     if check:
         for path in sorted(plan.writes):
             click.echo(f"would update {path}")
@@ -71,24 +80,34 @@ def update(directory: Path, check: bool, dry_run: bool, force: bool) -> None:
             click.echo(f"would delete {path}")
         for path in plan.hand_edited:
             click.echo(f"edited by hand: {path}")
+        for path in plan.yours:
+            click.echo(f"yours: {path} (kopgen did not write it and would overwrite it)")
         sys.exit(1 if plan.changes else 0)
     if dry_run:
         click.echo(diff(directory, plan), nl=False)
         return
-    if plan.hand_edited and not force:
-        names = ", ".join(plan.hand_edited)
-        click.echo(f"error: kopgen's files were edited by hand: {names}", err=True)
-        click.echo(diff(directory, plan, only=plan.hand_edited), err=True, nl=False)
-        click.echo("Move your change into kopgen.yaml or a file of yours; `kopgen update --force` overwrites them "
-                   "(after a backup in .kopgen/backup/).", err=True)
+    if plan.overwrites and not force:
+        if plan.hand_edited:
+            click.echo(f"error: kopgen's files were edited by hand: {', '.join(plan.hand_edited)}", err=True)
+        if plan.yours:
+            click.echo(f"error: files kopgen did not write stand where it writes: {', '.join(plan.yours)}", err=True)
+        click.echo(diff(directory, plan, only=plan.overwrites), err=True, nl=False)
+        click.echo("Move your change into kopgen.yaml or a file of yours (and your files out of kopgen's way); "
+                   "`kopgen update --force` overwrites them after a backup in .kopgen/backup/N/.", err=True)
         sys.exit(1)
     try:
-        apply_update(directory, plan, force=force)
+        saved = apply_update(directory, plan, force=force)
     except OutputError as error:
-        _fail(error)
+        _repo_error(error)
+    except OSError as error:  # disk full, permissions: each file is old or new, and the state is written last
+        _repo_error(f"the update stopped: {error}; every file is as it was or updated, and kopgen update "
+                    "finishes the job once the cause is fixed")
+    if saved:
+        count = len(plan.overwrites)
+        click.echo(f"backed up {count} file{'s' if count > 1 else ''} to {saved}")
     for path in sorted(plan.writes):
         click.echo(f"updated {path}")
-    for path in plan.deletes:
+    for path in plan.deletes + [p for p in plan.hand_edited if p not in plan.writes]:
         click.echo(f"deleted {path}")
     for path in plan.kept:
         click.echo(f"kept {path} (yours; its op is gone from kopgen.yaml)")

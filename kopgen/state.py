@@ -9,16 +9,36 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
 from . import __version__
+from .writer import OutputError
 
 STATE_PATH = ".kopgen/state.json"
+RECOVER = (
+    "`kopgen update --force` regenerates the repo, first backing up every existing file it changes into "
+    ".kopgen/backup/N/"
+)
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
-def digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+class StateError(OutputError):
+    """.kopgen/state.json cannot be read: kopgen no longer knows which files are its own."""
+
+    def __init__(self, reason: str):
+        super().__init__(f"{STATE_PATH} is corrupt ({reason}); {RECOVER}")
+
+
+class NewerKopgenError(OutputError):
+    """The repo was last written by a newer kopgen, whose files this one would downgrade or delete."""
+
+
+def digest(text: str | bytes) -> str:
+    return hashlib.sha256(text.encode("utf-8") if isinstance(text, str) else text).hexdigest()
 
 
 @dataclass
@@ -39,8 +59,57 @@ class State:
 
     @classmethod
     def read(cls, repo: Path) -> State | None:
+        """The state of `repo`, None if it has none; StateError if it is not one kopgen wrote,
+        NewerKopgenError if a newer kopgen wrote it (this one would downgrade its files)."""
         path = repo / STATE_PATH
-        if not path.is_file():
+        if not path.exists() and not path.is_symlink():
             return None
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return cls(data["kopgen"], data["spec_sha256"], data["generated"], data["user_base"])
+        try:
+            data = json.loads(path.read_bytes().decode("utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
+            raise StateError(f"{type(error).__name__}: {error}") from None
+        return cls.from_json(data)
+
+    @classmethod
+    def from_json(cls, data: object) -> State:
+        """Check every field before trusting it (the file may be truncated or edited by hand)."""
+        keys = ["kopgen", "spec_sha256", "generated", "user_base"]
+        if not isinstance(data, dict):
+            raise StateError(f"an object with keys {', '.join(keys)} expected, not a {type(data).__name__}")
+        version = data.get("kopgen")
+        if not (isinstance(version, str) and _is_version(version)):
+            raise StateError(f"kopgen: a version expected, not {version!r:.40}")
+        if Version(version) > Version(__version__):  # before the rest: a newer kopgen may keep more
+            raise NewerKopgenError(
+                f"this repo was last written by kopgen {version}, newer than this kopgen {__version__}: "
+                f"update it with kopgen>={version} (an older kopgen would undo the newer one's files)"
+            )
+        if sorted(data) != sorted(keys):
+            raise StateError(f"keys {', '.join(keys)} expected, not {', '.join(map(str, data)) or 'none'}")
+        spec_sha256, generated, user_base = (data[key] for key in keys[1:])
+        if not (isinstance(spec_sha256, str) and _SHA256.fullmatch(spec_sha256)):
+            raise StateError(f"spec_sha256: a SHA-256 hash expected, not {spec_sha256!r}")
+        _check_table("generated", generated, hashes=True)
+        _check_table("user_base", user_base, hashes=False)
+        return cls(version, spec_sha256, generated, user_base)
+
+
+def _is_version(text: str) -> bool:
+    try:
+        Version(text)
+    except InvalidVersion:
+        return False
+    return True
+
+
+def _check_table(name: str, table: object, hashes: bool) -> None:
+    """A JSON object of repo paths to SHA-256 hashes (`hashes`) or to texts."""
+    if not isinstance(table, dict):
+        raise StateError(f"{name}: an object expected, not a {type(table).__name__}")
+    for path, value in table.items():
+        parts = path.split("/")
+        if path.startswith("/") or "\\" in path or any(part in ("", ".", "..") for part in parts):
+            raise StateError(f"{name}: {path!r} is not a relative path inside the repo")
+        if not isinstance(value, str) or (hashes and not _SHA256.fullmatch(value)):
+            kind = "a SHA-256 hash" if hashes else "a text"
+            raise StateError(f"{name}[{path!r}]: {kind} expected, not {value!r:.40}")

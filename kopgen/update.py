@@ -1,27 +1,33 @@
 """`kopgen update`: bring a generated repo in line with its edited kopgen.yaml.
 
 kopgen's files are rewritten whole, unless the user edited one by hand (its hash differs from
-the one recorded at the last generation): then nothing is written unless --force, which keeps
-a backup. The user's files get a three-way merge (`git merge-file`): base, what kopgen rendered
-last time (kept in .kopgen/state.json); theirs, the new render; ours, the file on disk.
+the one recorded at the last generation) or a file kopgen never wrote stands at the path: then
+nothing is written unless --force, which first copies those files into a new folder
+.kopgen/backup/N/ (one per update, never reused). The user's files get a three-way merge
+(`git merge-file`): base, what kopgen rendered last time (kept in .kopgen/state.json); theirs,
+the new render; ours, the file on disk.
 
-Writes are atomic per file and the state is written last, so an update stopped at any point
-leaves every file old or new, and the next `kopgen update` finishes the job.
+Everything is read and checked before anything is written: a corrupt state, a state of a newer
+kopgen, a folder where a file goes, a file of the user's to merge that is not UTF-8 stop the
+update with one message. Writes are atomic per file and the state is written last, so an update
+stopped at any point leaves every file old or new, and the next `kopgen update` finishes the job.
 """
 
 from __future__ import annotations
 
 import difflib
+import re
 import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from . import __version__
-from .pipeline import SPEC_PATH, load_spec, render_repo, state_of
+from .errors import Diagnostic, Position, SpecError
+from .pipeline import SPEC_PATH, load_spec_text, render_repo, state_of
 from .plan import KOPGEN
-from .state import STATE_PATH, State, digest
+from .state import STATE_PATH, State, StateError, digest
 from .writer import OutputError, inside, replace_file
 
 BACKUP_DIR = ".kopgen/backup"
@@ -32,57 +38,119 @@ class UpdatePlan:
     writes: dict[str, str] = field(default_factory=dict)  # path -> new text
     deletes: list[str] = field(default_factory=list)  # kopgen's files of removed ops
     hand_edited: list[str] = field(default_factory=list)  # kopgen's files the user changed
+    yours: list[str] = field(default_factory=list)  # files kopgen never wrote (or the user's), in the way of a write
     conflicts: list[str] = field(default_factory=list)  # user files whose merge left markers
     kept: list[str] = field(default_factory=list)  # user files of removed ops: kept, never deleted
     state: State | None = None  # what .kopgen/state.json says afterwards
+    corrupt_state: bool = False  # replaced with --force: backed up too
 
     @property
     def changes(self) -> bool:
-        return bool(self.writes or self.deletes or self.hand_edited)
+        return bool(self.writes or self.deletes or self.hand_edited or self.yours or self.corrupt_state)
+
+    @property
+    def overwrites(self) -> list[str]:
+        """Files of the user's (hand-edited or never kopgen's) the update replaces or deletes: only with --force."""
+        return sorted(self.hand_edited + self.yours + ([STATE_PATH] if self.corrupt_state else []))
 
 
-def read_text(path: Path) -> str | None:
-    return path.read_text(encoding="utf-8") if path.is_file() else None
+def read_file(repo: Path, path: str) -> str | bytes | None:
+    """repo/path as text; its bytes if it is not UTF-8; None if absent. An OutputError if a folder
+    (or any other non-file) is there, or a file stands where one of its folders should be."""
+    full = repo / path
+    if full.is_file():
+        try:
+            return full.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            return full.read_bytes()  # not kopgen's text: a hand edit, compared and backed up as bytes
+    if full.is_dir():
+        raise OutputError(f"{path} is a folder where kopgen writes a file: move it away, then run kopgen update again")
+    if full.exists():
+        raise OutputError(f"{path} is not a regular file: move it away, then run kopgen update again")
+    for parent in reversed(PurePosixPath(path).parents[:-1]):
+        if (repo / parent).exists() and not (repo / parent).is_dir():
+            raise OutputError(f"{parent} is a file where kopgen needs a folder (for {path}): "
+                              "move it away, then run kopgen update again")
+    return None
 
 
-def plan_update(repo: Path) -> UpdatePlan:
-    """What an update of `repo` would do; reads the repo, writes nothing."""
-    old = State.read(repo)
+def _bad_byte(data: bytes) -> tuple[int, int, int]:
+    """(line, column, value) of the first byte of `data` that is not UTF-8."""
+    start = 0
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        start = error.start
+    return data.count(b"\n", 0, start) + 1, start - data.rfind(b"\n", 0, start), data[start]
+
+
+def read_spec(repo: Path) -> str:
+    """kopgen.yaml's text; not UTF-8 is a spec error, at the first bad byte."""
+    data = read_file(repo, SPEC_PATH)
+    if data is None:
+        raise OutputError(f"{repo} has no {SPEC_PATH}")
+    if isinstance(data, bytes):
+        line, column, value = _bad_byte(data)
+        position = Position(str(repo / SPEC_PATH), line, column)
+        raise SpecError([Diagnostic(position, f"not UTF-8 text (byte 0x{value:02x})")])
+    return data
+
+
+def plan_update(repo: Path, force: bool = False) -> UpdatePlan:
+    """What an update of `repo` would do; reads the repo, writes nothing. With `force`, a corrupt
+    state is replaced by an empty one: every existing file kopgen would change counts as the user's."""
+    corrupt = False
+    try:
+        old = State.read(repo)
+    except StateError:
+        if not force:
+            raise
+        old, corrupt = State(), True  # kopgen wrote nothing as far as it knows: every file in the way is backed up
+        read_file(repo, STATE_PATH)  # a folder there: an error now, not after every other file is written
     if old is None:
         raise OutputError(f"{repo} has no {STATE_PATH}: it was not made by kopgen new (or the file was deleted)")
-    spec_text = read_text(repo / SPEC_PATH)
-    if spec_text is None:
-        raise OutputError(f"{repo} has no {SPEC_PATH}")
+    spec_text = read_spec(repo)
     if _unchanged(repo, old, spec_text):
         return UpdatePlan(state=old)
-    package = load_spec(repo / SPEC_PATH)
+    package = load_spec_text(spec_text, str(repo / SPEC_PATH))
     files = render_repo(package)
-    plan = UpdatePlan(state=state_of(package, files))
+    plan = UpdatePlan(state=state_of(package, files), corrupt_state=corrupt)
     for path, (owner, text) in sorted(files.items()):
         if path == SPEC_PATH:
             continue  # the input of the update: the user's, never rewritten
-        disk = read_text(repo / path)
-        if owner == KOPGEN:
-            if disk == text:
-                continue
-            if disk is not None and path in old.generated and digest(disk) != old.generated[path]:
-                plan.hand_edited.append(path)
-            plan.writes[path] = text
-        elif disk is None:
-            if path not in old.user_base:  # new (a new op's kernel skeleton); one the user deleted stays deleted
+        disk = read_file(repo, path)
+        if disk is None:
+            if owner == KOPGEN or path not in old.user_base:  # one of the user's that they deleted stays deleted
                 plan.writes[path] = text
-        else:
-            base = old.user_base.get(path)
-            if base is None or base == text:
+        elif disk == text:
+            continue
+        elif owner == KOPGEN:
+            if path in old.generated:
+                if digest(disk) != old.generated[path]:
+                    plan.hand_edited.append(path)
+            elif disk != old.user_base.get(path):  # a file kopgen never wrote, or the user's (an op no longer custom)
+                plan.yours.append(path)
+            plan.writes[path] = text
+        elif path in old.user_base:
+            base = old.user_base[path]
+            if base == text:
                 continue  # the template did not change it: the user's version stands
+            if isinstance(disk, bytes):
+                line, _, value = _bad_byte(disk)
+                raise OutputError(f"{path} is not UTF-8 text (byte 0x{value:02x} at line {line}): kopgen update "
+                                  "merges it as UTF-8; convert it, then run kopgen update again")
             merged, conflicted = merge(ours=disk, base=base, theirs=text)
             if merged != disk:
                 plan.writes[path] = merged
             if conflicted:
                 plan.conflicts.append(path)
+        elif path not in old.generated:  # a new skeleton where a file kopgen never wrote stands
+            plan.yours.append(path)
+            plan.writes[path] = text
+        # else: kopgen's file became the user's (the op went `kernel: custom`): it stays as it is
     for path, recorded in sorted(old.generated.items()):
-        disk = read_text(repo / path)
-        if path not in files and disk is not None:
+        if path not in files and (repo / path).is_file():
+            disk = read_file(repo, path)
             (plan.hand_edited if digest(disk) != recorded else plan.deletes).append(path)
     plan.kept = [path for path in sorted(old.user_base) if path not in files and (repo / path).exists()]
     return plan
@@ -93,7 +161,7 @@ def _unchanged(repo: Path, state: State, spec_text: str) -> bool:
     if state.kopgen != __version__ or state.spec_sha256 != digest(spec_text):
         return False
     return all(
-        (text := read_text(repo / path)) is not None and digest(text) == recorded
+        (text := read_file(repo, path)) is not None and digest(text) == recorded
         for path, recorded in state.generated.items()
     )
 
@@ -120,30 +188,51 @@ def merge(ours: str, base: str, theirs: str) -> tuple[str, bool]:
 
 def diff(repo: Path, plan: UpdatePlan, only: list[str] | None = None) -> str:
     """The unified diff of what the update would change (of the files in `only`, if given)."""
+    removed = plan.deletes + [path for path in plan.hand_edited if path not in plan.writes]
     chunks = []
-    for path, text in sorted(plan.writes.items()):
+    for path, text in sorted({**plan.writes, **dict.fromkeys(removed)}.items()):
         if only is not None and path not in only:
             continue
-        old = read_text(repo / path) or ""
-        chunks += difflib.unified_diff(old.splitlines(True), text.splitlines(True), f"a/{path}", f"b/{path}")
-    for path in plan.deletes if only is None else []:
-        old = read_text(repo / path) or ""
-        chunks += difflib.unified_diff(old.splitlines(True), [], f"a/{path}", "/dev/null")
+        old = read_file(repo, path) or ""
+        new = f"b/{path}" if text is not None else "/dev/null"
+        if isinstance(old, bytes):
+            chunks.append(f"Binary files a/{path} and {new} differ\n")  # as git says of a file that is not text
+        else:
+            chunks += difflib.unified_diff(old.splitlines(True), (text or "").splitlines(True), f"a/{path}", new)
     return "".join(chunks)
 
 
-def apply_update(repo: Path, plan: UpdatePlan, force: bool = False) -> None:
-    """Write the plan: files one by one (each atomically), then the state."""
-    if plan.hand_edited and not force:
-        raise OutputError("refusing to overwrite hand-edited files (see --force)")
-    for path in [*plan.writes, *plan.deletes, *plan.hand_edited]:  # all checked before anything is written
+def backup(repo: Path, paths: list[str]) -> str:
+    """Copy `paths`, bytes as they are, into a new folder .kopgen/backup/N/ (one per update, never
+    reused, so no backup overwrites another); return that folder."""
+    root = inside(repo, BACKUP_DIR)
+    root.mkdir(parents=True, exist_ok=True)
+    number = max((int(p.name) for p in root.iterdir() if re.fullmatch("[0-9]+", p.name)), default=0) + 1
+    while True:  # mkdir claims the number; an update running beside this one takes the next
+        try:
+            (root / str(number)).mkdir()
+            break
+        except FileExistsError:
+            number += 1
+    for path in paths:
+        target = root / str(number) / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(repo / path, target)
+    return f"{BACKUP_DIR}/{number}/"
+
+
+def apply_update(repo: Path, plan: UpdatePlan, force: bool = False) -> str | None:
+    """Write the plan: backups of what it overwrites, then files one by one (each atomically), then
+    the state. Returns the backup folder, if there was anything to back up."""
+    if plan.overwrites and not force:
+        raise OutputError(f"refusing to overwrite your changes to {', '.join(plan.overwrites)} (see --force)")
+    for path in [*plan.writes, *plan.deletes, *plan.hand_edited, STATE_PATH]:  # all checked before anything is written
         inside(repo, path)
-    for path in plan.hand_edited:
-        if (repo / path).is_file():
-            replace_file(repo, f"{BACKUP_DIR}/{path}", (repo / path).read_text(encoding="utf-8"))
+    saved = backup(repo, plan.overwrites) if plan.overwrites else None
     for path, text in sorted(plan.writes.items()):
         replace_file(repo, path, text)
     for path in plan.deletes + [p for p in plan.hand_edited if p not in plan.writes]:
         (repo / path).unlink(missing_ok=True)
-    if plan.state is not None and read_text(repo / STATE_PATH) != plan.state.to_json():
+    if plan.state is not None and read_file(repo, STATE_PATH) != plan.state.to_json():
         replace_file(repo, STATE_PATH, plan.state.to_json())
+    return saved

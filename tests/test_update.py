@@ -171,7 +171,7 @@ def test_hand_edited_generated_file_stops_the_update(repo):
     result = update(repo, "--force")
     assert result.exit_code == 0, result.output
     assert "# my hack" not in ops.read_text()
-    assert (repo / ".kopgen/backup/kwalk/ops.py").read_text().endswith("# my hack\n")
+    assert (repo / ".kopgen/backup/1/kwalk/ops.py").read_text().endswith("# my hack\n")
 
 
 def test_an_interrupted_update_leaves_old_or_new_files_and_the_next_finishes(repo, tmp_path, monkeypatch):
