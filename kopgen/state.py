@@ -20,7 +20,7 @@ from .writer import OutputError
 
 STATE_PATH = ".kopgen/state.json"
 RECOVER = (
-    "`kopgen update --force` regenerates the repo, first backing up every existing file it changes into "
+    "`kopgen update --force` regenerates kopgen's files, first backing up every existing one it changes into "
     ".kopgen/backup/N/"
 )
 _SHA256 = re.compile(r"[0-9a-f]{64}")

@@ -98,7 +98,8 @@ def read_spec(repo: Path) -> str:
 
 def plan_update(repo: Path, force: bool = False) -> UpdatePlan:
     """What an update of `repo` would do; reads the repo, writes nothing. With `force`, a corrupt
-    state is replaced by an empty one: every existing file kopgen would change counts as the user's."""
+    state is replaced by an empty one: every existing file of kopgen's that would change counts as the
+    user's (backed up, then rewritten), and the user's own files (README, kernel bodies) are kept as they are."""
     corrupt = False
     try:
         old = State.read(repo)
@@ -144,6 +145,8 @@ def plan_update(repo: Path, force: bool = False) -> UpdatePlan:
                 plan.writes[path] = merged
             if conflicted:
                 plan.conflicts.append(path)
+        elif corrupt:
+            continue  # no merge base is known: the user's file (README, kernel body) stands as it is
         elif path not in old.generated:  # a new skeleton where a file kopgen never wrote stands
             plan.yours.append(path)
             plan.writes[path] = text

@@ -173,6 +173,7 @@ def test_force_recovers_from_a_corrupt_state_and_loses_nothing(repo):
         if content is not None and after.get(path) != content:  # changed or gone: its bytes are in the backup
             assert (backup / path).read_bytes() == content, path
     assert after["tests/test_mine.py"] == MINE  # never kopgen's: untouched
+    assert after["README.md"] == before["README.md"]  # the user's own files are kept as they are
     assert after["kopgen.yaml"] == before["kopgen.yaml"]
     assert "# my hack" not in ops.read_text() and "mymul" in ops.read_text()  # regenerated
     json.loads((repo / STATE_PATH).read_text())
