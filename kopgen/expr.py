@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import ast
 import difflib
+import math
+import operator
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -25,11 +27,24 @@ ARG_KINDS = ("tensor", "optional", "float", "int", "bool")  # optional: a `Tenso
 
 
 class ExprError(ValueError):
-    """A problem in an expression; ``str(err)`` is the message alone."""
+    """A problem in an expression; ``str(err)`` is the message alone.
+
+    ``errors`` lists every independent problem found in the expression (this one first), so
+    that the user sees them all at once.
+    """
 
     def __init__(self, message: str, line: int = 0, column: int = 0):
         super().__init__(message)
         self.message, self.line, self.column = message, line, column
+        self.errors: list[ExprError] = [self]
+
+    @staticmethod
+    def raise_any(errors: list[ExprError]) -> None:
+        """Raise the first of `errors` (in text order), carrying all of them."""
+        if errors:
+            errors = sorted(errors, key=lambda e: (e.line, e.column))
+            errors[0].errors = errors
+            raise errors[0]
 
 
 def _error_at(text: str, lineno: int, byte_col: int, message: str) -> ExprError:
@@ -96,6 +111,7 @@ class _Checker:
 
     def __init__(self, text: str):
         self.text = text
+        self.errors: list[ExprError] = []  # every problem found; check() goes on after one
 
     def error(self, node: ast.AST, message: str) -> ExprError:
         return _error(self.text, node, message)
@@ -107,10 +123,74 @@ class _Checker:
         return self.error(node, f"{what} are not allowed in {self.language}")
 
     def check(self, node: ast.AST):
+        """Visit `node`; a problem in it is recorded and the rest of the tree is still checked
+        (the node then counts as `unknown`, so that its parents report nothing that follows from it)."""
         visit = getattr(self, "visit_" + type(node).__name__, None)
-        if visit is None:
-            raise self.forbidden(node)
-        return visit(node)
+        try:
+            if visit is None:
+                raise self.forbidden(node)
+            return visit(node)
+        except ExprError as error:
+            self.errors.append(error)
+            return self.unknown
+
+    unknown = None  # what a node with a problem counts as
+
+
+TOO_LARGE = "this number is too large"
+_INT64 = (-(2**63), 2**63 - 1)  # what torch, Triton and C++ take as an integer
+# Arithmetic that constants are folded with: in floats, so that no power can take long.
+_ARITHMETIC = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
+}
+
+
+def _check_constants(text: str, body: ast.AST) -> list[ExprError]:
+    """Constants every call would fail on: literals beyond int64 or float64, division or modulo
+    by a constant zero, 0 ** negative, constant arithmetic that overflows. Folds the constant
+    subexpressions (in floats: bounded, never a huge integer power)."""
+    errors = []
+
+    def value(node: ast.AST) -> float | None:
+        """The node's value if it is constant arithmetic, else None; checks the children either way."""
+        if isinstance(node, ast.Constant) and type(node.value) in (bool, int, float):
+            if type(node.value) is int and not _INT64[0] <= node.value <= _INT64[1]:
+                errors.append(_error(text, node, "this integer does not fit in 64 bits; write it as a float "
+                                                 f"({float(node.value):.3g})"))
+            elif isinstance(node.value, float) and not math.isfinite(node.value):
+                errors.append(_error(text, node, TOO_LARGE))
+            else:
+                return float(node.value)
+            return None
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            operand = value(node.operand)
+            return None if operand is None else (-operand if isinstance(node.op, ast.USub) else operand)
+        if not (isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC):
+            for child in ast.iter_child_nodes(node):
+                value(child)
+            return None
+        left, right = value(node.left), value(node.right)
+        if right == 0 and isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)):
+            what = "modulo" if isinstance(node.op, ast.Mod) else "division"
+            errors.append(_error(text, node.right, f"{what} by zero: this is always 0"))
+        elif left == 0 and right is not None and right < 0 and isinstance(node.op, ast.Pow):
+            errors.append(_error(text, node, "0 to a negative power divides by zero"))
+        elif left is not None and right is not None:
+            try:
+                result = _ARITHMETIC[type(node.op)](left, right)
+            except (OverflowError, ZeroDivisionError):
+                result = math.inf
+            if isinstance(result, complex):  # a negative number to a fractional power: nan, not an error
+                return None
+            if not math.isfinite(result):
+                errors.append(_error(text, node, "this constant arithmetic overflows (beyond float64)"))
+                return None
+            return result
+        return None
+
+    value(body)
+    return errors
 
 
 # ---------------------------------------------------------------------------------------------
@@ -135,10 +215,14 @@ class _Kind:
     boolean: bool  # a truth value (else: a number)
 
 
+_UNKNOWN = _Kind(tensor=True, boolean=False)  # a node with a problem (reported): fits anywhere
+
+
 class _PointwiseChecker(_Checker):
     """Infer a _Kind for every node; reject anything outside the pointwise language."""
 
     language = "a pointwise expression"
+    unknown = _UNKNOWN
 
     def __init__(self, text: str, args: Mapping[str, str]):
         super().__init__(text)
@@ -157,7 +241,8 @@ class _PointwiseChecker(_Checker):
         need = ("boolean operands (comparisons or bool arguments)" if boolean
                 else "numbers, not booleans (use where(cond, x, y))")
         for node in nodes:
-            if (self.kinds[node] if checked else self.check(node)).boolean != boolean:
+            kind = self.kinds[node] if checked else self.check(node)
+            if kind is not _UNKNOWN and kind.boolean != boolean:
                 raise self.error(node, f"{what} needs {need}")
         return _Kind(any(self.kinds[n].tensor for n in nodes), boolean)
 
@@ -182,8 +267,8 @@ class _PointwiseChecker(_Checker):
     def visit_Constant(self, node: ast.Constant) -> _Kind:
         if type(node.value) not in (bool, int, float):
             raise self.forbidden(node)
-        if abs(node.value) > 1e300:  # also inf (1e999); no float() here: 10**400 overflows
-            raise self.error(node, "this number is too large")
+        if type(node.value) is float and abs(node.value) > 1e300:  # also inf (1e999); ints: _check_constants
+            raise self.error(node, TOO_LARGE)
         return _Kind(False, isinstance(node.value, bool))
 
     def visit_BinOp(self, node: ast.BinOp) -> _Kind:
@@ -214,12 +299,20 @@ class _PointwiseChecker(_Checker):
         return self.operands(node.values, what, boolean=True)
 
     def where(self, cond: ast.AST, x: ast.AST, y: ast.AST, what: str) -> _Kind:
-        if not self.check(cond).boolean:
-            raise self.error(cond, f"the condition of {what} must be a boolean (a comparison "
-                                   "or a bool argument)")
-        # A branch may read the optional Tensors its condition proves present.
+        errors_before = len(self.errors)
+        condition = self.check(cond)
+        if condition is not _UNKNOWN and not condition.boolean:  # the branches are checked all the same
+            self.errors.append(self.error(cond, f"the condition of {what} must be a boolean (a comparison "
+                                                "or a bool argument)"))
+        # A branch may read the optional Tensors its condition proves present (any of them when
+        # the condition has a problem: reading them then is not a problem of its own).
         outer = self.known_present
-        for branch, known in ((x, _present_if(cond, True)), (y, _present_if(cond, False))):
+        guesses = frozenset(n for n, k in self.args.items() if k == "optional")
+        if len(self.errors) > errors_before:
+            branches = ((x, guesses), (y, guesses))
+        else:
+            branches = ((x, _present_if(cond, True)), (y, _present_if(cond, False)))
+        for branch, known in branches:
             self.known_present = outer | known
             try:
                 self.check(branch)
@@ -500,6 +593,7 @@ def parse_pointwise(text: str, args: Mapping[str, str]) -> Pointwise:
     body = _parse(text)
     checker = _PointwiseChecker(text, args)
     kind = checker.check(body)
+    ExprError.raise_any(checker.errors + _check_constants(text, body))
     if kind.boolean:
         raise _error(text, body, "the expression computes a boolean; use where(cond, x, y) "
                                  "to turn it into a number")
@@ -526,6 +620,7 @@ class FormulaContext:
     num_outputs: int
     namespace: str
     own_ops: frozenset[str]  # op names in the same namespace
+    mutating_ops: frozenset[str] = frozenset()  # those of own_ops whose schema mutates an argument
 
 
 @dataclass(frozen=True)
@@ -547,6 +642,11 @@ _UNSAFE_TORCH = re.compile(r"^(set_.*|manual_seed|seed|initial_seed|use_.*|load|
                            r"|jit|hub|utils|ops|library|cuda|backends|distributed|autograd|.*_)$")
 _UNSAFE_METHOD = re.compile(r"^(.*[^_]_|numpy|tolist|item|backward|register_hook|retain_grad|data_ptr|storage"
                             r"|untyped_storage|share_memory_|pin_memory|requires_grad_|detach_)$")
+# A formula is a pure function of its inputs: nothing random (torch.<f>, nn.functional.<f> or a method).
+_RANDOM = re.compile(r"^(rand.*|bernoulli.*|multinomial|normal|poisson|binomial|.*dropout.*|rrelu.*|gumbel_softmax"
+                     r"|fractional_max_pool.*|.*random.*|uniform|exponential|geometric|cauchy|log_normal)$")
+# Keywords that make a call write into a tensor it was given.
+_MUTATING_KEYWORDS = frozenset({"out", "inplace"})
 
 
 class _FormulaChecker(_Checker):
@@ -578,6 +678,9 @@ class _FormulaChecker(_Checker):
     def visit_keyword(self, node: ast.keyword) -> None:
         if node.arg is None:
             raise self.error(node, "'**' arguments are not allowed")
+        if node.arg in _MUTATING_KEYWORDS:
+            raise self.error(node, f"'{node.arg}=' is not allowed in a derivative formula: a formula computes "
+                                   "new tensors and writes none")
         self.check(node.value)
 
     def visit_Name(self, node: ast.Name) -> None:
@@ -596,14 +699,17 @@ class _FormulaChecker(_Checker):
             self.check(node.value)
 
     def visit_Call(self, node: ast.Call) -> None:
-        if isinstance(node.func, ast.Name):
-            self.name(node.func, "call")
-        elif isinstance(node.func, ast.Attribute):
-            self.check_callee(node.func)
-            self.visit_Attribute(node.func, methods=_METADATA_METHODS)
-        else:
-            raise self.error(node.func, "only torch functions, tensor methods and this "
-                                        "namespace's ops can be called")
+        try:
+            if isinstance(node.func, ast.Name):
+                self.name(node.func, "call")
+            elif isinstance(node.func, ast.Attribute):
+                self.check_callee(node.func)
+                self.visit_Attribute(node.func, methods=_METADATA_METHODS)
+            else:
+                raise self.error(node.func, "only torch functions, tensor methods and this "
+                                            "namespace's ops can be called")
+        except ExprError as error:  # the arguments may have problems of their own
+            self.errors.append(error)
         for child in [*node.args, *node.keywords]:
             self.check(child)
 
@@ -619,9 +725,15 @@ class _FormulaChecker(_Checker):
             if ".".join(module) not in _TORCH_MODULES or _UNSAFE_TORCH.match(name):
                 raise self.error(func, f"torch.{'.'.join(path)} is not allowed in a derivative formula; use "
                                        "torch functions that compute (torch.<f>, torch.special.<f>, ...)")
+            if _RANDOM.match(name):
+                raise self.error(func, f"torch.{'.'.join(path)} is random; a derivative formula must give the "
+                                       "same gradient on every call")
         elif _UNSAFE_METHOD.match(func.attr):
             raise self.error(func, f"method {func.attr!r} is not allowed in a derivative formula "
                                    "(in-place, or leaves autograd)")
+        elif _RANDOM.match(func.attr):
+            raise self.error(func, f"method {func.attr!r} is random; a derivative formula must give the "
+                                   "same gradient on every call")
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
         base, index = node.value, node.slice
@@ -664,6 +776,9 @@ class _FormulaChecker(_Checker):
         elif name in ctx.own_ops:
             if use != "call":
                 raise self.error(node, f"{name!r} is an op; call it, like {name}(...)")
+            if name in ctx.mutating_ops:
+                raise self.error(node, f"{name!r} mutates its arguments; a derivative formula may call only "
+                                       "ops that write nothing (functional ops)")
             self.ops.add(name)
         else:
             known = [*ctx.arg_kinds, *(["grad", "result"] if self.one else []),
@@ -677,6 +792,7 @@ def parse_formula(text: str, ctx: FormulaContext) -> Formula:
     body = _parse(text)
     checker = _FormulaChecker(text, ctx)
     checker.check(body)
+    ExprError.raise_any(checker.errors + _check_constants(text, body))
     for node in ast.walk(body):  # own ops: `mymul(...)` -> `torch.ops.<ns>.mymul.default(...)`
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
                 and node.func.id in checker.ops:
@@ -772,5 +888,7 @@ class _MetadataChecker(_Checker):
 def parse_metadata(text: str, tensors: Iterable[str], ints: Iterable[str]) -> str:
     """Check an output shape or dtype expression of a custom op; returns it as Python source."""
     body = _parse(text)
-    _MetadataChecker(text, frozenset(tensors), frozenset(ints)).check(body)
+    checker = _MetadataChecker(text, frozenset(tensors), frozenset(ints))
+    checker.check(body)
+    ExprError.raise_any(checker.errors)
     return ast.unparse(body)

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import errno
 import itertools
 import keyword
 import re
+import sys
 from dataclasses import dataclass
 from functools import cached_property
+
+from packaging.version import InvalidVersion, Version
 
 from . import __version__
 from .errors import Diagnostics, Position
@@ -78,6 +82,57 @@ CPP_KEYWORDS = frozenset(
         "void", "volatile", "wchar_t", "while", "xor", "xor_eq",
     )
 )
+# Macros and types of the C and C++ standard libraries (and a few common ones) that the
+# headers of the generated C++/CUDA code bring in: an op, argument or namespace of that name
+# is expanded or shadows a type there, and the code does not compile.
+C_STD_NAMES = frozenset(
+    {
+        *("errno", "EOF", "NULL", "BUFSIZ", "FILENAME_MAX", "FOPEN_MAX", "TMP_MAX", "L_tmpnam", "SEEK_SET", "SEEK_CUR"),
+        *("SEEK_END", "stdin", "stdout", "stderr", "FILE", "fpos_t", "assert", "offsetof", "setjmp", "jmp_buf"),
+        *("va_list", "va_start", "va_arg", "va_end", "va_copy", "INFINITY", "NAN", "HUGE_VAL", "HUGE_VALF", "HUGE_VALL"),
+        *("FP_NAN", "FP_INFINITE", "FP_ZERO", "FP_SUBNORMAL", "FP_NORMAL", "FP_ILOGB0", "FP_ILOGBNAN", "FP_FAST_FMA"),
+        *("MATH_ERRNO", "MATH_ERREXCEPT", "math_errhandling", "EXIT_SUCCESS", "EXIT_FAILURE", "RAND_MAX", "MB_CUR_MAX"),
+        *("CHAR_BIT", "MB_LEN_MAX", "CLOCKS_PER_SEC", "TIME_UTC", "LC_ALL", "LC_NUMERIC", "WEOF", "TRUE", "FALSE"),
+        *("size_t", "ssize_t", "ptrdiff_t", "max_align_t", "nullptr_t", "intmax_t", "uintmax_t", "intptr_t", "uintptr_t"),
+        *("wint_t", "float_t", "double_t", "div_t", "ldiv_t", "lldiv_t", "clock_t", "time_t", "sig_atomic_t", "off_t"),
+        *("mbstate_t", "unix", "linux", "i386"),
+        *errno.errorcode.values(),  # EDOM, ERANGE, EINVAL, ...
+    }
+)
+C_STD_PATTERN = re.compile(
+    r"^(u?int(_least|_fast)?\d+_t|U?INT\d*_C|U?INTMAX_C|M_\w+|SIG\w*"
+    r"|(FLT|DBL|LDBL|DECIMAL|S?CHAR|UCHAR|U?SHRT|U?INT|U?LONG|U?LLONG|U?INT\d+|U?INT_LEAST\d+|U?INT_FAST\d+"
+    r"|U?INTMAX|U?INTPTR|PTRDIFF|SIZE|SIG_ATOMIC|WCHAR|WINT)_\w+)$"
+)
+MAX_NAME_LENGTH = 64  # package, namespace, op and argument names: well before the file system's limit
+# Modules a package must not be named after: the standard library's and those the generated code,
+# its tests and its build import (the package would shadow them, or import itself).
+SHADOWED_MODULES = frozenset(sys.stdlib_module_names) | frozenset(
+    {
+        *("torch", "torchgen", "functorch", "triton", "numpy", "pytest", "setuptools", "pkg_resources", "hypothesis"),
+        *("sympy", "mpmath", "networkx", "jinja2", "markupsafe", "filelock", "fsspec", "typing_extensions"),
+        *("packaging", "pluggy", "iniconfig", "pygments", "_pytest", "_distutils_hack"),
+    }
+)
+# Namespaces torch keeps for itself: it refuses to define ops in them, or treats their ops as built-in.
+RESERVED_NAMESPACES = {
+    "aten": "PyTorch's own operators",
+    "prim": "reserved by the TorchScript interpreter",
+    "prims": "PyTorch's primitive operators",
+    "_": "the wildcard namespace of TORCH_LIBRARY_IMPL",
+    "higher_order": "PyTorch's higher-order operators",
+}
+# Op names the generated package uses itself: its modules, and the module-level names of ops.py
+# and reference.py, which define a function per op beside them.
+OP_RESERVED_NAMES = frozenset(
+    {
+        *("ops", "reference", "kernels", "_registration", "_support", "_C"),
+        *("torch", "math", "triton", "tl", "Tensor", "Sequence", "upcast", "row_sum", "row_mean", "row_max", "row_min"),
+    }
+)
+DUNDER_PATTERN = re.compile(r"^__.*__$")
+# Scalar arguments a reduction might be expected to honour; kopgen's reductions are over the last dimension.
+REDUCTION_ARGUMENTS = ("dim", "dims", "axis", "keepdim")
 
 
 @dataclass(frozen=True)
@@ -1057,19 +1112,27 @@ def resolve(root: Mapping, spec_text: str, diagnostics: Diagnostics) -> Package 
     package = root.get("package").value
     namespace_node = root.get("namespace")
     namespace = namespace_node.value if namespace_node else package
+    namespace_at = (namespace_node or root.get("package")).value_position
+    _check_package_names(root, namespace, namespace_at, diagnostics)
     defaults = root.get("defaults")
     op_nodes = root.get("ops").items
     names = {}
+    mutating = set()
     for node in op_nodes:
         schema_node = node.get("schema")
         name = schema_node.value.split("(", 1)[0].strip()
         names.setdefault(name, schema_node)
+        try:  # formulas may not call the ops that write their arguments
+            if parse_schema(schema_node.value).mutated_arguments:
+                mutating.add(name)
+        except SchemaError:
+            pass  # reported with the op
     own_ops = frozenset(names)
     ops = []
-    seen: dict[str, Position] = {}
+    seen: dict[str, tuple[str, Position]] = {}  # by the name in lower case: files differ in case only on some systems
     compiled_route = None
     for node in op_nodes:
-        resolver = _OpResolver(node, defaults, namespace, own_ops, diagnostics)
+        resolver = _OpResolver(node, defaults, namespace, own_ops, diagnostics, frozenset(mutating), namespace_at)
         op = resolver.resolve()
         if op is None:
             continue
@@ -1082,12 +1145,15 @@ def resolve(root: Mapping, spec_text: str, diagnostics: Diagnostics) -> Package 
                     f"a package builds one extension: '{op.name}' uses {op.registration} but an earlier op "
                     f"uses {compiled_route}; give all compiled ops one of them",
                 )
-        if op.name in seen:
+        first = seen.setdefault(op.name.lower(), (op.name, node.get("schema").position))
+        if first[1] != node.get("schema").position:
+            other, line = first[0], first[1].line
             diagnostics.error(
                 node.get("schema").position,
-                f"op '{op.name}' is defined twice (first at line {seen[op.name].line})",
+                f"op '{op.name}' is defined twice (first at line {line})" if other == op.name else
+                f"op '{op.name}' differs from op '{other}' (line {line}) only in case: their files "
+                "(kernels/, tests/) collide on case-insensitive file systems; rename one",
             )
-        seen.setdefault(op.name, node.get("schema").position)
         ops.append(op)
     _mark_not_twice_differentiable(ops)
     if diagnostics.items:
@@ -1100,6 +1166,43 @@ def resolve(root: Mapping, spec_text: str, diagnostics: Diagnostics) -> Package 
         ops=tuple(ops),
         spec_text=spec_text,
     )
+
+
+def _check_package_names(root: Mapping, namespace: str, namespace_at: Position, diagnostics: Diagnostics) -> None:
+    """The package becomes an import name and a folder, the namespace torch.ops.<namespace>, the
+    version the distribution's: each must be one that works there."""
+    package_node = root.get("package")
+    package, at = package_node.value, package_node.value_position
+    too_long = f"is too long (at most {MAX_NAME_LENGTH} characters)"
+    if len(package) > MAX_NAME_LENGTH:
+        diagnostics.error(at, f"package name {too_long}")
+    elif keyword.iskeyword(package):  # soft keywords (match, type, _) import fine
+        diagnostics.error(at, f"package '{package}' is a Python keyword; `import {package}` would not parse")
+    elif package in SHADOWED_MODULES:
+        diagnostics.error(at, f"package '{package}' would shadow the module '{package}' (of the standard library, "
+                              "or one the generated code imports); choose another name")
+    explicit = root.get("namespace") is not None
+    if len(namespace) > MAX_NAME_LENGTH:
+        if explicit:  # else the package's length is reported
+            diagnostics.error(namespace_at, f"namespace {too_long}")
+    elif keyword.iskeyword(namespace):
+        if explicit:
+            diagnostics.error(namespace_at, f"namespace '{namespace}' is a Python keyword; torch.ops.{namespace} "
+                                            "would not parse")
+    elif namespace in RESERVED_NAMESPACES or DUNDER_PATTERN.match(namespace):
+        why = RESERVED_NAMESPACES.get(namespace, "a Python special name")
+        where = "" if explicit else " (the package name, as the spec sets no namespace)"
+        diagnostics.error(namespace_at, f"namespace '{namespace}'{where} is reserved by torch ({why}); "
+                                        "choose another `namespace:`")
+    version = root.get("version")
+    if version is not None:
+        try:
+            if version.value != version.value.strip():
+                raise InvalidVersion(version.value)
+            Version(version.value)
+        except InvalidVersion:
+            diagnostics.error(version.value_position, f"version {version.text!r} is not a version number (PEP 440), "
+                                                      "like 0.1.0 or 1.2.0rc1")
 
 
 def _text(node: Node | None, default: str) -> str:
@@ -1122,11 +1225,14 @@ def _mark_not_twice_differentiable(ops: list[Op]) -> None:
 class _OpResolver:
     """Resolves one op entry; every problem goes to `diagnostics` at its node."""
 
-    def __init__(self, node: Mapping, defaults: Mapping | None, namespace: str, own_ops, diagnostics):
+    def __init__(self, node: Mapping, defaults: Mapping | None, namespace: str, own_ops, diagnostics,
+                 mutating_ops: frozenset[str] = frozenset(), namespace_at: Position | None = None):
         self.node = node
         self.defaults = defaults
         self.namespace = namespace
         self.own_ops = own_ops
+        self.mutating_ops = mutating_ops  # those of own_ops that write an argument: no formula may call them
+        self.namespace_at = namespace_at or node.position  # where the spec sets the namespace
         self.diagnostics = diagnostics
         self.reduction: Reduction | None = None  # set by resolve_reduction
         self.custom: Custom | None = None  # set by resolve_custom
@@ -1140,6 +1246,11 @@ class _OpResolver:
 
     def error(self, position: Position, message: str) -> None:
         self.diagnostics.error(position, message)
+
+    def expr_errors(self, node: Scalar, error: ExprError) -> None:
+        """Every problem found in the expression of `node`."""
+        for each in error.errors:
+            self.error(_inside(node, each), each.message)
 
     def resolve(self) -> Op | None:
         errors_before = len(self.diagnostics.items)
@@ -1187,19 +1298,32 @@ class _OpResolver:
     # -- schema
 
     def parse_schema(self, node: Scalar) -> FunctionSchema | None:
+        """The op's schema; its invalid defaults and names are reported all at once (the schema is
+        returned with them, so that the rest of the op is checked too)."""
+        problems: list[SchemaError] = []
         try:
-            schema = parse_schema(node.value)
+            schema = parse_schema(node.value, problems)
         except SchemaError as error:
-            self.error(node.value_position.shifted(0, error.column), error.message)
+            problems.append(error)
+            schema = None
+        for problem in problems:
+            self.error(node.value_position.shifted(0, problem.column), problem.message)
+        if schema is None:
             return None
         at = node.value_position
-        for name in [schema.name] + [a.name for a in schema.arguments]:
+        name_at = at.shifted(0, len(node.value) - len(node.value.lstrip()))
+        self.check_op_name(schema.name, name_at)
+        for arg in schema.arguments:
+            name, arg_at = arg.name, at.shifted(0, arg.column)
             if keyword.iskeyword(name) or keyword.issoftkeyword(name):
-                self.error(at, f"'{name}' is a Python keyword; ops and arguments become Python names")
-            elif name == "out" and schema.arguments and any(a.name == "out" and a.is_mutated for a in schema.arguments):
+                self.error(arg_at, f"'{name}' is a Python keyword; ops and arguments become Python names")
+            elif len(name) > MAX_NAME_LENGTH:
+                self.error(arg_at, f"argument name '{name[:20]}...' is too long ({len(name)} characters, "
+                                   f"at most {MAX_NAME_LENGTH})")
+            elif name == "out" and arg.is_mutated:
                 pass  # `Tensor(a!) out` of out= ops: the generated code uses no local `out` beside it
-            elif name != schema.name and (name in RESERVED_NAMES or RESERVED_PATTERN.match(name)):
-                self.error(at, f"argument name '{name}' is reserved for the generated code; rename it")
+            elif name in RESERVED_NAMES or RESERVED_PATTERN.match(name):
+                self.error(arg_at, f"argument name '{name}' is reserved for the generated code; rename it")
         if schema.namespace is not None:
             self.error(at, f"write the schema without a namespace; it comes from `namespace:` ('{self.namespace}')")
         if schema.overload is not None:
@@ -1219,6 +1343,19 @@ class _OpResolver:
                 self.error(at, f"ops return Tensors; '{ret.type}' returns are not supported")
         return schema
 
+    def check_op_name(self, name: str, at: Position) -> None:
+        """An op names a Python function, a module of kernels/ and a test file beside the generated ones."""
+        if keyword.iskeyword(name) or keyword.issoftkeyword(name):
+            self.error(at, f"'{name}' is a Python keyword; ops and arguments become Python names")
+        elif len(name) > MAX_NAME_LENGTH:
+            self.error(at, f"op name '{name[:20]}...' is too long ({len(name)} characters, at most {MAX_NAME_LENGTH})")
+        elif DUNDER_PATTERN.match(name):
+            self.error(at, f"op name '{name}' is a Python special name (__x__): its module kernels/{name}.py "
+                           "would replace or break the package's own; rename the op")
+        elif name in OP_RESERVED_NAMES:
+            self.error(at, f"op name '{name}' is taken by the generated package (a module of it, or a name "
+                           "ops.py and reference.py import); rename the op")
+
     def check_triton_op(self) -> None:
         """What torch.library.triton_op cannot take: a kernel kopgen does not write, tags."""
         at = self.setting("registration").value_position
@@ -1234,11 +1371,19 @@ class _OpResolver:
         at = node.value_position
         if self.namespace in CPP_KEYWORDS:
             self.error(at, f"namespace '{self.namespace}' is a C++ keyword; compiled ops need another namespace")
-        for name in [schema.name] + [a.name for a in schema.arguments]:
+        elif self.namespace in C_STD_NAMES or C_STD_PATTERN.match(self.namespace):
+            self.error(self.namespace_at, f"namespace '{self.namespace}' is a macro or type of the C/C++ standard "
+                                          "library; compiled ops need another namespace")
+        named = [(schema.name, at.shifted(0, len(node.value) - len(node.value.lstrip())))]
+        named += [(a.name, at.shifted(0, a.column)) for a in schema.arguments]
+        for name, name_at in named:
             if name in CPP_KEYWORDS:
-                self.error(at, f"'{name}' is a C++ keyword; compiled routes turn ops and arguments into C++ names")
+                self.error(name_at, f"'{name}' is a C++ keyword; compiled routes turn ops and arguments into C++ names")
+            elif name in C_STD_NAMES or C_STD_PATTERN.match(name):
+                self.error(name_at, f"'{name}' is a macro or type of the C/C++ standard library; compiled routes "
+                                    "turn ops and arguments into C++ names: rename it")
             elif name != schema.name and (name in CPP_RESERVED_NAMES or CPP_RESERVED_PATTERN.match(name)):
-                self.error(at, f"argument name '{name}' is reserved for the generated C++ code; rename it")
+                self.error(name_at, f"argument name '{name}' is reserved for the generated C++ code; rename it")
         tags = self.setting("tags")
         if tags is not None and tags.items and self.setting("registration").value == "stable_abi":
             self.error(
@@ -1259,19 +1404,22 @@ class _OpResolver:
             return ()
         kind = kinds[0]
         at = self.node.get("schema").value_position
-        for arg in args:
+        for arg in args:  # each reported; the expressions are checked all the same
             if arg.schema.kwarg_only and arg.is_tensor:
                 self.error(
-                    at,
+                    at.shifted(0, arg.schema.column),
                     f"keyword-only Tensor arguments are not supported ('{arg.name}'): autograd formulas "
                     "differentiate positional inputs only; make it positional",
                 )
-                return ()
             if arg.kind == "other":
-                self.error(at, f"compute ops take Tensor, Tensor?, float, int and bool arguments; '{arg.name}' is {arg.schema.type}")
-                return ()
+                self.error(
+                    at.shifted(0, arg.schema.column),
+                    f"compute ops take Tensor, Tensor?, float, int and bool arguments; '{arg.name}' is {arg.schema.type}",
+                )
         if not any(a.kind == "tensor" for a in args):
             self.error(at, "an op needs a Tensor argument that is not optional: its output takes that Tensor's dtype and device")
+            return ()
+        if any(a.kind == "other" for a in args):  # the expression languages have no value of that type
             return ()
         if kind == "reduce":
             return self.resolve_reduction(schema, args)
@@ -1297,7 +1445,7 @@ class _OpResolver:
             try:
                 writes.append(Write(parse_pointwise(expression.value, kinds_by_name), name, arg))
             except ExprError as error:
-                self.error(_inside(expression, error), error.message)
+                self.expr_errors(expression, error)
         used = {name for w in writes for name in w.expr.names + w.expr.tested}
         for arg in args:
             if arg.is_tensor and not arg.is_mutated and writes and arg.name not in used:
@@ -1319,21 +1467,19 @@ class _OpResolver:
         for arg in args:
             if arg.is_optional:
                 self.error(at, f"`kernel: custom` ops take no optional Tensors (Tensor? {arg.name}) in kopgen {__version__} yet")
-        if len(self.diagnostics.items) > errors_before:
-            return ()
-        context = FormulaContext({a.name: a.kind for a in args}, 0, self.namespace, self.own_ops)
-        try:
-            formula = parse_formula(reference.value, context)
-        except ExprError as error:
-            self.error(_inside(reference, error), error.message)
-            return ()
-        entries = list(fake.items) if isinstance(fake, Sequence) else [fake]
-        if len(entries) != len(schema.returns):
+        context = FormulaContext({a.name: a.kind for a in args}, 0, self.namespace, self.own_ops, self.mutating_ops)
+        formula, outputs = None, []
+        if reference is not None:
+            try:
+                formula = parse_formula(reference.value, context)
+            except ExprError as error:
+                self.expr_errors(reference, error)
+        entries = [] if fake is None else list(fake.items) if isinstance(fake, Sequence) else [fake]
+        if fake is not None and len(entries) != len(schema.returns):
             self.error(fake.position, f"fake describes {len(entries)} output(s) but the schema returns {len(schema.returns)}")
-            return ()
+            entries = []
         tensors = [a.name for a in args if a.is_tensor]
         ints = [a.name for a in args if a.kind == "int"]
-        outputs = []
         for entry in entries:
             metadata = []
             for key, default in (("shape", None), ("dtype", f"{tensors[0]}.dtype")):
@@ -1341,7 +1487,7 @@ class _OpResolver:
                 try:
                     metadata.append(parse_metadata(node.value, tensors, ints) if node else default)
                 except ExprError as error:
-                    self.error(_inside(node, error), error.message)
+                    self.expr_errors(node, error)
             outputs.append(tuple(metadata))
         if len(self.diagnostics.items) > errors_before:
             return ()
@@ -1354,10 +1500,15 @@ class _OpResolver:
         at = self.node.get("schema").value_position
         if any(a.is_mutated for a in args):
             self.error(at, "a reduce op returns its result; it cannot mutate arguments")
-            return ()
         if len(schema.returns) != 1:
             self.error(at, f"a reduce op returns one Tensor, not {len(schema.returns)}")
-            return ()
+        for arg in args:
+            if not arg.is_tensor and arg.name in REDUCTION_ARGUMENTS:
+                self.error(
+                    at.shifted(0, arg.schema.column),
+                    f"reduce ops reduce over the last dimension, so argument '{arg.name}' would not be honoured; "
+                    "remove it (or write a `kernel: custom` op)",
+                )
         tensors = [a for a in args if a.is_tensor]
         expr_node = node.get("expr")
         if expr_node is None and len(tensors) != 1:
@@ -1368,11 +1519,13 @@ class _OpResolver:
         try:
             expr = parse_pointwise(text, {a.name: a.kind for a in args})
         except ExprError as error:
-            self.error(_inside(expr_node, error), error.message)
+            self.expr_errors(expr_node, error)
             return ()
         for arg in tensors:
             if arg.name not in expr.names + expr.tested:
                 self.error(node.position, f"Tensor argument '{arg.name}' is not used by reduce")
+        if any(a.is_mutated for a in args) or len(schema.returns) != 1:
+            return ()
         self.reduction = Reduction(node.get("op").value)
         return (Write(expr, "out"),)
 
@@ -1457,6 +1610,7 @@ class _OpResolver:
             num_outputs=len(schema.returns),
             namespace=self.namespace,
             own_ops=self.own_ops,
+            mutating_ops=self.mutating_ops,
         )
         by_name = {a.name: a for a in args}
         gradients = []
@@ -1472,7 +1626,7 @@ class _OpResolver:
                 try:
                     gradients.append(Gradient(arg, parse_formula(value.value, context)))
                 except ExprError as error:
-                    self.error(_inside(value, error), error.message)
+                    self.expr_errors(value, error)
         for arg in args:
             if arg.is_tensor and arg.name not in node.entries:
                 self.error(

@@ -18,8 +18,10 @@ Tensor inside, including ``Tensor[]`` and ``Tensor[]?``).
 from __future__ import annotations
 
 import ast
+import math
 import re
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, field
 
 
 class SchemaError(ValueError):
@@ -113,6 +115,9 @@ class Argument:
     default: str | None  # source text of the default, e.g. "1e-05", "[1, 2]", "None"
     annotation: Annotation | None
     kwarg_only: bool
+    # 0-based offsets into the schema text of the name and of the default, for messages.
+    column: int = field(default=0, compare=False, repr=False)
+    default_column: int = field(default=0, compare=False, repr=False)
 
     def __str__(self) -> str:
         default = "" if self.default is None else f"={self.default}"
@@ -199,7 +204,9 @@ _TOKEN = re.compile(
     re.VERBOSE,
 )
 _INT = re.compile(r"-?\d+")
-_FLOAT = re.compile(r"-?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|-?inf|nan")
+# torch's schema parser reads numbers with std::stoll/std::stod: no inf or nan, nothing out of range.
+_FLOAT = re.compile(r"-?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+INT64 = (-(2**63), 2**63 - 1)
 
 
 @dataclass(frozen=True)
@@ -229,10 +236,17 @@ def _unsupported(what: str, col: int, supports: str = SUPPORTED) -> SchemaError:
 
 
 class _Parser:
-    def __init__(self, text: str):
+    def __init__(self, text: str, problems: list[SchemaError] | None = None):
         self.text = text
         self.toks = _tokenize(text)
         self.i = 0
+        self.problems = problems  # where errors that do not stop parsing go; None: raise them
+
+    def problem(self, error: SchemaError) -> None:
+        """An error after which the rest of the text still parses (an invalid default, say)."""
+        if self.problems is None:
+            raise error
+        self.problems.append(error)
 
     @property
     def tok(self) -> _Tok:
@@ -295,15 +309,16 @@ class _Parser:
             name = self.ident("argument name")
             if any(a.name == name.text for a in args):
                 raise SchemaError(f"argument {name.text!r} defined twice", name.col)
+            default_col = self.toks[self.i + 1].col if self.tok.text == "=" else 0
             default = self.default(type, name.text) if self.accept("=") else None
             # Generated Python signatures need this; no torch schema breaks it.
             if default is None and not kwarg_only and any(a.default for a in args):
-                raise SchemaError(
+                self.problem(SchemaError(
                     f"positional argument {name.text!r} without a default follows one with a "
                     "default (make it keyword-only by putting it after '*')",
                     name.col,
-                )
-            args.append(Argument(name.text, type, default, annotation, kwarg_only))
+                ))
+            args.append(Argument(name.text, type, default, annotation, kwarg_only, name.col, default_col))
         return tuple(args)
 
     def returns(self) -> tuple[Return, ...]:
@@ -384,7 +399,10 @@ class _Parser:
             text, is_list = f"[{', '.join(items)}]", True
         else:
             text, is_list = self.literal(), False
-        _check_default(type, text, is_list, arg, col)
+        try:
+            _check_default(type, text, is_list, arg, col)
+        except SchemaError as error:
+            self.problem(error)
         return text
 
     def literal(self) -> str:
@@ -402,6 +420,17 @@ def _check_default(type: Type, text: str, is_list: bool, arg: str, col: int) -> 
     def bad(why: str = "") -> SchemaError:
         return SchemaError(f"invalid default '{text}' for {declared} argument {arg!r}{why}", col)
 
+    def out_of_range(items: list[str]) -> SchemaError | None:
+        """The reason torch refuses a number of the right form (std::stoll/std::stod fail on it)."""
+        scalar = str(type.elem if isinstance(type, ListType) else type)
+        for item in items:
+            if scalar in ("int", "SymInt", "Scalar") and _INT.fullmatch(item) and not _int64(item):
+                return bad(": torch reads integer defaults as 64-bit integers, -2**63 to 2**63-1")
+            if scalar in ("float", "Scalar") and (item.lstrip("-") in ("inf", "nan") or _FLOAT.fullmatch(item)):
+                return bad(": torch reads float defaults as finite float64 numbers (no inf, nan, overflow "
+                           "or underflow)")
+        return None
+
     if text == "None":
         if not isinstance(type, OptionalType):
             raise bad(f": None needs an optional type ('{type}?')")
@@ -413,22 +442,22 @@ def _check_default(type: Type, text: str, is_list: bool, arg: str, col: int) -> 
     if isinstance(type, ListType):
         if not is_list and type.size is None:
             raise bad(": use a list literal like [1, 2]")
-        items = text[1:-1].split(", ") if is_list else [text]
-        if not all(_scalar_ok(type.elem, item) for item in items if item):
-            raise bad()
+        items = [item for item in (text[1:-1].split(", ") if is_list else [text]) if item]
+        if not all(_scalar_ok(type.elem, item) for item in items):
+            raise out_of_range(items) or bad()
     elif is_list or not _scalar_ok(type, text):
         if str(type) == "ScalarType" and _INT.fullmatch(text):
             # torch writes dtype defaults as enum numbers (ScalarType? dtype=4).
             raise _unsupported("ScalarType defaults other than None", col, "ScalarType? x=None")
-        raise bad()
+        raise (not is_list and out_of_range([text])) or bad()
 
 
 def _scalar_ok(type: Type, text: str) -> bool:
     name = str(type)
-    if name in ("int", "SymInt"):
-        return bool(_INT.fullmatch(text))
+    if name in ("int", "SymInt") or (name == "Scalar" and _INT.fullmatch(text)):
+        return bool(_INT.fullmatch(text)) and _int64(text)
     if name in ("float", "Scalar"):
-        return bool(_FLOAT.fullmatch(text))
+        return bool(_FLOAT.fullmatch(text)) and _finite(text)
     if name == "bool":
         return text in ("True", "False")
     if name == "str" and text[0] in "\"'":
@@ -439,9 +468,26 @@ def _scalar_ok(type: Type, text: str) -> bool:
     return False  # ScalarType: only None (handled by the caller)
 
 
-def parse_schema(text: str) -> FunctionSchema:
-    """Parse ``[namespace::]name[.overload](args) -> returns``; raise SchemaError."""
-    return _Parser(text).schema()
+def _int64(text: str) -> bool:
+    return INT64[0] <= int(text) <= INT64[1]
+
+
+def _finite(text: str) -> bool:
+    """Whether std::stod reads the number `text`: finite, and not below the smallest normal float64
+    (stod reports underflow as out of range) unless it is written as a zero."""
+    value = float(text)
+    if value == 0:
+        return not re.search(r"[1-9]", re.split("[eE]", text)[0])
+    return math.isfinite(value) and abs(value) >= sys.float_info.min
+
+
+def parse_schema(text: str, problems: list[SchemaError] | None = None) -> FunctionSchema:
+    """Parse ``[namespace::]name[.overload](args) -> returns``; raise SchemaError.
+
+    With a `problems` list, errors after which the text still parses (invalid defaults) are
+    appended to it instead, and the schema is returned: the caller reports them all at once.
+    """
+    return _Parser(text, problems).schema()
 
 
 # ------------------------------------------------------ code generation help
@@ -480,6 +526,4 @@ def python_default(argument: Argument) -> str | None:
 def _py_scalar(text: str) -> str:
     if text[0] in "\"'":
         return repr(ast.literal_eval(text))
-    if text.lstrip("-") in ("inf", "nan"):
-        return f'float("{text}")'
     return text

@@ -6,21 +6,31 @@ once and belong to the user afterwards. kopgen renders the operator code itself.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+import tomli_w
 
 from .model import Package
 from .render import templates_dir
 
 
+def toml_value(value: object) -> str:
+    """`value` as TOML source (a quoted, escaped string, an array ...), for the template to print."""
+    return tomli_w.dumps({"v": value}).removeprefix("v = ").rstrip("\n")
+
+
 def skeleton_answers(package: Package) -> dict[str, object]:
+    summary = (package.description.strip().splitlines() or [""])[0]  # package metadata takes one line
     return {
         "package": package.name,
         "namespace": package.namespace,
         "version": package.version,
         "description": package.description,
-        # JSON's escapes are TOML's too; ensure_ascii=False keeps non-ASCII (TOML has no surrogate pairs).
-        "summary_toml": json.dumps((package.description.strip().splitlines() or [""])[0], ensure_ascii=False),
+        # pyproject.toml's values, written by a TOML writer: no spec text can end a string there.
+        "name_toml": toml_value(package.name),
+        "version_toml": toml_value(package.version),
+        "summary_toml": toml_value(summary),
+        "include_toml": f"[{toml_value(package.name)}, {toml_value(package.name + '.*')}]",
         "ops": [op.name for op in package.ops],
         "needs_triton": package.needs_triton,
         "needs_interpreter": package.needs_interpreter,

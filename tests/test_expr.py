@@ -484,3 +484,76 @@ def test_optional_tensor_is_read_only_where_present_tested_it():
 def test_optional_tensor_errors(text, message):
     with pytest.raises(ExprError, match=re.escape(message)):
         parse_pointwise(text, OPTIONAL_ARGS)
+
+
+# --- every problem at once; constants that fail on every call; pure formulas -------------------
+
+
+def _problems(parse, text, ctx):
+    with pytest.raises(ExprError) as info:
+        parse(text, ctx)
+    return [(e.message, e.column) for e in info.value.errors]
+
+
+def test_every_independent_problem_of_an_expression_is_reported():
+    assert _problems(parse_pointwise, "a * bb + exp(cc) + where(a, b, zz)", ARGS) == [
+        ("unknown name 'bb' (did you mean 'b'?)", 4),
+        ("unknown name 'cc'; the arguments are a, b, alpha, n, flag", 13),
+        ("the condition of where() must be a boolean (a comparison or a bool argument)", 25),
+        ("unknown name 'zz'; the arguments are a, b, alpha, n, flag", 31),
+    ]
+    assert [column for _, column in _problems(parse_formula, "grad * zz + torch.foo_(yy) + x[0]", ONE)] == [
+        7, 12, 23, 29]
+
+
+@pytest.mark.parametrize(("text", "message", "column"), [
+    ("a + 1 / 0 * b", "division by zero: this is always 0", 8),
+    ("a / (2 - 2.0)", "division by zero: this is always 0", 5),
+    ("a + 0 ** -1", "0 to a negative power divides by zero", 4),
+    ("a * 99999999999999999999", "this integer does not fit in 64 bits; write it as a float (1e+20)", 4),
+    ("a * (1e200 * 1e200)", "this constant arithmetic overflows (beyond float64)", 5),
+    ("a * 10 ** 400", "this constant arithmetic overflows (beyond float64)", 4),
+])
+def test_pointwise_constants_that_fail_every_call(text, message, column):
+    assert _problems(parse_pointwise, text, ARGS) == [(message, column)]
+
+
+@pytest.mark.parametrize(("text", "message", "column"), [
+    ("grad * alpha / 0", "division by zero: this is always 0", 15),
+    ("grad * (1 // 0)", "division by zero: this is always 0", 13),
+    ("grad % 0.0", "modulo by zero: this is always 0", 7),
+    ("grad * 10**10**10", "this constant arithmetic overflows (beyond float64)", 7),
+    ("grad * 1e999", "this number is too large", 7),
+    ("grad * -99999999999999999999", "this integer does not fit in 64 bits; write it as a float (1e+20)", 8),
+])
+def test_formula_constants_that_fail_every_call(text, message, column):
+    assert _problems(parse_formula, text, ONE) == [(message, column)]
+
+
+def test_constants_that_work_are_kept():
+    assert parse_pointwise("a * (-8) ** 0.5 + a * 2 ** 10 + a / 1e-300", ARGS)
+    assert parse_formula("grad * 9223372036854775807 + grad * 0.0 ** 2 + grad / (1 - 2)", ONE)
+
+
+def impure_context() -> FormulaContext:
+    """An op `s_` of the namespace mutates its argument."""
+    return FormulaContext({"b": "tensor"}, 1, "kopgen_test_expr", frozenset({"mymul", "s_"}), frozenset({"s_"}))
+
+
+PURE = "a formula computes new tensors and writes none"
+RANDOM = "is random; a derivative formula must give the same gradient on every call"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("torch.mul(grad, b, out=b)", f"'out=' is not allowed in a derivative formula: {PURE}"),
+    ("torch.nn.functional.relu(b, inplace=True)", f"'inplace=' is not allowed in a derivative formula: {PURE}"),
+    ("s_(b, 2.0)", "'s_' mutates its arguments; a derivative formula may call only ops that write nothing (functional ops)"),
+    ("torch.nn.functional.dropout(grad)", f"torch.nn.functional.dropout {RANDOM}"),
+    ("torch.rand_like(grad)", f"torch.rand_like {RANDOM}"),
+    ("torch.bernoulli(grad)", f"torch.bernoulli {RANDOM}"),
+    ("torch.nn.functional.rrelu(grad)", f"torch.nn.functional.rrelu {RANDOM}"),
+    ("grad.multinomial(2)", f"method 'multinomial' {RANDOM}"),
+])
+def test_formulas_are_pure(text, message):
+    assert [m for m, _ in _problems(parse_formula, text, impure_context())] == [message]
+    assert parse_formula("mymul(grad, b) + torch.nn.functional.normalize(grad)", impure_context())
