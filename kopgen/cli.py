@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -14,17 +16,43 @@ from .format import SPEC_SCHEMA
 from .pipeline import generate, load_spec
 from .report import describe_plan
 from .update import apply_update, diff, plan_update
-from .writer import OutputError
+from .writer import OutputError, WriteError
 
-EXIT_BAD_SPEC = 2
+EXIT_FAILED = 1  # the environment failed us: no permission, a full disk, another process in the way
+EXIT_BAD_SPEC = 2  # a bad spec, or a bad use of the command
+EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report a SIGINT
 
 
-def _fail(error: Exception) -> None:
+def _fail(error: Exception | str, code: int = EXIT_BAD_SPEC) -> None:
     click.echo(str(error), err=True)
-    sys.exit(EXIT_BAD_SPEC)
+    sys.exit(code)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@contextmanager
+def _reported() -> Iterator[None]:
+    """Every error a command expects becomes its message and exit code, never a traceback."""
+    try:
+        yield
+    except SpecError as error:  # FILE:LINE:COL: error: ..., one line per problem
+        _fail(error)
+    except WriteError as error:
+        _fail(f"error: {error}", EXIT_FAILED)
+    except OutputError as error:
+        _fail(f"error: {error}")
+    except OSError as error:
+        _fail(f"error: {error}", EXIT_FAILED)
+
+
+class _Main(click.Group):
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:  # click would print "Aborted!" and exit 1; writes clean up on the way out
+            click.echo("kopgen: interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="kopgen")
 def main() -> None:
     """Turn a YAML op spec into a complete, tested PyTorch operator package."""
@@ -35,10 +63,8 @@ def main() -> None:
 @click.option("-o", "--output", "output", type=click.Path(path_type=Path), help="Folder to create (default: the package name).")
 def new(spec: Path, output: Path | None) -> None:
     """Create a new operator repo from SPEC."""
-    try:
+    with _reported():
         target = generate(spec, output)
-    except (SpecError, OutputError) as error:
-        _fail(error)
     click.echo(f"created {target}")
 
 
@@ -46,10 +72,8 @@ def new(spec: Path, output: Path | None) -> None:
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
 def check(spec: Path) -> None:
     """Validate SPEC and print the resolved plan; write nothing."""
-    try:
+    with _reported():
         package = load_spec(spec)
-    except SpecError as error:
-        _fail(error)
     click.echo(describe_plan(package, str(spec)), nl=False)
 
 

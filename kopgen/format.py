@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from .errors import Diagnostics
-from .loader import Mapping, Node, Scalar, Sequence
+from .loader import Mapping, Node, Scalar, Sequence, describe_scalar, quote_hint
 
 FORMAT_VERSION = 1
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -151,7 +151,9 @@ def _node_type(node: Node) -> str:
         return "number"
     if value is None:
         return "null"
-    return "string"
+    if isinstance(value, str):
+        return "string"
+    return type(value).__name__  # bytes (!!binary), date, datetime: never text, whatever they print as
 
 
 def _matches_type(node: Node, expected: str) -> bool:
@@ -161,7 +163,7 @@ def _matches_type(node: Node, expected: str) -> bool:
 
 def _describe(node: Node) -> str:
     if isinstance(node, Scalar):
-        return "nothing" if node.value is None else f"{node.text!r}"
+        return describe_scalar(node)
     return _TYPE_NAMES[_node_type(node)]
 
 
@@ -171,9 +173,7 @@ def _check(node: Node, schema: dict[str, Any], label: str, diagnostics: Diagnost
         return
     expected = schema.get("type")
     if expected and not _matches_type(node, expected):
-        hint = ""
-        if expected == "string" and isinstance(node, Scalar) and node.value is not None:
-            hint = f'; quote it: "{node.text}"'
+        hint = quote_hint(node) if expected == "string" and isinstance(node, Scalar) else ""
         diagnostics.error(node.position, f"{label} must be {_TYPE_NAMES[expected]}, not {_describe(node)}{hint}")
         return
     if "const" in schema and not (isinstance(node, Scalar) and _same(node.value, schema["const"])):

@@ -7,6 +7,7 @@ and so that duplicate keys are reported (PyYAML would silently keep the last one
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,11 +20,15 @@ try:  # the C composer is several times faster and keeps the same marks
 except AttributeError:  # pragma: no cover - PyYAML built without libyaml
     _Loader = yaml.SafeLoader
 
+# A spec has a few hundred nodes (the examples: 40 to 150). Aliases can make a small file expand to billions
+# ("billion laughs"); building stops past this many nodes, counted after expansion.
+MAX_NODES = 50_000
+
 
 @dataclass(frozen=True)
 class Scalar:
     position: Position
-    value: Any  # str, int, float, bool or None, typed by YAML's rules
+    value: Any  # str, int, float, bool, None, bytes (!!binary) or a date/datetime, typed by YAML's rules
     text: str  # the scalar as written, without quotes
     quoted: bool
 
@@ -53,6 +58,22 @@ class Sequence:
 
 
 Node = Scalar | Mapping | Sequence
+
+
+def describe_scalar(node: Scalar) -> str:
+    """A scalar as an error message names it: its text, and its type where YAML read it as one that is not text."""
+    if node.value is None:
+        return "nothing"
+    if isinstance(node.value, bytes):
+        return "binary data (!!binary)"
+    if isinstance(node.value, datetime.date):  # datetime too: YAML reads 2001-12-14 as a timestamp
+        return f"a timestamp {node.text}"
+    return repr(node.text)
+
+
+def quote_hint(node: Scalar) -> str:
+    """How to make `node` a string, where quoting does it."""
+    return "" if node.value is None or isinstance(node.value, bytes) else f'; quote it: "{node.text}"'
 
 
 def plain(node: Node) -> Any:
@@ -94,29 +115,56 @@ class _Builder:
         self.filename = filename
         self.diagnostics = diagnostics
         self.constructor = yaml.constructor.SafeConstructor()
+        self.built = 0  # nodes built so far; an alias counts its node again, as it is expanded again
+        self.open: set[int] = set()  # the YAML nodes being built: a node among them is its own descendant
 
     def position(self, node: yaml.Node) -> Position:
         return Position(self.filename, node.start_mark.line + 1, node.start_mark.column + 1)
 
     def build(self, node: yaml.Node, depth: int = 0) -> Node:
         position = self.position(node)
+        self.built += 1
+        if self.built > MAX_NODES:  # raised at once: going on is what costs minutes and gigabytes
+            self.diagnostics.error(position, f"the YAML expands to more than {MAX_NODES} nodes (aliases of aliases?)")
+            raise SpecError(self.diagnostics.items)
         if depth > 100:  # a spec is shallow; this only stops pathological input
             self.diagnostics.error(position, "the YAML nests too deeply")
             return Scalar(position, None, "", False)
         if isinstance(node, yaml.ScalarNode):
-            try:
-                value = self.constructor.construct_object(node)
-            except yaml.constructor.ConstructorError as error:
-                self.diagnostics.error(position, f"invalid YAML value: {error.problem}")
-                value = node.value
-            return Scalar(position, value, node.value, node.style in ("'", '"'))
+            return self.scalar(node, position)
+        if id(node) in self.open:  # `&a [*a]`: yaml.compose gives a node that contains itself
+            self.diagnostics.error(position, "this node contains an alias of itself")
+            return Scalar(position, None, "", False)
+        self.open.add(id(node))
+        try:
+            return self.collection(node, position, depth)
+        finally:
+            self.open.discard(id(node))
+
+    def scalar(self, node: yaml.ScalarNode, position: Position) -> Scalar:
+        try:
+            value = self.constructor.construct_object(node)
+        except yaml.constructor.ConstructorError as error:
+            self.diagnostics.error(position, f"invalid YAML value: {error.problem}")
+            value = node.value
+        except (ValueError, KeyError, AttributeError):  # what PyYAML raises for `!!int abc`, `!!bool maybe`, ...
+            tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+            text = node.value if len(node.value) <= 40 else node.value[:40] + "..."  # a 5000-digit int, say
+            self.diagnostics.error(position, f"invalid YAML value: {text!r} is not a valid {tag}")
+            value = node.value
+        return Scalar(position, value, node.value, node.style in ("'", '"'))
+
+    def collection(self, node: yaml.Node, position: Position, depth: int) -> Node:
         if isinstance(node, yaml.SequenceNode):
             return Sequence(position, tuple(self.build(item, depth + 1) for item in node.value))
         entries: dict[str, tuple[Scalar, Node]] = {}
         for key_node, value_node in node.value:
             key = self.build(key_node, depth + 1)
-            if not isinstance(key, Scalar) or not isinstance(key.value, str):
+            if not isinstance(key, Scalar):
                 self.diagnostics.error(key.position, "keys must be plain strings")
+                continue
+            if not isinstance(key.value, str):
+                self.diagnostics.error(key.position, f"keys must be strings, not {describe_scalar(key)}{quote_hint(key)}")
                 continue
             if key.value in entries:
                 first = entries[key.value][0].position

@@ -1206,7 +1206,8 @@ def _check_package_names(root: Mapping, namespace: str, namespace_at: Position, 
 
 
 def _text(node: Node | None, default: str) -> str:
-    return default if node is None else str(node.value)
+    # check_format let only real strings through; str() here would turn a stray !!binary into "b'...'"
+    return default if node is None else node.value
 
 
 def _mark_not_twice_differentiable(ops: list[Op]) -> None:
@@ -1280,7 +1281,7 @@ class _OpResolver:
             name=schema.name,
             namespace=self.namespace,
             schema=schema,
-            doc=doc.value if doc is not None and str(doc.value).strip() else f"{self.namespace}::{schema.name}",
+            doc=doc.value if doc is not None and doc.value.strip() else f"{self.namespace}::{schema.name}",
             args=args,
             writes=writes,
             registration=registration,

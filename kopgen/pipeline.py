@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from .errors import Diagnostic, Diagnostics, Position, SpecError
@@ -18,16 +19,57 @@ from .writer import write_new_repo
 __all__ = ["generate", "load_spec", "plan", "render_files", "render_repo"]
 
 SPEC_PATH = "kopgen.yaml"  # the repo's copy of its spec: the input of `kopgen update`, never rewritten
+MAX_SPEC_BYTES = 10 * 1024 * 1024  # a spec is a few KB; this stops /dev/zero and runaway files
+
+_NOT_FILES = [  # what a spec path may name instead of a regular file
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+]
 
 
 def load_spec(path: str | os.PathLike[str]) -> Package:
     """Read and validate a spec file; raise SpecError with every problem found."""
-    path = Path(path)
+    return load_spec_text(read_spec(path), str(path))
+
+
+def read_spec(path: str | os.PathLike[str]) -> str:
+    """The text of a spec file: a regular UTF-8 file of at most MAX_SPEC_BYTES, else a SpecError."""
+    name = str(path)
+
+    def error(message: str, line: int = 1, column: int = 1) -> SpecError:
+        return SpecError([Diagnostic(Position(name, line, column), message)])
+
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise SpecError([Diagnostic(Position(str(path), 1, 1), f"cannot read the spec: {error}")]) from None
-    return load_spec_text(text, str(path))
+        # O_NONBLOCK: opening a FIFO that has no writer returns at once (fstat then refuses it) instead of hanging.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as problem:
+        raise error(f"cannot read the spec: {problem.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = next((kind for test, kind in _NOT_FILES if test(info.st_mode)), "a special file")
+            raise error(f"cannot read the spec: it is {kind}, not a file")
+        if info.st_size > MAX_SPEC_BYTES:
+            raise error(f"the spec is {info.st_size / 2**20:.1f} MB; a spec is at most {MAX_SPEC_BYTES // 2**20} MB")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read(MAX_SPEC_BYTES + 1)  # +1: a file that grew since fstat
+    except OSError as problem:
+        raise error(f"cannot read the spec: {problem.strerror}") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_SPEC_BYTES:
+        raise error(f"the spec is larger than {MAX_SPEC_BYTES // 2**20} MB")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as problem:
+        line_start = data.rfind(b"\n", 0, problem.start) + 1
+        column = len(data[line_start : problem.start].decode("utf-8", errors="replace")) + 1
+        line = data.count(b"\n", 0, problem.start) + 1
+        raise error(f"the spec is not UTF-8 text: byte 0x{data[problem.start]:02x} ({problem.reason})", line, column) from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")  # universal newlines, as open() in text mode reads
 
 
 def load_spec_text(text: str, filename: str) -> Package:

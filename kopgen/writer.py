@@ -1,7 +1,9 @@
 """Write a generated repo so that a failure midway leaves nothing behind.
 
-Everything is written into a staging folder beside the target, which is renamed into
-place only when complete.
+A new folder is written as a staging folder beside the target and renamed into place
+only when complete. An existing empty folder is kept (it may be the shell's current
+folder, `-o .`): the staging folder goes inside it, and its entries move out of it
+when complete.
 """
 
 from __future__ import annotations
@@ -11,28 +13,95 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from .render import templates_dir
+
 
 class OutputError(Exception):
-    """The output folder cannot be used (exists and is not empty, not writable, ...)."""
+    """The output folder cannot be used (exists and is not empty, inside kopgen, ...): a usage error."""
+
+
+class WriteError(OutputError):
+    """Writing failed (no permission, a full disk, another process in the way); nothing was left behind."""
 
 
 def write_new_repo(target: Path, files: dict[str, str]) -> None:
+    """Create the repo `files` at `target`, a new or empty folder; on any failure leave everything as it was."""
+    try:
+        _check_target(target)
+        if target.is_dir():
+            _fill_empty_folder(target, files)
+        else:
+            _create_folder(target, files)
+    except OSError as error:
+        raise WriteError(f"cannot write {target}: {error.strerror or error}; nothing was written") from None
+
+
+def _check_target(target: Path) -> None:
     if target.is_symlink() or (target.exists() and not target.is_dir()):
         raise OutputError(f"{target} exists and is not a folder")
     if target.is_dir() and any(target.iterdir()):
         raise OutputError(f"{target} is not empty; kopgen new only writes into a new or empty folder")
+    # A repo written into kopgen's own templates would be copied into every later repo.
+    for folder in (Path(__file__).resolve().parent, templates_dir().resolve()):
+        if target.resolve().is_relative_to(folder):
+            raise OutputError(f"{target} is inside kopgen's installation ({folder}); write the repo elsewhere")
+
+
+def _create_folder(target: Path, files: dict[str, str]) -> None:
     parent = target.absolute().parent
-    parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{target.name}.kopgen-", dir=parent))
+    missing = [folder for folder in (parent, *parent.parents) if not folder.exists()]
+    stage = None
     try:
-        for relative, text in sorted(files.items()):
-            write_file(stage, relative, text)
-        if target.is_dir():
-            target.rmdir()
-        os.rename(stage, target)
+        for folder in reversed(missing):
+            folder.mkdir(exist_ok=True)
+        stage = Path(tempfile.mkdtemp(prefix=f".{target.name}.kopgen-", dir=parent))
+        _write_all(stage, files)
+        try:
+            os.rename(stage, target)  # atomic; fails if another process filled the target meanwhile
+        except OSError as error:
+            if target.exists():
+                raise WriteError(f"{target} was created by another process meanwhile; nothing was written") from error
+            raise
     except BaseException:
+        if stage is not None:
+            shutil.rmtree(stage, ignore_errors=True)
+        for folder in missing:  # innermost first
+            _remove_if_empty(folder)
+        raise
+
+
+def _fill_empty_folder(target: Path, files: dict[str, str]) -> None:
+    stage = Path(tempfile.mkdtemp(prefix=".kopgen-", dir=target))
+    moved: list[Path] = []
+    try:
+        _write_all(stage, files)
+        # Another `kopgen new` on this folder leaves its own stage or files here: then only one may go on.
+        if os.listdir(target) != [stage.name]:
+            raise WriteError(f"{target} was changed by another process meanwhile; nothing was written")
+        for entry in sorted(os.listdir(stage)):
+            os.rename(stage / entry, target / entry)
+            moved.append(target / entry)
+        stage.rmdir()
+    except BaseException:
+        for path in moved:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
         shutil.rmtree(stage, ignore_errors=True)
         raise
+
+
+def _write_all(root: Path, files: dict[str, str]) -> None:
+    for relative, text in sorted(files.items()):
+        write_file(root, relative, text)
+
+
+def _remove_if_empty(folder: Path) -> None:
+    try:
+        folder.rmdir()
+    except OSError:
+        pass
 
 
 def inside(root: Path, relative: str) -> Path:

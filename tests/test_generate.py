@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from kopgen import generate
 from kopgen.cli import main
-from kopgen.writer import OutputError
+from kopgen.writer import OutputError, WriteError
 
 from .conftest import EXAMPLES, ROOT
 
@@ -117,7 +117,7 @@ def test_a_failure_midway_leaves_nothing_behind(tmp_path, muladd_spec, monkeypat
 
     original = writer.write_file
     monkeypatch.setattr(writer, "write_file", failing_write)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(WriteError, match="disk full"):
         generate(muladd_spec, tmp_path / "repo")
     assert list(tmp_path.iterdir()) == []
 
