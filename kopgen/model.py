@@ -1178,6 +1178,9 @@ def _check_package_names(root: Mapping, namespace: str, namespace_at: Position, 
         diagnostics.error(at, f"package name {too_long}")
     elif keyword.iskeyword(package):  # soft keywords (match, type, _) import fine
         diagnostics.error(at, f"package '{package}' is a Python keyword; `import {package}` would not parse")
+    elif DUNDER_PATTERN.match(package):
+        diagnostics.error(at, f"package '{package}' is a Python special name (__x__), which Python's import "
+                              "machinery gives its own meaning; choose another name")
     elif package in SHADOWED_MODULES:
         diagnostics.error(at, f"package '{package}' would shadow the module '{package}' (of the standard library, "
                               "or one the generated code imports); choose another name")
