@@ -55,7 +55,7 @@ RESERVED_NAMES = frozenset(
         *("block_rows", "block_cols", "BLOCK_ROWS", "BLOCK_COLS", "COL_BLOCKS", "block"),
     }
 )
-RESERVED_PATTERN = re.compile(r"^(_.*|out\d+|grad_.*|.*_ptr|.*_shape|.*_dense|.*_kernels)$")
+RESERVED_PATTERN = re.compile(r"^(_.*|out\d+(_.*)?|grad_.*|.*_ptr|.*_shape|.*_dense|.*_kernels)$")
 # Names the generated C++ and CUDA code uses (locals and helpers of csrc/), which arguments
 # of compiled ops must not shadow, and the keywords of C++, which no C++ name may be.
 CPP_RESERVED_NAMES = frozenset(
@@ -364,6 +364,16 @@ class Custom:
 
 
 @dataclass(frozen=True)
+class SkeletonOutput:
+    """An output of a custom kernel's skeleton, with its own size and mask (outputs may differ in shape)."""
+
+    name: str  # `out`, or `out0`, `out1`, ...
+    numel: str  # the kernel parameter holding its number of elements
+    mask: str  # the kernel's local masking its stores
+    size: str  # what the launcher passes for `numel`
+
+
+@dataclass(frozen=True)
 class KernelTensor:
     """A Tensor a kernel touches, and what each launcher passes for it."""
 
@@ -598,6 +608,14 @@ class Op:
         return len(self.custom.outputs) if self.custom else len(self.outputs)
 
     @property
+    def skeleton_outputs(self) -> tuple[SkeletonOutput, ...]:
+        """The outputs a custom kernel's skeleton stores, each under its own mask (a single one under the
+        launcher's `n_elements` and `mask`)."""
+        if self.num_outputs == 1:
+            return (SkeletonOutput("out", "n_elements", "mask", "n_elements"),)
+        return tuple(SkeletonOutput(name, f"{name}_numel", f"{name}_mask", f"{name}.numel()") for name in self.output_names)
+
+    @property
     def return_annotation(self) -> str:
         if self.is_mutating:
             return "None"
@@ -731,8 +749,7 @@ class Op:
         """normal, empty, non-contiguous and broadcast inputs (where the op has such)."""
         samples = []
         for i, shapes in enumerate(self.shapes):
-            label = "normal" if len(self.shapes) == 1 else f"normal{i}"
-            samples.append(self._sample(label, lambda a, shapes=shapes: _make(shapes[a.name])))
+            samples.append(self._sample(self._normal_label(i), lambda a, shapes=shapes: _make(shapes[a.name])))
         first = self.shapes[0]
         rank = max(len(shape) for shape in first.values())
         # No rows: the leading dimension of the full-rank arguments is 0; the others broadcast.
@@ -759,10 +776,20 @@ class Op:
         return tuple(samples)
 
     @property
+    def normal_sample(self) -> str:
+        """The sample of the spec's first test shapes: what the tests that take one sample run on."""
+        return self._normal_label(0)
+
+    def _normal_label(self, index: int) -> str:
+        return "normal" if len(self.shapes) == 1 else f"normal{index}"
+
+    @property
     def samples_with_resized(self) -> tuple[Sample, ...]:
-        """The samples, plus one of other sizes that dynamic-shape compiles run on."""
+        """The samples, plus one of other sizes that dynamic-shape compiles run on: the first shapes with every
+        size n > 1 grown to n + 2. Size-1 dimensions stay 1 and equal sizes stay equal, so inputs that broadcast
+        against each other still do (and a custom kernel's inputs keep the sizes they share)."""
         first = self.shapes[0]
-        resized = self._sample("resized", lambda a: _make(tuple(n + 2 for n in first[a.name])))
+        resized = self._sample("resized", lambda a: _make(tuple(n if n == 1 else n + 2 for n in first[a.name])))
         return self.samples + (resized,)
 
     @property
@@ -994,6 +1021,11 @@ class Package:
     @property
     def needs_interpreter(self) -> bool:
         return any(op.uses_interpreter for op in self.ops)
+
+    @property
+    def uses_compiled_triton(self) -> bool:
+        """Whether some op launches a Triton kernel on CUDA (its launcher then needs _support.device_guard)."""
+        return any(op.uses_compiled_triton for op in self.ops)
 
     @property
     def reductions(self) -> tuple[str, ...]:

@@ -1,0 +1,176 @@
+"""The generated code and tests: Triton launches on the tensors' GPU, tests of specs with several
+test shapes, the resized sample of the dynamic-shape compiles, custom skeletons whose outputs
+differ in shape; and two generated suites run with warnings as errors."""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import importlib.util
+import os
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from kopgen import generate
+from kopgen.errors import SpecError
+from kopgen.pipeline import load_spec, load_spec_text, render_repo
+
+from .conftest import EXAMPLES, ROOT, run_suite
+
+SPECS = ROOT / "tests/specs"
+SEVERAL_SHAPES = SPECS / "several_shapes.yaml"
+CUSTOM_TWO_SHAPES = SPECS / "custom_two_shapes.yaml"
+# The specs with an op that launches Triton kernels on CUDA.
+TRITON_ON_CUDA = [
+    spec
+    for spec in [*sorted(EXAMPLES.glob("*.yaml")), CUSTOM_TWO_SHAPES]
+    if any(op.uses_compiled_triton for op in load_spec(spec).ops)
+]
+
+
+def rendered(spec: Path, path: str) -> str:
+    return render_repo(load_spec(spec))[path][1]
+
+
+def launches(function: ast.FunctionDef) -> list[ast.Call]:
+    """The Triton launches of a launcher: `kernel[grid](...)`, or the call of a triton_op's `<op>_launch`."""
+    return [
+        node
+        for node in ast.walk(function)
+        if isinstance(node, ast.Call)
+        and (isinstance(node.func, ast.Subscript) or (isinstance(node.func, ast.Name) and node.func.id.endswith("_launch")))
+    ]
+
+
+def guarded(function: ast.FunctionDef) -> set[ast.Call]:
+    """The calls made inside `with _support.device_guard(...)`."""
+    calls = set()
+    for node in ast.walk(function):
+        if isinstance(node, ast.With) and any(ast.unparse(item.context_expr).startswith("_support.device_guard(") for item in node.items):
+            calls |= {call for statement in node.body for call in ast.walk(statement) if isinstance(call, ast.Call)}
+    return calls
+
+
+@pytest.mark.parametrize("spec", TRITON_ON_CUDA, ids=lambda spec: spec.stem)
+def test_triton_launchers_launch_on_the_tensors_gpu(spec):
+    """Triton launches on the current GPU: every CUDA launcher enters its tensors' GPU first."""
+    package = load_spec(spec)
+    files = render_repo(package)
+    for op in package.ops:
+        if not op.uses_compiled_triton:
+            continue
+        module = ast.parse(files[f"{package.name}/kernels/{op.name}.py"][1])
+        launcher = next(node for node in module.body if isinstance(node, ast.FunctionDef) and node.name == f"{op.name}_triton")
+        calls = launches(launcher)
+        assert calls, op.name
+        assert set(calls) <= guarded(launcher), f"{op.name}: {[ast.unparse(call) for call in calls]}"
+
+
+def test_device_guard_enters_the_gpu_of_the_tensor_unless_current(tmp_path, monkeypatch):
+    path = tmp_path / "_support.py"
+    path.write_text(rendered(EXAMPLES / "muladd.yaml", "kbook/_support.py"))
+    spec = importlib.util.spec_from_file_location("kbook_support", path)
+    support = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(support)
+    device_guard = support.device_guard
+    assert isinstance(device_guard(torch.ones(2)), contextlib.nullcontext)  # CPU: no guard
+
+    class OnGpu:  # a CUDA tensor as device_guard sees one, on a machine without a GPU
+        is_cuda = True
+
+        def __init__(self, index: int):
+            self.index = index
+
+        def get_device(self) -> int:
+            return self.index
+
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    assert isinstance(device_guard(OnGpu(0)), contextlib.nullcontext)  # already current
+    guard = device_guard(OnGpu(1))
+    assert isinstance(guard, torch.cuda.device) and guard.idx == 1
+
+
+def test_tests_of_several_shapes_name_samples_that_exist():
+    """With two test shapes the samples are normal0 and normal1; the tests of one sample take normal0."""
+    op = load_spec(SEVERAL_SHAPES).ops[0]
+    assert [s.label for s in op.samples[:2]] == ["normal0", "normal1"]
+    text = rendered(SEVERAL_SHAPES, "tests/test_rotate.py")
+    labels = set(re.findall(r'sample == "(\w+)"', text))
+    asked = re.findall(r'make_args\("(\w+)"', text)
+    for line in re.findall(r"for sample in (.*):", text):
+        asked += re.findall(r'"(\w+)"', line)
+    assert "normal0" in asked and "normal" not in asked
+    assert set(asked) <= labels, set(asked) - labels
+
+
+def test_resized_sample_keeps_size_1_dimensions_and_broadcasting():
+    """Every size n > 1 becomes n + 2, size-1 dimensions stay: x [4, 5, 6, 8] and cos [5, 1, 8] still broadcast."""
+    op = load_spec(SEVERAL_SHAPES).ops[0]
+    resized = op.samples_with_resized[-1]
+    assert resized.label == "resized"
+    assert resized.args == ("make(6, 7, 8, 10)", "make(7, 1, 10)")
+    shapes = [tuple(int(n) for n in re.findall(r"\d+", arg)) for arg in resized.args]
+    assert torch.broadcast_shapes(*shapes) == (6, 7, 8, 10)
+
+
+def test_custom_skeleton_stores_each_output_under_its_own_mask():
+    """Outputs of two shapes: each gets its own size and mask, and the grid covers the largest."""
+    text = rendered(CUSTOM_TWO_SHAPES, "ktwo/kernels/pairsum_double.py")
+    compile(text, "pairsum_double.py", "exec")
+    for name in ("out0", "out1"):
+        assert f"    {name}_mask = offsets < {name}_numel\n" in text
+        assert f"tl.store({name}_ptr + offsets, {name}.to({name}_ptr.dtype.element_ty), mask={name}_mask)" in text
+    assert "n_elements = max(out0.numel(), out1.numel())" in text
+    assert "out0.numel(), out1.numel(),\n" in text
+
+
+def test_names_of_the_skeletons_output_sizes_and_masks_are_reserved():
+    """`out0_numel` is a kernel parameter of the skeleton above: an argument of that name would repeat it."""
+    text = CUSTOM_TWO_SHAPES.read_text().replace("pairsum_double(Tensor x)", "pairsum_double(Tensor x, int out0_numel)")
+    with pytest.raises(SpecError, match="argument name 'out0_numel' is reserved for the generated code"):
+        load_spec_text(text, "spec.yaml")
+
+
+def write_pairsum_double_kernel(path: Path) -> None:
+    """What a user does with the skeleton of tests/specs/custom_two_shapes.yaml: write the body, drop the `raise`."""
+    text = re.sub(r"    raise NotImplementedError\(\n.*\n    \)\n", "", path.read_text())
+    text = text.replace(
+        "    out0 = tl.full((BLOCK_SIZE,), 0.0, dtype=COMPUTE_DTYPE)\n",
+        "    pairs = 2 * offsets\n"
+        "    out0 = tl.load(x_ptr + pairs, mask=out0_mask).to(COMPUTE_DTYPE)"
+        " + tl.load(x_ptr + pairs + 1, mask=out0_mask).to(COMPUTE_DTYPE)\n",
+    ).replace(
+        "    out1 = tl.full((BLOCK_SIZE,), 0.0, dtype=COMPUTE_DTYPE)\n",
+        "    out1 = tl.load(x_ptr + offsets, mask=out1_mask).to(COMPUTE_DTYPE) * 2\n",
+    )
+    assert "raise NotImplementedError" not in text and "out0_mask).to" in text and "out1_mask).to" in text
+    path.write_text(text)
+
+
+def suite_of(spec: Path, root: Path, prepare=None) -> str:
+    """The generated suite of a spec of Python kernels, run from its sources; its output, once it passed."""
+    repo = generate(spec, root / "repo")
+    if prepare:
+        prepare(repo)
+    result = run_suite(repo, {**os.environ, "PYTHONPATH": str(repo)}, "-rs")
+    print(result.stdout[-3000:])
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
+    return result.stdout
+
+
+@pytest.mark.slow
+def test_suite_of_several_test_shapes_passes(tmp_path):
+    """normal0 and normal1 samples, and dynamic-shape compiles on a resized sample that still broadcasts;
+    the test on two GPUs skips here."""
+    output = suite_of(SEVERAL_SHAPES, tmp_path)
+    assert re.search(r"SKIPPED \[\d+\] tests/test_rotate.py:\d+: needs two CUDA devices", output)
+    passed = re.search(r"(\d+) passed", output)
+    assert passed and int(passed.group(1)) >= 30
+
+
+@pytest.mark.slow
+def test_suite_of_a_custom_kernel_with_outputs_of_two_shapes_passes(tmp_path):
+    suite_of(CUSTOM_TWO_SHAPES, tmp_path, lambda repo: write_pairsum_double_kernel(repo / "ktwo/kernels/pairsum_double.py"))
