@@ -93,11 +93,29 @@ def test_opcheck(device, dtype, sample, requires_grad):
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("device", DEVICES)
 def test_matches_reference(device, dtype, sample):
-    args = make_args(sample, device, dtype)
+    check_matches_reference(make_args(sample, device, dtype))
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+@pytest.mark.parametrize("sample", SAMPLES)
+def test_runs_on_the_tensors_gpu(sample):
+    """Tensors on the last GPU while GPU 0 is current: the kernel launches on the tensors' GPU."""
+    device = f"cuda:{torch.cuda.device_count() - 1}"
+    args = make_args(sample, device, DTYPES[0])
+    with torch.cuda.device(0):
+        torch.ones(1, device="cuda:0")  # GPU 0 in use, as in a real program: a launch there would fail
+        outputs = check_matches_reference(args)
+    assert all(output.device == torch.device(device) for output in outputs)
+
+
+def check_matches_reference(args: tuple) -> tuple:
+    """Runs the op on `args`, compares what it gives with the reference, and returns it."""
     expected = as_tuple(call(reference.muladd, args))
-    for output, want in zip(run(OP, args), expected, strict=True):
+    outputs = run(OP, args)
+    for output, want in zip(outputs, expected, strict=True):
         assert output.is_contiguous()
         assert_close(output, want, **TOLERANCES)
+    return outputs
 
 
 def test_schema_carries_the_tags():

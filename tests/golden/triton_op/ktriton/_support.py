@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from torch import Tensor
 
@@ -68,3 +70,16 @@ def broadcast_contiguous(shape: torch.Size, *tensors: Tensor | None) -> tuple[Te
 def upcast(*tensors: Tensor | None) -> tuple[Tensor | None, ...]:
     """The inputs in float32 at least (float16 and bfloat16 compute in float32); None stays None."""
     return tuple(t if t is None else t.to(torch.promote_types(t.dtype, torch.float32)) for t in tensors)
+
+
+_NO_GUARD = contextlib.nullcontext()
+
+
+def device_guard(tensor: Tensor) -> contextlib.AbstractContextManager:
+    """Makes `tensor`'s GPU current for a Triton launch: Triton launches on the current GPU, on its current stream.
+
+    No guard for CPU tensors, nor where the GPU is already current: the check costs less than a guard.
+    """
+    if tensor.is_cuda and tensor.get_device() != torch.cuda.current_device():
+        return torch.cuda.device(tensor.get_device())
+    return _NO_GUARD

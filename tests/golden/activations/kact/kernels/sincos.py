@@ -43,12 +43,13 @@ def sincos_triton(x: Tensor) -> tuple[Tensor, Tensor]:
     kernel = sincos_kernel
     compute_dtype = tl.float64 if out0.dtype == torch.float64 else tl.float32
     grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
-    kernel[grid](
-        x, out0, out1,
-        n_elements,
-        BLOCK_SIZE=BLOCK_SIZE,
-        COMPUTE_DTYPE=compute_dtype,
-    )
+    with _support.device_guard(out0):  # on the tensors' GPU, which need not be the current one
+        kernel[grid](
+            x, out0, out1,
+            n_elements,
+            BLOCK_SIZE=BLOCK_SIZE,
+            COMPUTE_DTYPE=compute_dtype,
+        )
     return out0, out1
 
 

@@ -50,15 +50,16 @@ def pairsum_triton(x: Tensor) -> Tensor:
     n_elements = out.numel()
     if n_elements == 0:
         return out
-    x, = (x.contiguous(), )
+    x = x.contiguous()
     kernel = pairsum_kernel if out.is_cuda else pairsum_kernel_interpreted
     compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
     grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
-    kernel[grid](
-        x,
-        out,
-        n_elements,
-        BLOCK_SIZE=BLOCK_SIZE,
-        COMPUTE_DTYPE=compute_dtype,
-    )
+    with _support.device_guard(out):  # on the tensors' GPU, which need not be the current one
+        kernel[grid](
+            x,
+            out,
+            n_elements,
+            BLOCK_SIZE=BLOCK_SIZE,
+            COMPUTE_DTYPE=compute_dtype,
+        )
     return out

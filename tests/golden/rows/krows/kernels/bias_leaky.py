@@ -49,10 +49,11 @@ def bias_leaky_triton(x: Tensor, bias: Tensor, *, alpha: float = 0.1, negate: bo
     kernel = bias_leaky_kernel if out.is_cuda else bias_leaky_kernel_interpreted
     compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
     grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
-    kernel[grid](
-        x, bias, out, alpha, int(negate),
-        n_elements,
-        BLOCK_SIZE=BLOCK_SIZE,
-        COMPUTE_DTYPE=compute_dtype,
-    )
+    with _support.device_guard(out):  # on the tensors' GPU, which need not be the current one
+        kernel[grid](
+            x, bias, out, alpha, int(negate),
+            n_elements,
+            BLOCK_SIZE=BLOCK_SIZE,
+            COMPUTE_DTYPE=compute_dtype,
+        )
     return out

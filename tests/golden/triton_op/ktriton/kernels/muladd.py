@@ -40,7 +40,10 @@ muladd_kernel_interpreted = InterpretedFunction(muladd_kernel.fn)
 
 def muladd_triton(a: Tensor, b: Tensor, c: float) -> Tensor:
     """The bare launcher of muladd_kernel; the operator's CPU kernel, and its eager CUDA path."""
-    return muladd_launch(muladd_kernel if a.is_cuda else muladd_kernel_interpreted, a, b, c)
+    # On the tensors' GPU, which need not be the current one. (The body that torch.compile traces
+    # launches through wrap_triton instead, and Inductor runs that kernel on its tensors' device.)
+    with _support.device_guard(a):
+        return muladd_launch(muladd_kernel if a.is_cuda else muladd_kernel_interpreted, a, b, c)
 
 
 def muladd_launch(kernel, a: Tensor, b: Tensor, c: float) -> Tensor:

@@ -39,7 +39,10 @@ muladd_out_kernel_interpreted = InterpretedFunction(muladd_out_kernel.fn)
 
 def muladd_out_triton(a: Tensor, b: Tensor, c: float, out: Tensor) -> None:
     """The bare launcher of muladd_out_kernel; the operator's CPU kernel, and its eager CUDA path."""
-    return muladd_out_launch(muladd_out_kernel if a.is_cuda else muladd_out_kernel_interpreted, a, b, c, out)
+    # On the tensors' GPU, which need not be the current one. (The body that torch.compile traces
+    # launches through wrap_triton instead, and Inductor runs that kernel on its tensors' device.)
+    with _support.device_guard(a):
+        return muladd_out_launch(muladd_out_kernel if a.is_cuda else muladd_out_kernel_interpreted, a, b, c, out)
 
 
 def muladd_out_launch(kernel, a: Tensor, b: Tensor, c: float, out: Tensor) -> None:

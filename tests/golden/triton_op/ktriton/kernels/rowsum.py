@@ -50,7 +50,10 @@ def rowsum_kernel(
 
 def rowsum_triton(x: Tensor, weight: Tensor | None = None, *, scale: float = 1.0) -> Tensor:
     """The bare launcher of rowsum_kernel; the operator's CPU kernel, and its eager CUDA path."""
-    return rowsum_launch(rowsum_kernel, x, weight, scale=scale)
+    # On the tensors' GPU, which need not be the current one. (The body that torch.compile traces
+    # launches through wrap_triton instead, and Inductor runs that kernel on its tensors' device.)
+    with _support.device_guard(x):
+        return rowsum_launch(rowsum_kernel, x, weight, scale=scale)
 
 
 def rowsum_launch(kernel, x: Tensor, weight: Tensor | None = None, *, scale: float = 1.0) -> Tensor:

@@ -40,7 +40,10 @@ sincos_kernel_interpreted = InterpretedFunction(sincos_kernel.fn)
 
 def sincos_triton(x: Tensor) -> tuple[Tensor, Tensor]:
     """The bare launcher of sincos_kernel; the operator's CPU kernel, and its eager CUDA path."""
-    return sincos_launch(sincos_kernel if x.is_cuda else sincos_kernel_interpreted, x)
+    # On the tensors' GPU, which need not be the current one. (The body that torch.compile traces
+    # launches through wrap_triton instead, and Inductor runs that kernel on its tensors' device.)
+    with _support.device_guard(x):
+        return sincos_launch(sincos_kernel if x.is_cuda else sincos_kernel_interpreted, x)
 
 
 def sincos_launch(kernel, x: Tensor) -> tuple[Tensor, Tensor]:
