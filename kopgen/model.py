@@ -12,6 +12,7 @@ import errno
 import itertools
 import keyword
 import re
+import textwrap
 import sys
 from dataclasses import dataclass
 from functools import cached_property
@@ -1021,6 +1022,25 @@ class Package:
     @property
     def needs_interpreter(self) -> bool:
         return any(op.uses_interpreter for op in self.ops)
+
+    @property
+    def upstream_warnings(self) -> tuple[tuple[str, str], ...]:
+        """(why as comment lines, pytest filter) of each upstream warning the generated suite cannot avoid."""
+        warnings = [
+            ("torch.utils.mkldnn, which Inductor imports on its first compile, defines its modules with the "
+             "deprecated torch.jit.script_method: a DeprecationWarning for each of their methods.",
+             r"ignore:`torch\.jit\.script_method` is deprecated:DeprecationWarning:torch\.jit\._script"),
+            ("Inductor suggests TF32 matmuls when it compiles the nn.Linear of the CUDA-graph test on a GPU "
+             "that has them; the test keeps float32's precision.",
+             r"ignore:TensorFloat32 tensor cores:UserWarning:torch\._inductor\.compile_fx"),
+        ]
+        if self.needs_interpreter:
+            warnings.append((
+                "Triton's interpreter computes masked-out lanes too, in numpy, which warns where they hold "
+                "values outside a function's domain (log(0)); the lanes are never stored.",
+                r"ignore::RuntimeWarning:triton\.runtime\.interpreter",
+            ))
+        return tuple((tuple(textwrap.wrap(why, 96)), warning_filter) for why, warning_filter in warnings)
 
     @property
     def uses_compiled_triton(self) -> bool:
