@@ -12,8 +12,8 @@ import errno
 import itertools
 import keyword
 import re
-import textwrap
 import sys
+import textwrap
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -1026,20 +1026,24 @@ class Package:
     @property
     def upstream_warnings(self) -> tuple[tuple[str, str], ...]:
         """(why as comment lines, pytest filter) of each upstream warning the generated suite cannot avoid."""
+        mkldnn = (
+            "torch.utils.mkldnn, which Inductor imports on its first compile, defines its modules with the "
+            "deprecated torch.jit.script_method: a DeprecationWarning for each of their methods."
+        )
+        tf32 = (
+            "Inductor suggests TF32 matmuls when it compiles the nn.Linear of the CUDA-graph test on a GPU "
+            "that has them; the test keeps float32's precision."
+        )
         warnings = [
-            ("torch.utils.mkldnn, which Inductor imports on its first compile, defines its modules with the "
-             "deprecated torch.jit.script_method: a DeprecationWarning for each of their methods.",
-             r"ignore:`torch\.jit\.script_method` is deprecated:DeprecationWarning:torch\.jit\._script"),
-            ("Inductor suggests TF32 matmuls when it compiles the nn.Linear of the CUDA-graph test on a GPU "
-             "that has them; the test keeps float32's precision.",
-             r"ignore:TensorFloat32 tensor cores:UserWarning:torch\._inductor\.compile_fx"),
+            (mkldnn, r"ignore:`torch\.jit\.script_method` is deprecated:DeprecationWarning:torch\.jit\._script"),
+            (tf32, r"ignore:TensorFloat32 tensor cores:UserWarning:torch\._inductor\.compile_fx"),
         ]
         if self.needs_interpreter:
-            warnings.append((
+            masked_lanes = (
                 "Triton's interpreter computes masked-out lanes too, in numpy, which warns where they hold "
-                "values outside a function's domain (log(0)); the lanes are never stored.",
-                r"ignore::RuntimeWarning:triton\.runtime\.interpreter",
-            ))
+                "values outside a function's domain (log(0)); the lanes are never stored."
+            )
+            warnings.append((masked_lanes, r"ignore::RuntimeWarning:triton\.runtime\.interpreter"))
         return tuple((tuple(textwrap.wrap(why, 96)), warning_filter) for why, warning_filter in warnings)
 
     @property

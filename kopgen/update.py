@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from . import __version__
-from .errors import Diagnostic, Position, SpecError
 from .pipeline import SPEC_PATH, load_spec_text, render_repo, state_of
+from .pipeline import read_spec as read_spec_file
 from .plan import KOPGEN
 from .state import STATE_PATH, State, StateError, digest
 from .writer import OutputError, inside, replace_file
@@ -85,15 +85,11 @@ def _bad_byte(data: bytes) -> tuple[int, int, int]:
 
 
 def read_spec(repo: Path) -> str:
-    """kopgen.yaml's text; not UTF-8 is a spec error, at the first bad byte."""
-    data = read_file(repo, SPEC_PATH)
-    if data is None:
+    """kopgen.yaml's text, read as `kopgen new` reads a spec: a regular UTF-8 file within the size limit."""
+    path = inside(repo, SPEC_PATH)
+    if not path.exists():
         raise OutputError(f"{repo} has no {SPEC_PATH}")
-    if isinstance(data, bytes):
-        line, column, value = _bad_byte(data)
-        position = Position(str(repo / SPEC_PATH), line, column)
-        raise SpecError([Diagnostic(position, f"not UTF-8 text (byte 0x{value:02x})")])
-    return data
+    return read_spec_file(repo / SPEC_PATH)
 
 
 def plan_update(repo: Path, force: bool = False) -> UpdatePlan:

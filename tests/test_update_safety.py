@@ -238,7 +238,7 @@ def test_a_non_utf8_spec_is_a_spec_error(repo):
     spec.write_bytes(spec.read_bytes().replace(b"package: kwalk\n", b"package: kwalk\n# caf\xe9\n"))
     before = snapshot(repo)
     output = refused(update(repo), 2)
-    assert re.fullmatch(r".*kopgen\.yaml:4:6: error: not UTF-8 text \(byte 0xe9\)\n", output), output
+    assert re.fullmatch(r".*kopgen\.yaml:4:6: error: the spec is not UTF-8 text: byte 0xe9 \(invalid continuation byte\)\n", output), output
     assert snapshot(repo) == before
 
 
