@@ -9,9 +9,10 @@ from pathlib import Path
 from .errors import Diagnostic, Diagnostics, Position, SpecError
 from .format import check_format
 from .loader import Mapping, load_yaml
-from .model import Package, resolve
+from .model import Package
 from .plan import KOPGEN, OutputFile, plan
 from .render import render
+from .resolve import resolve
 from .skeleton import skeleton_files
 from .state import STATE_PATH, State, digest
 from .writer import write_new_repo

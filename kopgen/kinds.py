@@ -1,0 +1,202 @@
+"""The op kinds, resolved from the spec: `compute` (pointwise), `reduce` (last dimension) and `kernel: custom`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from . import __version__
+from .expr import ExprError, FormulaContext, parse_formula, parse_metadata, parse_pointwise
+from .loader import Mapping, Node, Scalar, Sequence
+from .model import Arg, Custom, Reduction, Write
+from .schema import FunctionSchema
+
+if TYPE_CHECKING:
+    from .resolve import OpResolver
+
+# Scalar arguments a reduction might be expected to honour; kopgen's reductions are over the last dimension.
+REDUCTION_ARGUMENTS = ("dim", "dims", "axis", "keepdim")
+
+
+@dataclass(frozen=True)
+class ResolvedKind:
+    """What an op's kind computes: the tensors it writes (compute, reduce), or the custom kernel's contract."""
+
+    writes: tuple[Write, ...]
+    reduction: Reduction | None = None
+    custom: Custom | None = None
+
+
+NOTHING = ResolvedKind(())  # an op whose kind has errors (reported)
+
+
+def resolve_kind(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, ...]) -> ResolvedKind:
+    """The op's kind: exactly one of `compute`, `reduce` and `kernel: custom`, with what it computes."""
+    kinds = [k for k in ("compute", "reduce", "kernel") if resolver.node.get(k) is not None]
+    if len(kinds) != 1:
+        message = "an op needs exactly one of compute, reduce or kernel"
+        if kinds:
+            message += f"; it has {' and '.join(kinds)}"
+        resolver.error(resolver.node.position if not kinds else resolver.node.key_position(kinds[1]), message)
+        return NOTHING
+    kind = kinds[0]
+    at = resolver.node.get("schema").value_position
+    for arg in args:  # each reported; the expressions are checked all the same
+        if arg.schema.kwarg_only and arg.is_tensor:
+            resolver.error(
+                at.shifted(0, arg.schema.column),
+                f"keyword-only Tensor arguments are not supported ('{arg.name}'): autograd formulas "
+                "differentiate positional inputs only; make it positional",
+            )
+        if arg.kind == "other":
+            resolver.error(
+                at.shifted(0, arg.schema.column),
+                f"compute ops take Tensor, Tensor?, float, int and bool arguments; '{arg.name}' is {arg.schema.type}",
+            )
+    if not any(a.kind == "tensor" for a in args):
+        resolver.error(at, "an op needs a Tensor argument that is not optional: its output takes that Tensor's dtype and device")
+        return NOTHING
+    if any(a.kind == "other" for a in args):  # the expression languages have no value of that type
+        return NOTHING
+    if kind == "reduce":
+        return _resolve_reduction(resolver, schema, args)
+    if kind == "kernel":
+        return _resolve_custom(resolver, schema, args)
+    return _resolve_compute(resolver, schema, args)
+
+
+def _resolve_compute(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, ...]) -> ResolvedKind:
+    """`compute`: one pointwise expression per returned Tensor, or per mutated argument."""
+    node = resolver.node.get("compute")
+    mutated = [a for a in args if a.is_mutated]
+    if mutated or isinstance(node, Mapping):
+        targets = _resolve_mutation(resolver, schema, node, mutated)
+    else:
+        expressions = list(node.items) if isinstance(node, Sequence) else [node]
+        if len(expressions) != len(schema.returns):
+            resolver.error(
+                node.position,
+                f"compute gives {len(expressions)} expression(s) but the schema returns {len(schema.returns)} Tensor(s)",
+            )
+            return NOTHING
+        names = ["out"] if len(expressions) == 1 else [f"out{i}" for i in range(len(expressions))]
+        targets = [(name, None, expression) for name, expression in zip(names, expressions)]
+    kinds_by_name = {a.name: a.kind for a in args}
+    writes = []
+    for name, arg, expression in targets:
+        try:
+            writes.append(Write(parse_pointwise(expression.value, kinds_by_name), name, arg))
+        except ExprError as error:
+            resolver.expr_errors(expression, error)
+    used = {name for w in writes for name in w.expr.names + w.expr.tested}
+    for arg in args:
+        if arg.is_tensor and not arg.is_mutated and writes and arg.name not in used:
+            resolver.error(node.position, f"Tensor argument '{arg.name}' is not used by compute")
+    return ResolvedKind(tuple(writes))
+
+
+def _resolve_custom(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, ...]) -> ResolvedKind:
+    """`kernel: custom`: the user writes the kernel; `reference` and `fake` say what it must compute."""
+    at = resolver.node.key_position("kernel")
+    errors_before = len(resolver.diagnostics.items)
+    reference, fake = resolver.node.get("reference"), resolver.node.get("fake")
+    for key, node in (("reference", reference), ("fake", fake)):
+        if node is None:
+            resolver.error(at, f"a `kernel: custom` op needs `{key}`: " + (
+                "a PyTorch expression the tests compare the kernel with" if key == "reference"
+                else "the shape (and dtype) of each output, e.g. {shape: x.shape}"))
+    if any(a.is_mutated for a in args):
+        resolver.error(at, f"mutating `kernel: custom` ops are not supported by kopgen {__version__} yet")
+    for arg in args:
+        if arg.is_optional:
+            resolver.error(at, f"`kernel: custom` ops take no optional Tensors (Tensor? {arg.name}) in kopgen {__version__} yet")
+    context = FormulaContext({a.name: a.kind for a in args}, 0, resolver.namespace, resolver.own_ops, resolver.mutating_ops)
+    formula, outputs = None, []
+    if reference is not None:
+        try:
+            formula = parse_formula(reference.value, context)
+        except ExprError as error:
+            resolver.expr_errors(reference, error)
+    entries = [] if fake is None else list(fake.items) if isinstance(fake, Sequence) else [fake]
+    if fake is not None and len(entries) != len(schema.returns):
+        resolver.error(fake.position, f"fake describes {len(entries)} output(s) but the schema returns {len(schema.returns)}")
+        entries = []
+    tensors = [a.name for a in args if a.is_tensor]
+    ints = [a.name for a in args if a.kind == "int"]
+    for entry in entries:
+        metadata = []
+        for key, default in (("shape", None), ("dtype", f"{tensors[0]}.dtype")):
+            node = entry.get(key)
+            try:
+                metadata.append(parse_metadata(node.value, tensors, ints) if node else default)
+            except ExprError as error:
+                resolver.expr_errors(node, error)
+        outputs.append(tuple(metadata))
+    if len(resolver.diagnostics.items) > errors_before:
+        return NOTHING
+    return ResolvedKind((), custom=Custom(formula, tuple(outputs)))
+
+
+def _resolve_reduction(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, ...]) -> ResolvedKind:
+    """`reduce: {op, expr}`: EXPR (default: the single Tensor argument) reduced over the last dimension."""
+    node = resolver.node.get("reduce")
+    at = resolver.node.get("schema").value_position
+    if any(a.is_mutated for a in args):
+        resolver.error(at, "a reduce op returns its result; it cannot mutate arguments")
+    if len(schema.returns) != 1:
+        resolver.error(at, f"a reduce op returns one Tensor, not {len(schema.returns)}")
+    for arg in args:
+        if not arg.is_tensor and arg.name in REDUCTION_ARGUMENTS:
+            resolver.error(
+                at.shifted(0, arg.schema.column),
+                f"reduce ops reduce over the last dimension, so argument '{arg.name}' would not be honoured; "
+                "remove it (or write a `kernel: custom` op)",
+            )
+    tensors = [a for a in args if a.is_tensor]
+    expr_node = node.get("expr")
+    if expr_node is None and len(tensors) != 1:
+        names = ", ".join(a.name for a in tensors)
+        resolver.error(node.position, f"reduce needs `expr:` when the op has several Tensor arguments ({names})")
+        return NOTHING
+    text = expr_node.value if expr_node is not None else tensors[0].name
+    try:
+        expr = parse_pointwise(text, {a.name: a.kind for a in args})
+    except ExprError as error:
+        resolver.expr_errors(expr_node, error)
+        return NOTHING
+    for arg in tensors:
+        if arg.name not in expr.names + expr.tested:
+            resolver.error(node.position, f"Tensor argument '{arg.name}' is not used by reduce")
+    if any(a.is_mutated for a in args) or len(schema.returns) != 1:
+        return NOTHING
+    return ResolvedKind((Write(expr, "out"),), reduction=Reduction(node.get("op").value))
+
+
+def _resolve_mutation(resolver: OpResolver, schema: FunctionSchema, node: Node, mutated: list[Arg]) -> list:
+    """The targets of a mutating op: `compute: {arg: EXPR}` for exactly its `Tensor(a!)` arguments."""
+    at = resolver.node.get("schema").value_position
+    names = ", ".join(a.name for a in mutated)
+    if not mutated:
+        resolver.error(node.position, "compute names arguments to write, but the schema mutates none; mark them `Tensor(a!)`")
+        return []
+    if not isinstance(node, Mapping):
+        example = f"compute: {{{mutated[0].name}: EXPR}}"
+        resolver.error(node.position, f"a mutating op writes its mutated arguments ({names}): write `{example}`")
+        return []
+    if schema.returns:
+        resolver.error(at, "a mutating op returns nothing: end its schema with `-> ()`")
+    if resolver.node.get("backward") is not None:
+        resolver.error(resolver.node.key_position("backward"), "mutating ops take no backward; write a functional op to differentiate")
+    by_name = {a.name: a for a in mutated}
+    targets = []
+    for key, (key_node, value) in node.entries.items():
+        if key not in by_name:
+            resolver.error(key_node.position, f"compute writes '{key}', which is not a mutated argument (mutated: {names})")
+        elif not isinstance(value, Scalar) or not isinstance(value.value, str):
+            resolver.error(value.position, f"the value written to '{key}' must be an expression string")
+        else:
+            targets.append((key, by_name[key], value))
+    for arg in mutated:
+        if arg.name not in node.entries:
+            resolver.error(node.position, f"the schema mutates '{arg.name}' (Tensor(a!)) but compute does not write it")
+    return sorted(targets, key=lambda t: t[1].index)

@@ -1,0 +1,291 @@
+"""Resolve a checked spec tree into the model: per op its schema, kind, route, kernels, backward and tests.
+
+Every problem goes to the Diagnostics at its YAML node. An op with a problem gives no model, but
+the other ops are still resolved, so that the user sees every error of the spec at once.
+"""
+
+from __future__ import annotations
+
+from . import __version__
+from .backward import mark_not_twice_differentiable, resolve_backward
+from .errors import Diagnostics, Position
+from .expr import ExprError
+from .kinds import ResolvedKind, resolve_kind
+from .loader import Mapping, Node, Scalar, plain
+from .model import (
+    AVAILABLE_ROUTES,
+    BUILTIN_DEFAULTS,
+    COMPILED_ROUTES,
+    DEFAULT_SHAPE,
+    PYTHON_KERNELS,
+    PYTHON_ROUTES,
+    Arg,
+    Kernel,
+    Op,
+    Package,
+)
+from .names import check_argument_names, check_cpp_names, check_op_name, check_package_names
+from .schema import FunctionSchema, SchemaError, parse_schema
+
+
+def resolve(root: Mapping, spec_text: str, diagnostics: Diagnostics) -> Package | None:
+    """Build the model from a tree that passed check_format; report semantic errors."""
+    package = root.get("package").value
+    namespace_node = root.get("namespace")
+    namespace = namespace_node.value if namespace_node else package
+    namespace_at = (namespace_node or root.get("package")).value_position
+    check_package_names(root, namespace, namespace_at, diagnostics)
+    defaults = root.get("defaults")
+    op_nodes = root.get("ops").items
+    names = {}
+    mutating = set()
+    for node in op_nodes:
+        schema_node = node.get("schema")
+        name = schema_node.value.split("(", 1)[0].strip()
+        names.setdefault(name, schema_node)
+        try:  # formulas may not call the ops that write their arguments
+            if parse_schema(schema_node.value).mutated_arguments:
+                mutating.add(name)
+        except SchemaError:
+            pass  # reported with the op
+    own_ops = frozenset(names)
+    ops = []
+    seen: dict[str, tuple[str, Position]] = {}  # by the name in lower case: files differ in case only on some systems
+    compiled_route = None
+    for node in op_nodes:
+        resolver = OpResolver(node, defaults, namespace, own_ops, diagnostics, frozenset(mutating), namespace_at)
+        op = resolver.resolve()
+        if op is None:
+            continue
+        if op.registration in COMPILED_ROUTES:
+            # One extension per package: its ops are either all TORCH_LIBRARY or all stable ABI.
+            compiled_route = compiled_route or op.registration
+            if op.registration != compiled_route:
+                diagnostics.error(
+                    resolver.setting("registration").value_position,
+                    f"a package builds one extension: '{op.name}' uses {op.registration} but an earlier op "
+                    f"uses {compiled_route}; give all compiled ops one of them",
+                )
+        first = seen.setdefault(op.name.lower(), (op.name, node.get("schema").position))
+        if first[1] != node.get("schema").position:
+            other, line = first[0], first[1].line
+            diagnostics.error(
+                node.get("schema").position,
+                f"op '{op.name}' is defined twice (first at line {line})" if other == op.name else
+                f"op '{op.name}' differs from op '{other}' (line {line}) only in case: their files "
+                "(kernels/, tests/) collide on case-insensitive file systems; rename one",
+            )
+        ops.append(op)
+    mark_not_twice_differentiable(ops)
+    if diagnostics.items:
+        return None
+    return Package(
+        name=package,
+        namespace=namespace,
+        version=_text(root.get("version"), "0.1.0"),
+        description=_text(root.get("description"), ""),
+        ops=tuple(ops),
+        spec_text=spec_text,
+    )
+
+
+def _text(node: Node | None, default: str) -> str:
+    # check_format let only real strings through; str() here would turn a stray !!binary into "b'...'"
+    return default if node is None else node.value
+
+
+class OpResolver:
+    """Resolves one op entry; every problem goes to `diagnostics` at its node."""
+
+    def __init__(self, node: Mapping, defaults: Mapping | None, namespace: str, own_ops, diagnostics,
+                 mutating_ops: frozenset[str] = frozenset(), namespace_at: Position | None = None):
+        self.node = node
+        self.defaults = defaults
+        self.namespace = namespace
+        self.own_ops = own_ops
+        self.mutating_ops = mutating_ops  # those of own_ops that write an argument: no formula may call them
+        self.namespace_at = namespace_at or node.position  # where the spec sets the namespace
+        self.diagnostics = diagnostics
+
+    def setting(self, key: str) -> Node | None:
+        """The op's own value for `key`, else the spec's `defaults`."""
+        value = self.node.get(key)
+        if value is None and self.defaults is not None:
+            value = self.defaults.get(key)
+        return value
+
+    def error(self, position: Position, message: str) -> None:
+        self.diagnostics.error(position, message)
+
+    def expr_errors(self, node: Scalar, error: ExprError) -> None:
+        """Every problem found in the expression of `node`."""
+        for each in error.errors:
+            self.error(node.value_position.shifted(each.line, each.column), each.message)
+
+    def resolve(self) -> Op | None:
+        errors_before = len(self.diagnostics.items)
+        schema_node = self.node.get("schema")
+        schema = self.parse_schema(schema_node)
+        if schema is None:
+            return None
+        args = tuple(Arg(a, i) for i, a in enumerate(schema.arguments))
+        kind = resolve_kind(self, schema, args)
+        registration = self.resolve_registration()
+        if registration in COMPILED_ROUTES:
+            check_cpp_names(self.namespace, self.namespace_at, schema_node, schema, self.error)
+            self.check_stable_abi_tags()
+            if kind.custom:
+                self.error(
+                    self.setting("registration").value_position,
+                    f"`kernel: custom` ops take Python kernels in kopgen {__version__}: use registration custom_op or library",
+                )
+        if registration == "triton_op":
+            self.check_triton_op(kind)
+        kernels = self.resolve_backends(registration)
+        backward = resolve_backward(self, schema, args)
+        shapes, atol, rtol = self.resolve_tests(args)
+        if len(self.diagnostics.items) > errors_before:
+            return None
+        doc = self.setting("doc")
+        return Op(
+            name=schema.name,
+            namespace=self.namespace,
+            schema=schema,
+            doc=doc.value if doc is not None and doc.value.strip() else f"{self.namespace}::{schema.name}",
+            args=args,
+            writes=kind.writes,
+            registration=registration,
+            kernels=kernels,
+            dtypes=tuple(plain(self.setting("dtypes")) if self.setting("dtypes") else BUILTIN_DEFAULTS["dtypes"]),
+            tags=tuple(plain(self.setting("tags"))) if self.setting("tags") is not None else _default_tags(registration),
+            shapes=shapes,
+            atol=atol,
+            rtol=rtol,
+            backward=backward,
+            reduction=kind.reduction,
+            custom=kind.custom,
+        )
+
+    # -- schema
+
+    def parse_schema(self, node: Scalar) -> FunctionSchema | None:
+        """The op's schema; its invalid defaults and names are reported all at once (the schema is
+        returned with them, so that the rest of the op is checked too)."""
+        problems: list[SchemaError] = []
+        try:
+            schema = parse_schema(node.value, problems)
+        except SchemaError as error:
+            problems.append(error)
+            schema = None
+        for problem in problems:
+            self.error(node.value_position.shifted(0, problem.column), problem.message)
+        if schema is None:
+            return None
+        at = node.value_position
+        name_at = at.shifted(0, len(node.value) - len(node.value.lstrip()))
+        check_op_name(schema.name, name_at, self.error)
+        check_argument_names(schema, at, self.error)
+        if schema.namespace is not None:
+            self.error(at, f"write the schema without a namespace; it comes from `namespace:` ('{self.namespace}')")
+        if schema.overload is not None:
+            self.error(at, "overload names are not supported; give the op its own name")
+        for arg in schema.arguments:
+            if arg.annotation is not None and not arg.annotation.is_write:
+                self.error(at, f"argument '{arg.name}' is annotated as an alias; only mutation, `Tensor(a!)`, is allowed")
+        for ret in schema.returns:
+            if ret.annotation is not None:
+                self.error(at, "operators must not return (views of) their inputs: return a new Tensor, or `()` from a mutating op")
+            elif str(ret.type) != "Tensor":
+                self.error(at, f"ops return Tensors; '{ret.type}' returns are not supported")
+        return schema
+
+    def check_triton_op(self, kind: ResolvedKind) -> None:
+        """What torch.library.triton_op cannot take: a kernel kopgen does not write, tags."""
+        at = self.setting("registration").value_position
+        if kind.custom:
+            self.error(at, "a triton_op launches kopgen's Triton kernel through wrap_triton; "
+                           "`kernel: custom` ops take registration custom_op or library")
+        tags = self.setting("tags")
+        if tags is not None and tags.items:
+            self.error(tags.position, "torch.library.triton_op takes no tags; use registration custom_op or library for tagged ops")
+
+    def check_stable_abi_tags(self) -> None:
+        tags = self.setting("tags")
+        if tags is not None and tags.items and self.setting("registration").value == "stable_abi":
+            self.error(
+                tags.position,
+                "stable_abi ops cannot carry tags: the stable ABI of torch 2.10, which kopgen targets, "
+                "defines schemas without them",
+            )
+
+    # -- registration and backends
+
+    def resolve_registration(self) -> str:
+        node = self.setting("registration")
+        route = node.value if node else BUILTIN_DEFAULTS["registration"]
+        if route not in AVAILABLE_ROUTES:
+            self.error(
+                node.value_position,
+                f"registration '{route}' is not supported by kopgen {__version__} yet; use one of {', '.join(AVAILABLE_ROUTES)}",
+            )
+        return route
+
+    def resolve_backends(self, registration: str) -> tuple[Kernel, ...]:
+        node = self.setting("backends")
+        backends = plain(node) if node else BUILTIN_DEFAULTS["backends"]
+        kernels = []
+        for device, language in sorted(backends.items()):
+            if registration in PYTHON_ROUTES and language not in PYTHON_KERNELS:
+                compiled = "torch_library or stable_abi"
+                self.error(
+                    node.get(device).position,  # only a spec's own backends can conflict
+                    f"registration '{registration}' takes Python kernels (triton, python); "
+                    f"{device}: {language} needs registration: {compiled}",
+                )
+            kernels.append(Kernel(device, language))
+        if registration == "triton_op" and backends.get("cuda") != "triton":
+            where = node.position if node is not None else self.setting("registration").value_position
+            self.error(
+                where,
+                "registration 'triton_op' wraps a CUDA Triton kernel (wrap_triton) for torch.compile to trace into: "
+                "set cuda: triton, or use registration: library",
+            )
+        if registration in COMPILED_ROUTES and kernels and not any(k.is_compiled for k in kernels):
+            where = node.position if node is not None else self.setting("registration").value_position
+            self.error(
+                where,
+                f"registration '{registration}' compiles C++/CUDA kernels, but backends has none: "
+                f"set cpu: cpp and/or cuda: cuda, or use registration: library for Python kernels",
+            )
+        return tuple(kernels)
+
+    # -- tests
+
+    def resolve_tests(self, args: tuple[Arg, ...]):
+        node = self.setting("tests")
+        tensors = [a.name for a in args if a.is_tensor]
+        shapes = []
+        shapes_node = node.get("shapes") if node else None
+        for entry in shapes_node.items if shapes_node else ():
+            value = plain(entry)
+            if isinstance(value, list):
+                shapes.append({name: tuple(value) for name in tensors})
+                continue
+            missing = [name for name in tensors if name not in value]
+            unknown = [name for name in value if name not in tensors]
+            if missing or unknown:
+                what = f"has no shape for {', '.join(missing)}" if missing else f"names {', '.join(unknown)}, not a Tensor argument"
+                self.error(entry.position, f"this test shape {what}")
+                continue
+            shapes.append({name: tuple(value[name]) for name in tensors})
+        if not shapes:
+            shapes.append({name: DEFAULT_SHAPE for name in tensors})
+        atol = node.get("atol") if node else None
+        rtol = node.get("rtol") if node else None
+        return tuple(shapes), atol.value if atol else None, rtol.value if rtol else None
+
+
+def _default_tags(registration: str) -> tuple[str, ...]:
+    """Tags of an op whose spec sets none: pt2_compliant_tag, which its generated suite proves
+    (opcheck, fullgraph compiles, export), on the routes whose definition takes tags."""
+    return () if registration in ("triton_op", "stable_abi") else ("pt2_compliant_tag",)
