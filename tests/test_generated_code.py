@@ -189,7 +189,7 @@ def test_suite_of_several_test_shapes_passes(tmp_path):
     """normal0 and normal1 samples, and dynamic-shape compiles on a resized sample that still broadcasts;
     the test on two GPUs skips here."""
     output = suite_of(SEVERAL_SHAPES, tmp_path)
-    assert re.search(r"SKIPPED \[\d+\] tests/test_rotate.py:\d+: needs two CUDA devices", output)
+    assert re.search(r"SKIPPED \[\d+\] tests/_contract.py:\d+: needs two CUDA devices", output)
     passed = re.search(r"(\d+) passed", output)
     assert passed and int(passed.group(1)) >= 30
 
