@@ -6,11 +6,7 @@ what backward saves and under which condition), so templates only print.
 
 from __future__ import annotations
 
-import ast
-import itertools
-import textwrap
 from dataclasses import dataclass
-from functools import cached_property
 
 from . import __version__
 from .expr import Formula, Pointwise
@@ -30,10 +26,6 @@ COMPILED_KERNELS = ("cpp", "cuda")
 # C++ types of the scalar arguments, as the host functions take them.
 CPP_SCALAR_TYPES = {"float": "double", "int": "int64_t", "bool": "bool"}
 DISPATCH_KEYS = {"cpu": "CPU", "cuda": "CUDA"}
-# Functions whose real domain is x > 0: their ops are tested on positive inputs.
-POSITIVE_DOMAIN = frozenset({"log", "log1p", "sqrt", "rsqrt", "pow"})
-# Scalar values the generated tests pass; exactly representable in every float dtype.
-SAMPLE_SCALARS = {"float": "1.25", "int": "3", "bool": "True"}
 DEFAULT_SHAPE = (8, 6)
 @dataclass(frozen=True)
 class Dtype:
@@ -99,10 +91,6 @@ class Arg:
         text = f"{self.name}: {python_annotation(self.schema.type)}"
         default = python_default(self.schema)
         return text if default is None else f"{text} = {default}"
-
-    @property
-    def sample_value(self) -> str:
-        return SAMPLE_SCALARS[self.kind]
 
     @property
     def is_mutated(self) -> bool:
@@ -329,14 +317,6 @@ class Write:
 
 
 @dataclass(frozen=True)
-class Sample:
-    """One input set for the generated tests: a label and the Python source of each argument."""
-
-    label: str
-    args: tuple[str, ...]
-
-
-@dataclass(frozen=True)
 class Op:
     name: str
     namespace: str
@@ -428,11 +408,6 @@ class Op:
     @property
     def read_arg_names(self) -> str:
         return ", ".join(a.name for a in self.read_args)
-
-    @property
-    def written_indices(self) -> str:
-        """The argument indices a mutating op writes, as a Python tuple."""
-        return repr(tuple(w.arg.index for w in self.mutated_writes))
 
     @property
     def reference_annotation(self) -> str:
@@ -596,10 +571,6 @@ class Op:
         return ", ".join(f"at::Tag::{tag}" for tag in self.tags)
 
     @property
-    def tags_set_literal(self) -> str:
-        return "{" + ", ".join(f"torch.Tag.{tag}" for tag in self.tags) + "}"
-
-    @property
     def tags_literal(self) -> str:
         return "(" + "".join(f"torch.Tag.{tag}, " for tag in self.tags).rstrip() + ")"
 
@@ -633,77 +604,6 @@ class Op:
         return tuple(a for a in self.args if not a.is_tensor and a.name in used)
 
     @property
-    def positive_inputs(self) -> bool:
-        """Whether tests draw inputs from (0.5, 1.5): the expressions use log, sqrt, ..."""
-        called = set()
-        for write in self.writes:
-            for node in ast.walk(ast.parse(write.expr.text, mode="eval")):
-                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-                    called.add(node.func.id)
-                if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
-                    called.add("pow")
-        return bool(called & POSITIVE_DOMAIN)
-
-    @cached_property
-    def samples(self) -> tuple[Sample, ...]:
-        """normal, empty, non-contiguous and broadcast inputs (where the op has such)."""
-        samples = []
-        for i, shapes in enumerate(self.shapes):
-            samples.append(self._sample(self._normal_label(i), lambda a, shapes=shapes: _make(shapes[a.name])))
-        first = self.shapes[0]
-        rank = max(len(shape) for shape in first.values())
-        # No rows: the leading dimension of the full-rank arguments is 0; the others broadcast.
-        samples.append(
-            self._sample("empty", lambda a: _make((0,) + first[a.name][1:] if len(first[a.name]) == rank else first[a.name]))
-        )
-        if self.reduction and len(first[self.lead.name]) > 1:
-            samples.append(self._sample("empty_rows", lambda a: _make(first[a.name][:-1] + (0,))))
-        samples.append(self._sample("noncontiguous", lambda a: _strided(first[a.name])))
-        # Inputs after the first broadcast from their last dimension; written arguments
-        # always have the full shape.
-        lead = self.lead
-        if first[lead.name] and any(a is not lead and not a.is_mutated for a in self.tensor_args):
-            samples.append(
-                self._sample(
-                    "broadcast",
-                    lambda a: _make(first[a.name] if a is lead or a.is_mutated else first[a.name][-1:]),
-                )
-            )
-        # Each optional Tensor left out (None), then all of them.
-        for absent in [[a] for a in self.optional_args] + ([self.optional_args] if len(self.optional_args) > 1 else []):
-            label = "without_" + ("optionals" if len(absent) > 1 else absent[0].name)
-            samples.append(self._sample(label, lambda a, absent=absent: "None" if a in absent else _make(first[a.name])))
-        return tuple(samples)
-
-    @property
-    def normal_sample(self) -> str:
-        """The sample of the spec's first test shapes: what the tests that take one sample run on."""
-        return self._normal_label(0)
-
-    def _normal_label(self, index: int) -> str:
-        return "normal" if len(self.shapes) == 1 else f"normal{index}"
-
-    @property
-    def samples_with_resized(self) -> tuple[Sample, ...]:
-        """The samples, plus one of other sizes that dynamic-shape compiles run on: the first shapes with every
-        size n > 1 grown to n + 2. Size-1 dimensions stay 1 and equal sizes stay equal, so inputs that broadcast
-        against each other still do (and a custom kernel's inputs keep the sizes they share)."""
-        first = self.shapes[0]
-        resized = self._sample("resized", lambda a: _make(tuple(n if n == 1 else n + 2 for n in first[a.name])))
-        return self.samples + (resized,)
-
-    @property
-    def saved_tensor_counts(self) -> dict[tuple[int, ...], int]:
-        """For each set of differentiable inputs that require grad: how many tensors backward saves."""
-        indices = [a.index for a in self.gradient_args]
-        counts = {}
-        for size in range(1, len(indices) + 1):
-            for wanted in itertools.combinations(indices, size):
-                needed = [s for s in self.backward.saved_tensors if set(s.needed_by) & set(wanted)]
-                counts[wanted] = len(needed)
-        return counts
-
-    @property
     def fake_return(self) -> str:
         """What the fake kernel returns: the outputs the launchers allocate, described on fake tensors."""
         if self.custom:
@@ -722,32 +622,6 @@ class Op:
     def has_gradients(self) -> bool:
         """Whether some input has a formula (all may be non_differentiable)."""
         return self.backward is not None and any(g.formula for g in self.backward.gradients)
-
-    @property
-    def gradient_args(self) -> tuple[Arg, ...]:
-        """Tensors the tests ask gradients of: those with a formula (all, for an op without backward)."""
-        if self.is_mutating:
-            return ()
-        if self.backward is None:
-            return self.tensor_args
-        return tuple(g.arg for g in self.backward.gradients if g.formula)
-
-    def sample_arguments(self, sample: Sample) -> str:
-        """Python source of a sample's arguments; differentiable tensors made leaves."""
-        parts = [
-            f"leaf({text})" if arg in self.gradient_args and text != "None" else text
-            for arg, text in zip(self.args, sample.args)
-        ]
-        return ", ".join(parts) + ("," if len(parts) == 1 else "")
-
-    @property
-    def export_call(self) -> str:
-        """The op called in an exported module: Tensors as inputs, scalars as constants."""
-        return ", ".join(
-            (f"{a.name}={value}" if a.schema.kwarg_only else value)
-            for a in self.args
-            for value in [a.name if a.is_tensor else a.sample_value]
-        )
 
     # -- compiled routes: what the C++ and CUDA templates print
 
@@ -873,35 +747,12 @@ class Op:
         """`a_ptr, b_ptr, out_ptr, c`: the C++/CUDA kernel parameters passed on by name (with has_x flags)."""
         return ", ".join([*self.kernel_parameters, *self._presence_flags])
 
-    @property
-    def tolerances_literal(self) -> str:
-        """assert_close's keyword arguments: its per-dtype defaults unless the spec sets tolerances."""
-        if self.atol is None and self.rtol is None:
-            return "{}"
-        return repr({"atol": self.atol or 0.0, "rtol": self.rtol or 0.0})
-
-    def _sample(self, label, make_tensor) -> Sample:
-        return Sample(label, tuple(make_tensor(a) if a.is_tensor else a.sample_value for a in self.args))
 
 
 def _docstring_body(text: str, indent: str) -> str:
     """`text` made safe inside \"\"\"...\"\"\": no escape sequences, no closing quotes; lines indented."""
     text = text.replace("\\", "\\\\").replace('"', '\\"')
     return f"\n{indent}".join(text.splitlines())
-
-
-def _make(shape: tuple[int, ...]) -> str:
-    return f"make({', '.join(map(str, shape))})" if shape else "make()"
-
-
-def _strided(shape: tuple[int, ...]) -> str:
-    """A non-contiguous tensor of `shape`: transposed (2-d and more) or every other element."""
-    if len(shape) >= 2:
-        swapped = shape[:-2] + (shape[-1], shape[-2])
-        return f"{_make(swapped)}.transpose(-1, -2)"
-    if len(shape) == 1:
-        return f"{_make((shape[0] * 2,))}[::2]"
-    return _make(shape)
 
 
 @dataclass(frozen=True)
@@ -921,29 +772,6 @@ class Package:
     @property
     def needs_interpreter(self) -> bool:
         return any(op.uses_interpreter for op in self.ops)
-
-    @property
-    def upstream_warnings(self) -> tuple[tuple[str, str], ...]:
-        """(why as comment lines, pytest filter) of each upstream warning the generated suite cannot avoid."""
-        mkldnn = (
-            "torch.utils.mkldnn, which Inductor imports on its first compile, defines its modules with the "
-            "deprecated torch.jit.script_method: a DeprecationWarning for each of their methods."
-        )
-        tf32 = (
-            "Inductor suggests TF32 matmuls when it compiles the nn.Linear of the CUDA-graph test on a GPU "
-            "that has them; the test keeps float32's precision."
-        )
-        warnings = [
-            (mkldnn, r"ignore:`torch\.jit\.script_method` is deprecated:DeprecationWarning:torch\.jit\._script"),
-            (tf32, r"ignore:TensorFloat32 tensor cores:UserWarning:torch\._inductor\.compile_fx"),
-        ]
-        if self.needs_interpreter:
-            masked_lanes = (
-                "Triton's interpreter computes masked-out lanes too, in numpy, which warns where they hold "
-                "values outside a function's domain (log(0)); the lanes are never stored."
-            )
-            warnings.append((masked_lanes, r"ignore::RuntimeWarning:triton\.runtime\.interpreter"))
-        return tuple((tuple(textwrap.wrap(why, 96)), warning_filter) for why, warning_filter in warnings)
 
     @property
     def uses_compiled_triton(self) -> bool:

@@ -57,15 +57,17 @@ def test_every_kopgen_file_is_headed_generated(tmp_path, muladd_spec):
 
 @pytest.mark.parametrize("spec", sorted(p.name for p in EXAMPLES.glob("*.yaml")))
 def test_generated_python_passes_ruff(tmp_path, spec):
+    """`ruff check` on the whole repo; `ruff format --check` on its tests, which kopgen writes as ruff would."""
     repo = generate(EXAMPLES / spec, tmp_path / "repo")
-    result = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "--no-cache", "--isolated", "."],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    for command in (["check", "."], ["format", "--check", "tests"]):
+        result = subprocess.run(
+            [sys.executable, "-m", "ruff", *command, "--no-cache", "--isolated"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_new_is_fast_and_never_imports_torch(tmp_path, muladd_spec):

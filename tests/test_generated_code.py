@@ -16,6 +16,7 @@ import torch
 
 from kopgen import generate
 from kopgen.errors import SpecError
+from kopgen.lang import tests
 from kopgen.pipeline import load_spec, load_spec_text, render_repo
 
 from .conftest import EXAMPLES, ROOT, run_suite
@@ -93,27 +94,49 @@ def test_device_guard_enters_the_gpu_of_the_tensor_unless_current(tmp_path, monk
     assert isinstance(guard, torch.cuda.device) and guard.idx == 1
 
 
+def op_data(spec: Path, path: str) -> dict[str, ast.expr]:
+    """The keyword arguments of the OpData call in a generated tests/test_<op>.py."""
+    module = ast.parse(rendered(spec, path))
+    call = next(node for node in ast.walk(module) if isinstance(node, ast.Call) and ast.unparse(node.func) == "OpData")
+    return {keyword.arg: keyword.value for keyword in call.keywords}
+
+
+def load_contract(tmp_path: Path, spec: Path):
+    """The generated tests/_contract.py of `spec`, imported."""
+    path = tmp_path / "_contract.py"
+    path.write_text(rendered(spec, "tests/_contract.py"))
+    module_spec = importlib.util.spec_from_file_location("generated_contract", path)
+    contract = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(contract)
+    return contract
+
+
 def test_tests_of_several_shapes_name_samples_that_exist():
-    """With two test shapes the samples are normal0 and normal1; the tests of one sample take normal0."""
+    """With two test shapes the samples are normal0 and normal1; the checks of one sample take normal0."""
     op = load_spec(SEVERAL_SHAPES).ops[0]
-    assert [s.label for s in op.samples[:2]] == ["normal0", "normal1"]
-    text = rendered(SEVERAL_SHAPES, "tests/test_rotate.py")
-    labels = set(re.findall(r'sample == "(\w+)"', text))
-    asked = re.findall(r'make_args\("(\w+)"', text)
-    for line in re.findall(r"for sample in (.*):", text):
-        asked += re.findall(r'"(\w+)"', line)
-    assert "normal0" in asked and "normal" not in asked
+    assert [s.label for s in tests.samples(op)[:2]] == ["normal0", "normal1"]
+    data = op_data(SEVERAL_SHAPES, "tests/test_rotate.py")
+    labels = {key.value for key in data["samples"].keys}
+    asked = [ast.literal_eval(data[name]) for name in ("normal_sample", "backward_sample")]
+    asked += ast.literal_eval(data["gradient_samples"])
+    assert asked[0] == "normal0" and "normal" not in asked
     assert set(asked) <= labels, set(asked) - labels
 
 
-def test_resized_sample_keeps_size_1_dimensions_and_broadcasting():
-    """Every size n > 1 becomes n + 2, size-1 dimensions stay: x [4, 5, 6, 8] and cos [5, 1, 8] still broadcast."""
-    op = load_spec(SEVERAL_SHAPES).ops[0]
-    resized = op.samples_with_resized[-1]
-    assert resized.label == "resized"
-    assert resized.args == ("make(6, 7, 8, 10)", "make(7, 1, 10)")
-    shapes = [tuple(int(n) for n in re.findall(r"\d+", arg)) for arg in resized.args]
-    assert torch.broadcast_shapes(*shapes) == (6, 7, 8, 10)
+def test_resized_sample_keeps_size_1_dimensions_and_broadcasting(tmp_path):
+    """The dynamic-shape compiles grow the normal sample: every size n > 1 becomes n + 2, size-1 dimensions
+    stay, so x [4, 5, 6, 8] and cos [5, 1, 8] still broadcast."""
+    contract = load_contract(tmp_path, SEVERAL_SHAPES)
+    data = op_data(SEVERAL_SHAPES, "tests/test_rotate.py")
+    normal = eval(ast.unparse(data["samples"].values[0]))  # lambda make: (...), as generated
+    x, cos = normal(contract.Make("cpu", torch.float32, positive=False))
+    assert (x.shape, cos.shape) == ((4, 5, 6, 8), (5, 1, 8))
+    x, cos = normal(contract.Make("cpu", torch.float32, positive=False, grown=True))
+    assert (x.shape, cos.shape) == ((6, 7, 8, 10), (7, 1, 10))
+    assert torch.broadcast_shapes(x.shape, cos.shape) == (6, 7, 8, 10)
+    strided = contract.Make("cpu", torch.float32, positive=False).strided
+    assert [tuple(strided(*shape).shape) for shape in [(3, 4), (5,), ()]] == [(3, 4), (5,), ()]
+    assert not any(strided(*shape).is_contiguous() for shape in [(3, 4), (5,)])
 
 
 def test_custom_skeleton_stores_each_output_under_its_own_mask():
@@ -166,7 +189,7 @@ def test_suite_of_several_test_shapes_passes(tmp_path):
     """normal0 and normal1 samples, and dynamic-shape compiles on a resized sample that still broadcasts;
     the test on two GPUs skips here."""
     output = suite_of(SEVERAL_SHAPES, tmp_path)
-    assert re.search(r"SKIPPED \[\d+\] tests/test_rotate.py:\d+: needs two CUDA devices", output)
+    assert re.search(r"SKIPPED \[\d+\] tests/_contract.py:\d+: needs two CUDA devices", output)
     passed = re.search(r"(\d+) passed", output)
     assert passed and int(passed.group(1)) >= 30
 

@@ -1,0 +1,258 @@
+"""This module translates the model into the generated test suite.
+
+The checks are written once, in the generated tests/_contract.py. Each op gets tests/test_<op>.py:
+one class whose bases are the checks that apply to the op (Differentiable, Mutating, OnCuda, ...)
+and whose class attributes are its data (samples, dtypes, tolerances, ...). Everything that
+differs between two ops is decided here, and written as Python source that `ruff format` leaves
+as it is, so the templates only print.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import textwrap
+from dataclasses import dataclass
+
+from ..model import Arg, Op, Package
+
+LINE_LENGTH = 88  # ruff format's default
+INDENT = "    "
+# Functions whose real domain is x > 0: their ops are tested on positive inputs.
+POSITIVE_DOMAIN = frozenset({"log", "log1p", "sqrt", "rsqrt", "pow"})
+# Scalar values the generated tests pass; exactly representable in every float dtype.
+SAMPLE_SCALARS = {"float": "1.25", "int": "3", "bool": "True"}
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One input set: a label and the Python source of each argument, built with the contract's `make`."""
+
+    label: str
+    args: tuple[str, ...]
+    empty: bool = False  # no elements: gradcheck has nothing to check
+
+
+# -- what the tests run on
+
+
+def sample_value(arg: Arg) -> str:
+    """The value the tests (and the benchmark) pass for a scalar argument."""
+    return SAMPLE_SCALARS[arg.kind]
+
+
+def samples(op: Op) -> tuple[Sample, ...]:
+    """normal, empty, non-contiguous and broadcast inputs (where the op has such)."""
+    result = [_sample(op, _normal_label(op, i), lambda a, s=shapes: _make(s[a.name])) for i, shapes in enumerate(op.shapes)]
+    first = op.shapes[0]
+    rank = max(len(shape) for shape in first.values())
+    # No rows: the leading dimension of the full-rank arguments is 0; the others broadcast.
+    result.append(
+        _sample(op, "empty", lambda a: _make((0,) + first[a.name][1:] if len(first[a.name]) == rank else first[a.name]), True)
+    )
+    if op.reduction and len(first[op.lead.name]) > 1:
+        result.append(_sample(op, "empty_rows", lambda a: _make(first[a.name][:-1] + (0,)), True))
+    result.append(_sample(op, "noncontiguous", lambda a: _make(first[a.name], "make.strided")))
+    # Inputs after the first broadcast from their last dimension; written arguments always have the full shape.
+    lead = op.lead
+    if first[lead.name] and any(a is not lead and not a.is_mutated for a in op.tensor_args):
+        result.append(
+            _sample(op, "broadcast", lambda a: _make(first[a.name] if a is lead or a.is_mutated else first[a.name][-1:]))
+        )
+    # Each optional Tensor left out (None), then all of them.
+    absents = [[a] for a in op.optional_args] + ([list(op.optional_args)] if len(op.optional_args) > 1 else [])
+    for absent in absents:
+        label = "without_" + ("optionals" if len(absent) > 1 else absent[0].name)
+        result.append(_sample(op, label, lambda a, absent=absent: "None" if a in absent else _make(first[a.name])))
+    return tuple(result)
+
+
+def normal_sample(op: Op) -> str:
+    """The sample of the spec's first test shapes: what the checks of one sample run on."""
+    return _normal_label(op, 0)
+
+
+def gradient_args(op: Op) -> tuple[Arg, ...]:
+    """Tensors the tests ask gradients of: those with a formula (all, for an op without backward)."""
+    if op.is_mutating:
+        return ()
+    if op.backward is None:
+        return op.tensor_args
+    return tuple(g.arg for g in op.backward.gradients if g.formula)
+
+
+def positive_inputs(op: Op) -> bool:
+    """Whether tests draw inputs from (0.5, 1.5): the expressions use log, sqrt, ..."""
+    called = set()
+    for write in op.writes:
+        for node in ast.walk(ast.parse(write.expr.text, mode="eval")):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                called.add(node.func.id)
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+                called.add("pow")
+    return bool(called & POSITIVE_DOMAIN)
+
+
+def saved_tensor_counts(op: Op) -> dict[tuple[int, ...], int]:
+    """For each set of differentiable inputs that require grad: how many tensors backward saves."""
+    indices = [a.index for a in gradient_args(op)]
+    counts = {}
+    for size in range(1, len(indices) + 1):
+        for wanted in itertools.combinations(indices, size):
+            counts[wanted] = sum(1 for s in op.backward.saved_tensors if set(s.needed_by) & set(wanted))
+    return counts
+
+
+def checks(op: Op) -> tuple[str, ...]:
+    """The contract's classes an op's test class derives from: the checks that apply to it."""
+    mixins = [
+        ("Differentiable", op.has_gradients),
+        ("NotDifferentiable", op.backward is None and not op.is_mutating),
+        ("Mutating", op.is_mutating),
+        ("OnCuda", "cuda" in op.devices),
+        ("Tagged", bool(op.tags)),
+    ]
+    return (*(name for name, applies in mixins if applies), "Contract")
+
+
+def upstream_warnings(package: Package) -> tuple[tuple[tuple[str, ...], str], ...]:
+    """(why as comment lines, pytest filter) of each upstream warning the generated suite cannot avoid."""
+    warnings = [
+        (
+            (
+                "torch.utils.mkldnn, which Inductor imports on its first compile, defines its modules with the "
+                "deprecated torch.jit.script_method: a DeprecationWarning for each of their methods."
+            ),
+            r"ignore:`torch\.jit\.script_method` is deprecated:DeprecationWarning:torch\.jit\._script",
+        ),
+        (
+            (
+                "Inductor suggests TF32 matmuls when it compiles the nn.Linear of the CUDA-graph test on a GPU "
+                "that has them; the test keeps float32's precision."
+            ),
+            r"ignore:TensorFloat32 tensor cores:UserWarning:torch\._inductor\.compile_fx",
+        ),
+    ]
+    if package.needs_interpreter:
+        why = (
+            "Triton's interpreter computes masked-out lanes too, in numpy, which warns where they hold "
+            "values outside a function's domain (log(0)); the lanes are never stored."
+        )
+        warnings.append((why, r"ignore::RuntimeWarning:triton\.runtime\.interpreter"))
+    return tuple((tuple(textwrap.wrap(why, 96)), warning_filter) for why, warning_filter in warnings)
+
+
+# -- tests/test_<op>.py as source text
+
+
+def contract_imports(op: Op) -> str:
+    """What the op's tests import from the contract: OpData, and the checks that apply (at most 76 characters)."""
+    return ", ".join(sorted([*checks(op), "OpData"]))
+
+
+def data_name(op: Op) -> str:
+    """The module constant holding the op's OpData."""
+    return op.name.upper()
+
+
+def class_statement(op: Op) -> tuple[str, ...]:
+    """`class TestMuladd(Differentiable, OnCuda, Tagged, Contract):`: the op's checks as bases."""
+    name = "Test" + "".join(part[:1].upper() + part[1:] for part in op.name.split("_"))
+    return tuple(_call(f"class {name}(", checks(op), "):", 0))
+
+
+def op_data(op: Op, package: Package) -> tuple[str, ...]:
+    """The keyword arguments of the op's OpData, one a line (inside `NAME = OpData(`, at column 4)."""
+    arguments = [
+        [f"op=torch.ops.{op.namespace}.{op.name}.default,"],
+        [f"python_api={package.name}.{op.name},"],
+        [f"reference={package.name}.reference.{op.name},"],
+        _keyword("devices", "(", [_str(device) for device in op.devices], ")"),
+        _keyword("dtypes", "(", [f"torch.{dtype}" for dtype in op.dtypes], ")"),
+        ["samples={"],
+        *([INDENT + line for line in _collection(f'"{s.label}": lambda make: (', s.args, "),", 8)] for s in samples(op)),
+        ["},", f"normal_sample={_str(normal_sample(op))},"],
+    ]
+    if op.atol is not None or op.rtol is not None:  # only one given: the other is 0
+        arguments += [[f"atol={op.atol or 0.0!r},"], [f"rtol={op.rtol or 0.0!r},"]]
+    if op.keyword_only_names:
+        arguments.append(_keyword("keyword_only", "(", [_str(name) for name in op.keyword_only_names], ")"))
+    if positive_inputs(op):
+        arguments.append(["positive_inputs=True,"])
+    if gradient_args(op):
+        arguments.append(_keyword("gradient_inputs", "(", [str(a.index) for a in gradient_args(op)], ")"))
+    if op.reduction and op.reduction.is_mean:
+        labels = [_str(s.label) for s in samples(op) if s.label != "empty_rows"]
+        arguments += [
+            ["# opcheck compares without equal_nan: not on empty rows, whose mean is nan."],
+            _keyword("opcheck_samples", "(", labels, ")"),
+            ["equal_nan=True,"],
+        ]
+    if op.has_gradients:
+        labels = [s.label for s in samples(op)]
+        counts = [f"{wanted!r}: {count}" for wanted, count in saved_tensor_counts(op).items()]
+        arguments += [
+            _keyword("gradient_samples", "(", [_str(s.label) for s in samples(op) if not s.empty], ")"),
+            [f"gradgradcheck={op.backward.differentiable_twice},"],
+            [f"backward_sample={_str('broadcast' if 'broadcast' in labels else normal_sample(op))},"],
+            _keyword("saved_tensors", "{", counts, "}"),
+        ]
+    if op.is_mutating:
+        arguments.append(_keyword("written", "(", [str(w.arg.index) for w in op.mutated_writes], ")"))
+    if "cuda" in op.devices:
+        arguments.append([f"lead_input={op.lead.index},"])
+    if op.tags:
+        arguments.append(_keyword("tags", "(", [f"torch.Tag.{tag}" for tag in op.tags], ")"))
+    return tuple(line for argument in arguments for line in argument)
+
+
+def _keyword(name: str, opening: str, items: list[str], closing: str) -> list[str]:
+    """A keyword argument whose value is a tuple, list or dict, on the lines of an exploded call."""
+    return _collection(f"{name}={opening}", items, closing + ",", 4)
+
+
+def _normal_label(op: Op, index: int) -> str:
+    return "normal" if len(op.shapes) == 1 else f"normal{index}"
+
+
+def _sample(op: Op, label: str, make_tensor, empty: bool = False) -> Sample:
+    return Sample(label, tuple(make_tensor(a) if a.is_tensor else sample_value(a) for a in op.args), empty)
+
+
+def _make(shape: tuple[int, ...], make: str = "make") -> str:
+    return f"{make}({', '.join(map(str, shape))})"
+
+
+# -- formatting: each statement as `ruff format` writes it, given the column it starts at
+
+
+def _str(text: str) -> str:
+    """A string literal of an identifier, in ruff's double quotes."""
+    return f'"{text}"'
+
+
+def _fits(line: str, column: int) -> bool:
+    return column + len(line) <= LINE_LENGTH
+
+
+def _collection(head: str, items, close: str, column: int) -> list[str]:
+    """A tuple, list, set or dict literal that ends a line: on that line where it fits, else one item a
+    line with a trailing comma (a tuple of one keeps its comma)."""
+    items = list(items)
+    one_tuple = "," if len(items) == 1 and head.endswith("(") else ""
+    line = head + ", ".join(items) + one_tuple + close
+    if _fits(line, column):
+        return [line]
+    return [head, *(f"{INDENT}{item}," for item in items), close]
+
+
+def _call(head: str, items, close: str, column: int) -> list[str]:
+    """Arguments or base classes: on the line where they fit, else on one line of their own, else (several)
+    one a line with a trailing comma."""
+    items = list(items)
+    inline = ", ".join(items)
+    if _fits(head + inline + close, column):
+        return [head + inline + close]
+    if len(items) == 1 or _fits(INDENT + inline, column):
+        return [head, INDENT + inline, close]
+    return [head, *(f"{INDENT}{item}," for item in items), close]

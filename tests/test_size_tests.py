@@ -1,0 +1,48 @@
+"""The generated test suite: the contract is written once (tests/_contract.py), so a second op
+adds only its data; and the test templates only print."""
+
+from __future__ import annotations
+
+import importlib.util
+
+from kopgen.pipeline import load_spec_text, render_repo
+
+from .conftest import EXAMPLES, ROOT
+
+SECOND_OP = """\
+  - schema: "mul(Tensor a, Tensor b) -> Tensor"
+    doc: a * b.
+    compute: "a * b"
+    backward:
+      a: "grad * b"
+      b: "grad * a"
+"""
+
+
+def lines_of_tests(spec_text: str) -> dict[str, int]:
+    """The lines of each file under tests/ of the repo that `spec_text` generates."""
+    files = render_repo(load_spec_text(spec_text, "kopgen.yaml"))
+    return {path: len(text.splitlines()) for path, (_, text) in files.items() if path.startswith("tests/")}
+
+
+def test_a_second_pointwise_op_adds_at_most_40_lines_to_the_tests():
+    one_op = (EXAMPLES / "muladd.yaml").read_text()
+    one = lines_of_tests(one_op)
+    two = lines_of_tests(one_op + SECOND_OP)
+    print(f"tests/ of one pointwise op: {sum(one.values())} lines {one}")
+    print(f"tests/ of two pointwise ops: {sum(two.values())} lines {two}")
+    print(f"the second op adds {sum(two.values()) - sum(one.values())} lines")
+    assert set(two) - set(one) == {"tests/test_mul.py"}
+    assert all(two[path] == lines for path, lines in one.items())  # the contract does not grow
+    assert sum(two.values()) - sum(one.values()) <= 40
+
+
+def test_test_templates_only_print():
+    """No branches, arithmetic, string tests or `|length` in templates/tests: the model's lang/tests.py decides."""
+    spec = importlib.util.spec_from_file_location("template_logic", ROOT / "benchmarks" / "template_logic.py")
+    template_logic = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(template_logic)
+    for path in sorted((ROOT / "templates" / "tests").glob("*.j2")):
+        counts = template_logic.count(path.read_text(encoding="utf-8"))
+        logic = {kind: counts[kind] for kind in ("if", "set", "macro", "arith", "length", "in_str", "concat")}
+        assert not any(logic.values()), f"{path.name}: {logic}"
