@@ -180,8 +180,8 @@ def alias_bombs(draw) -> str:
           suppress_health_check=[HealthCheck.too_slow])
 @given(text=alias_bombs())
 def test_alias_bombs_fail_within_a_second(text):
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: the bound is on kopgen's work, not on a busy machine's scheduling
     lines = refused(text, "bomb.yaml")
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     assert all(entry.startswith("bomb.yaml:") and ": error: " in entry for entry in lines), lines
     assert elapsed < 1.0, f"{elapsed:.2f} s for:\n{text}"
