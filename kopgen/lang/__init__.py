@@ -1,0 +1,1 @@
+"""Translations of the model into the languages of the generated code, one module per language."""
