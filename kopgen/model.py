@@ -353,6 +353,7 @@ class KernelTensor:
     def pointer(self) -> str:
         return f"{self.name}_ptr"
 
+
 @dataclass(frozen=True)
 class Write:
     """One tensor a compute op writes: a returned Tensor, or a mutated argument."""
@@ -788,7 +789,7 @@ class Op:
             for value in [a.name if a.is_tensor else a.sample_value]
         )
 
-    # -- compiled routes: what the C++ and CUDA templates print
+    # -- compiled routes (their C++ and CUDA text is kopgen/lang/cpp.py's)
 
     @property
     def is_compiled(self) -> bool:

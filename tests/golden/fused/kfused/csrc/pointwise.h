@@ -205,7 +205,7 @@ class C10_HIDDEN KernelCall {
 
   // A new output of the broadcast shape.
   Tensor output() {
-    const Tensor result = new_empty(like_, shape_);
+    Tensor result = new_empty(like_, shape_);
     writes_.emplace_back(result, result);
     return result;
   }
@@ -215,7 +215,7 @@ class C10_HIDDEN KernelCall {
   Tensor row_output() {
     KOPGEN_CHECK(!shape_.empty(), op_,
                  " reduces over the last dimension: its inputs need at least one dimension");
-    const Tensor result = new_empty(like_, std::vector<int64_t>(shape_.begin(), shape_.end() - 1));
+    Tensor result = new_empty(like_, std::vector<int64_t>(shape_.begin(), shape_.end() - 1));
     writes_.emplace_back(result, result);
     n_ = result.numel();
     cols_ = shape_.back();
