@@ -23,28 +23,8 @@ PYTHON_ROUTES = ("custom_op", "library", "triton_op")
 COMPILED_ROUTES = ("torch_library", "stable_abi")
 PYTHON_KERNELS = ("triton", "python")
 COMPILED_KERNELS = ("cpp", "cuda")
-# C++ types of the scalar arguments, as the host functions take them.
-CPP_SCALAR_TYPES = {"float": "double", "int": "int64_t", "bool": "bool"}
 DISPATCH_KEYS = {"cpu": "CPU", "cuda": "CUDA"}
 DEFAULT_SHAPE = (8, 6)
-@dataclass(frozen=True)
-class Dtype:
-    """A dtype as each language names it."""
-
-    name: str  # torch: float32
-    scalar_type: str  # C++ ScalarType enumerator: Float
-    cpp_type: str  # host element type: float, Half
-    cuda_type: str  # device element type: float, __half
-    cuda_to_float: str = ""  # conversions of the 16-bit types, which compute in float
-    cuda_from_float: str = ""
-
-
-DTYPES = (
-    Dtype("float16", "Half", "Half", "__half", "__half2float", "__float2half_rn"),
-    Dtype("bfloat16", "BFloat16", "BFloat16", "__nv_bfloat16", "__bfloat162float", "__float2bfloat16_rn"),
-    Dtype("float32", "Float", "float", "float"),
-    Dtype("float64", "Double", "double", "double"),
-)
 SCHEMA_MODELINE = "# yaml-language-server: $schema=.kopgen/schema.json"
 
 
@@ -80,10 +60,6 @@ class Arg:
     def if_given(self, value: str) -> str:
         """Python for `value`, computed from this argument; None where an optional one was not given."""
         return f"None if {self.name} is None else {value}" if self.is_optional else value
-
-    def cpp_read(self, value: str) -> str:
-        """How a C++/CUDA kernel reads this Tensor's element `value` into the compute type."""
-        return f"has_{self.name} ? static_cast<acc_t>({value}) : acc_t(0)" if self.is_optional else value
 
     @property
     def python_parameter(self) -> str:
@@ -199,18 +175,6 @@ class Reduction:
     kind: str  # sum, mean, max or min
 
     @property
-    def identity_cpp(self) -> str:
-        return {
-            "max": "-std::numeric_limits<acc_t>::infinity()",
-            "min": "std::numeric_limits<acc_t>::infinity()",
-        }.get(self.kind, "acc_t(0)")
-
-    def combine_cpp(self, total: str, value: str) -> str:
-        if self.kind in ("max", "min"):
-            return f"std::{self.kind}({total}, {value})"
-        return f"{total} + {value}"
-
-    @property
     def identity_triton(self) -> str:
         """The running totals of a block of rows before any column is read."""
         # tl.full, not tl.zeros: the interpreter cannot call Triton's @triton.jit helpers in-process.
@@ -267,7 +231,6 @@ class KernelTensor:
 
     name: str  # the argument or output it stands for
     python: str  # the dense tensor the Python launcher passes
-    cpp: str  # the dense tensor the C++ host passes (inputs get `_dense` locals there)
     read: bool
     written: bool
     optional: bool = False  # a Tensor? input: None (a null pointer in C++) when not given
@@ -275,27 +238,6 @@ class KernelTensor:
     @property
     def pointer(self) -> str:
         return f"{self.name}_ptr"
-
-    @property
-    def host_data(self) -> str:
-        """The typed pointer the C++ host passes to a CPU kernel: `data<scalar_t>(a_dense)`."""
-        accessor = "mutable_data" if self.written else "data"
-        return self._unless_absent(f"{accessor}<scalar_t>({'*' if self.optional else ''}{self.cpp})")
-
-    @property
-    def host_data_ptr(self) -> str:
-        """The untyped pointer the C++ host passes to a CUDA launcher: `a_dense.const_data_ptr()`."""
-        method = "mutable_data_ptr" if self.written else "const_data_ptr"
-        return self._unless_absent(f"{self.cpp}{'->' if self.optional else '.'}{method}()")
-
-    def _unless_absent(self, pointer: str) -> str:
-        """`pointer`, or nullptr where an optional Tensor was not given."""
-        return f"{self.cpp} ? {pointer} : nullptr" if self.optional else pointer
-
-    @property
-    def vector(self) -> str:
-        """The CUDA kernel's local holding this tensor's 16-byte vector."""
-        return f"{self.name}_vec"
 
 
 @dataclass(frozen=True)
@@ -430,10 +372,10 @@ class Op:
         for arg in self.tensor_args:
             if arg.name in written:
                 buffer = written[arg.name].buffer
-                tensors.append(KernelTensor(arg.name, buffer, buffer, arg.name in read, True))
+                tensors.append(KernelTensor(arg.name, buffer, arg.name in read, True))
             elif arg.name in read:
-                tensors.append(KernelTensor(arg.name, arg.name, f"{arg.name}_dense", True, False, arg.is_optional))
-        tensors += [KernelTensor(w.name, w.name, w.name, False, True) for w in self.writes if w.arg is None]
+                tensors.append(KernelTensor(arg.name, arg.name, True, False, arg.is_optional))
+        tensors += [KernelTensor(w.name, w.name, False, True) for w in self.writes if w.arg is None]
         return tuple(tensors)
 
     @property
@@ -567,10 +509,6 @@ class Op:
         return self.qualname
 
     @property
-    def cpp_tags(self) -> str:
-        return ", ".join(f"at::Tag::{tag}" for tag in self.tags)
-
-    @property
     def tags_literal(self) -> str:
         return "(" + "".join(f"torch.Tag.{tag}, " for tag in self.tags).rstrip() + ")"
 
@@ -623,7 +561,7 @@ class Op:
         """Whether some input has a formula (all may be non_differentiable)."""
         return self.backward is not None and any(g.formula for g in self.backward.gradients)
 
-    # -- compiled routes: what the C++ and CUDA templates print
+    # -- compiled routes (their C++ and CUDA text is kopgen/lang/cpp.py's)
 
     @property
     def is_compiled(self) -> bool:
@@ -637,52 +575,6 @@ class Op:
         return Kernel(device, language) in self.kernels
 
     @property
-    def cpp_parameters(self) -> str:
-        """Parameters of the C++ host functions: Tensors by const reference (by value on the stable ABI)."""
-        by_value = self.registration == "stable_abi"
-        types = {
-            "tensor": "Tensor" if by_value else "const Tensor&",
-            "optional": "std::optional<Tensor>" if by_value else "const std::optional<Tensor>&",
-        }
-        return ", ".join(f"{types.get(a.kind) or CPP_SCALAR_TYPES[a.kind]} {a.name}" for a in self.args)
-
-    @property
-    def cpp_return_type(self) -> str:
-        if self.is_mutating:
-            return "void"
-        if len(self.outputs) == 1:
-            return "Tensor"
-        return f"std::tuple<{', '.join(['Tensor'] * len(self.outputs))}>"
-
-    @property
-    def cpp_returned(self) -> str:
-        """The return statement's value: `out`, or `{out0, out1}`."""
-        names = self.output_names
-        return names[0] if len(names) == 1 else "{" + ", ".join(names) + "}"
-
-    @property
-    def cpp_kernel_parameters(self) -> str:
-        """Parameters of the per-element kernels (CPU and CUDA), inside `template <typename scalar_t>`."""
-        parts = [f"{'' if t.written else 'const '}scalar_t* __restrict__ {t.pointer}" for t in self.kernel_tensors]
-        parts += [f"{'bool' if a.kind == 'bool' else 'compute_t<scalar_t>'} {a.name}" for a in self.kernel_scalars]
-        return ", ".join(parts + self._presence_parameters)
-
-    @property
-    def cpp_kernel_arguments(self) -> str:
-        """The host's call of the CPU kernel, inside a dtype dispatch that defines scalar_t and acc_t."""
-        parts = [t.host_data for t in self.kernel_tensors]
-        return ", ".join(parts + self._scalars_in_compute_type + self._presence_tests)
-
-    @property
-    def _presence_tests(self) -> list[str]:
-        """The host's has_x flags: whether each optional Tensor the kernel tests was given."""
-        return [f"{a.name}.has_value()" for a in self.tested_optionals]
-
-    @property
-    def _scalars_in_compute_type(self) -> list[str]:
-        return [a.name if a.kind == "bool" else f"static_cast<acc_t>({a.name})" for a in self.kernel_scalars]
-
-    @property
     def compiled_kernels_text(self) -> str:
         names = {"cpp": "C++ CPU kernel", "cuda": "CUDA kernel"}
         return " and ".join(names[k.language] for k in self.kernels if k.is_compiled)
@@ -691,61 +583,6 @@ class Op:
     def written_dict(self) -> str:
         """`{"out": out}`: the mutated arguments by name, for the shape checks of _support."""
         return "{" + ", ".join(f'"{w.name}": {w.name}' for w in self.mutated_writes) + "}"
-
-    @property
-    def cpp_size_parameters(self) -> str:
-        """How many elements a kernel covers: n for pointwise ops, rows and cols for reductions."""
-        return "int64_t rows, int64_t cols" if self.reduction else "int64_t n"
-
-    @property
-    def cpp_size_arguments(self) -> str:
-        return "rows, cols" if self.reduction else "n"
-
-    @property
-    def kernel_casts_scalars(self) -> bool:
-        """Whether the kernel call converts scalars to the compute type (bools pass as they are)."""
-        return any(a.kind != "bool" for a in self.kernel_scalars)
-
-    @property
-    def cuda_launcher_parameters(self) -> str:
-        """Parameters of the CUDA launcher: untyped pointers (the .cu file needs no torch headers)."""
-        parts = [f"{'' if t.written else 'const '}void* {t.pointer}" for t in self.kernel_tensors]
-        parts += [f"{CPP_SCALAR_TYPES[a.kind]} {a.name}" for a in self.kernel_scalars]
-        return ", ".join(parts + self._presence_parameters)
-
-    @property
-    def cuda_launcher_arguments(self) -> str:
-        """The C++ host's call of the CUDA launcher."""
-        parts = [t.host_data_ptr for t in self.kernel_tensors]
-        return ", ".join(parts + [a.name for a in self.kernel_scalars] + self._presence_tests)
-
-    @property
-    def cuda_kernel_arguments(self) -> str:
-        """The launcher's call of the CUDA kernel: typed pointers, scalars in the compute type."""
-        parts = [f"static_cast<{'' if t.written else 'const '}scalar_t*>({t.pointer})" for t in self.kernel_tensors]
-        return ", ".join(parts + self._scalars_in_compute_type + self._presence_flags)
-
-    @property
-    def _presence_flags(self) -> list[str]:
-        return [f"has_{a.name}" for a in self.tested_optionals]
-
-    @property
-    def _presence_parameters(self) -> list[str]:
-        return [f"bool {flag}" for flag in self._presence_flags]
-
-    @property
-    def cuda_alignment_condition(self) -> str:
-        return " && ".join(f"aligned({t.pointer})" for t in self.kernel_tensors)
-
-    @property
-    def cuda_vector_arguments(self) -> str:
-        """The element function called on the vectors' registers."""
-        return ", ".join([f"{t.vector}.v" for t in self.kernel_tensors] + [a.name for a in self.kernel_scalars] + self._presence_flags)
-
-    @property
-    def kernel_parameter_names(self) -> str:
-        """`a_ptr, b_ptr, out_ptr, c`: the C++/CUDA kernel parameters passed on by name (with has_x flags)."""
-        return ", ".join([*self.kernel_parameters, *self._presence_flags])
 
 
 
@@ -854,23 +691,9 @@ class Package:
         return tuple(op for op in self.ops if op.has_kernel("cpu", "cpp"))
 
     @property
-    def has_cuda_pointwise_ops(self) -> bool:
-        """Whether kernels.cu needs the vector helpers of pointwise kernels."""
-        return any(not op.reduction for op in self.cuda_ops)
-
-    @property
     def cuda_ops(self) -> tuple[Op, ...]:
         """Ops with a CUDA kernel."""
         return tuple(op for op in self.ops if op.has_kernel("cuda", "cuda"))
-
-    @property
-    def compiled_dtypes(self) -> tuple[Dtype, ...]:
-        """Every dtype a compiled kernel of the package dispatches on (float64 too where an op has
-        gradients: gradcheck runs in float64)."""
-        listed = {dtype for op in self.compiled_ops for dtype in op.dtypes}
-        if any(op.has_gradients for op in self.compiled_ops):
-            listed.add("float64")
-        return tuple(d for d in DTYPES if d.name in listed)
 
     @property
     def python_library_purpose(self) -> str:

@@ -43,6 +43,7 @@ CPP_RESERVED_NAMES = frozenset(
         *("data", "mutable_data", "check", "check_written", "check_launch", "dense", "new_empty", "write_back"),
         *("dispatch_floating", "broadcast_shape", "sizes_of", "shape_text", "to_compute", "from_compute"),
         *("aligned", "blocks_for", "kThreads", "kMaxBlocks", "kernel_dtype", "current_stream", "Dtype", "std", "cuda"),
+        *("call", "KernelCall", "launch", "Launch", "Values", "functors", "kernels", "Sum", "Mean", "Max", "Min"),
     }
 )
 CPP_RESERVED_PATTERN = re.compile(r"^(.*_vec)$")
@@ -103,7 +104,7 @@ RESERVED_NAMESPACES = {
 # and reference.py, which define a function per op beside them.
 OP_RESERVED_NAMES = frozenset(
     {
-        *("ops", "reference", "kernels", "_registration", "_support", "_C"),
+        *("ops", "reference", "kernels", "functors", "_registration", "_support", "_C"),
         *("torch", "math", "triton", "tl", "Tensor", "Sequence", "upcast", "row_sum", "row_mean", "row_max", "row_min"),
     }
 )

@@ -46,6 +46,7 @@ def plan(package: Package) -> list[OutputFile]:
             OutputFile(f"{pkg}/csrc/cuda/ops.cpp", "package/csrc/cuda/ops.cpp.j2", KOPGEN),
             OutputFile(f"{pkg}/csrc/cuda/kernels.h", "package/csrc/cuda/kernels.h.j2", KOPGEN),
             OutputFile(f"{pkg}/csrc/cuda/kernels.cu", "package/csrc/cuda/kernels.cu.j2", KOPGEN),
+            OutputFile(f"{pkg}/csrc/cuda/pointwise.cuh", "package/csrc/cuda/pointwise.cuh.j2", KOPGEN),
         ]
     for op in package.ops:
         if op.custom:  # the user writes its kernel: a skeleton, created once

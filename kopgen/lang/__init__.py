@@ -1,1 +1,1 @@
-"""Translations of the model into the generated code's languages, one module per language."""
+"""Translations of the model into the languages of the generated code, one module per language."""

@@ -6,9 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdint>
-#include <limits>
-#include <vector>
+#include <optional>
+#include <tuple>
 
 #include "pointwise.h"
 
@@ -21,162 +20,105 @@ PyObject* PyInit__C(void) {
 }
 }
 
-namespace kfused {
+namespace kfused::cpu {
+namespace functors {
 
-// kfused::muladd ----------------------------------------------------------------------------------
-
-template <typename scalar_t>
-void muladd_cpu_kernel(const scalar_t* __restrict__ a_ptr, const scalar_t* __restrict__ b_ptr, scalar_t* __restrict__ out_ptr, compute_t<scalar_t> c, int64_t n) {
-  using acc_t = compute_t<scalar_t>;
-  for (int64_t i = 0; i < n; ++i) {
-    const acc_t a = a_ptr[i];
-    const acc_t b = b_ptr[i];
-    out_ptr[i] = static_cast<scalar_t>(a * b + c);
+template <typename acc_t>
+struct muladd {
+  acc_t c;
+  Values<acc_t, 1> operator()(acc_t a, acc_t b) const {
+    return {a * b + c};
   }
-}
+};
 
-Tensor muladd_cpu(const Tensor& a, const Tensor& b, double c) {
-  const std::vector<int64_t> shape = broadcast_shape("kfused::muladd", {a, b});
-  Tensor out = new_empty(a, shape);
-  const int64_t n = out.numel();
-  if (n == 0) {
-    return out;
+template <typename acc_t>
+struct muladd_out {
+  acc_t c;
+  Values<acc_t, 1> operator()(acc_t a, acc_t b) const {
+    return {a * b + c};
   }
-  const Tensor a_dense = dense(a, shape);
-  const Tensor b_dense = dense(b, shape);
-  dispatch_floating("kfused::muladd", out.scalar_type(), [&](auto zero) {
-    using scalar_t = decltype(zero);
-    using acc_t = compute_t<scalar_t>;
-    muladd_cpu_kernel<scalar_t>(data<scalar_t>(a_dense), data<scalar_t>(b_dense), mutable_data<scalar_t>(out), static_cast<acc_t>(c), n);
-  });
+};
+
+template <typename acc_t>
+struct scale_ {
+  acc_t s;
+  Values<acc_t, 1> operator()(acc_t x) const {
+    return {x * s};
+  }
+};
+
+template <typename acc_t>
+struct mul {
+  Values<acc_t, 1> operator()(acc_t a, acc_t b) const {
+    return {a * b};
+  }
+};
+
+template <typename acc_t>
+struct square {
+  Values<acc_t, 1> operator()(acc_t x) const {
+    return {x * x};
+  }
+};
+
+}  // namespace functors
+
+Tensor muladd(const Tensor& a, const Tensor& b, double c) {
+  KernelCall call("kfused::muladd", {a, b});
+  call.read(a);
+  call.read(b);
+  Tensor out = call.output();
+  call.pointwise_cpu<functors::muladd>(c);
   return out;
 }
 
-// kfused::muladd_out ------------------------------------------------------------------------------
-
-template <typename scalar_t>
-void muladd_out_cpu_kernel(const scalar_t* __restrict__ a_ptr, const scalar_t* __restrict__ b_ptr, scalar_t* __restrict__ out_ptr, compute_t<scalar_t> c, int64_t n) {
-  using acc_t = compute_t<scalar_t>;
-  for (int64_t i = 0; i < n; ++i) {
-    const acc_t a = a_ptr[i];
-    const acc_t b = b_ptr[i];
-    out_ptr[i] = static_cast<scalar_t>(a * b + c);
-  }
+void muladd_out(const Tensor& a, const Tensor& b, double c, const Tensor& out) {
+  KernelCall call("kfused::muladd_out", {a, b, out});
+  call.read(a);
+  call.read(b);
+  call.write(out, "out");
+  call.pointwise_cpu<functors::muladd_out>(c);
 }
 
-void muladd_out_cpu(const Tensor& a, const Tensor& b, double c, const Tensor& out) {
-  const std::vector<int64_t> shape = broadcast_shape("kfused::muladd_out", {a, b, out});
-  check_written("kfused::muladd_out", "out", out, shape);
-  const int64_t n = out.numel();
-  if (n == 0) {
-    return;
-  }
-  const Tensor a_dense = dense(a, shape);
-  const Tensor b_dense = dense(b, shape);
-  const Tensor out_dense = dense(out, shape);
-  dispatch_floating("kfused::muladd_out", out.scalar_type(), [&](auto zero) {
-    using scalar_t = decltype(zero);
-    using acc_t = compute_t<scalar_t>;
-    muladd_out_cpu_kernel<scalar_t>(data<scalar_t>(a_dense), data<scalar_t>(b_dense), mutable_data<scalar_t>(out_dense), static_cast<acc_t>(c), n);
-  });
-  write_back(out, out_dense);
+void scale_(const Tensor& x, double s) {
+  KernelCall call("kfused::scale_", {x});
+  call.update(x, "x");
+  call.pointwise_cpu<functors::scale_>(s);
 }
 
-// kfused::scale_ ----------------------------------------------------------------------------------
-
-template <typename scalar_t>
-void scale__cpu_kernel(scalar_t* __restrict__ x_ptr, compute_t<scalar_t> s, int64_t n) {
-  using acc_t = compute_t<scalar_t>;
-  for (int64_t i = 0; i < n; ++i) {
-    const acc_t x = x_ptr[i];
-    x_ptr[i] = static_cast<scalar_t>(x * s);
-  }
-}
-
-void scale__cpu(const Tensor& x, double s) {
-  const std::vector<int64_t> shape = broadcast_shape("kfused::scale_", {x});
-  check_written("kfused::scale_", "x", x, shape);
-  const int64_t n = x.numel();
-  if (n == 0) {
-    return;
-  }
-  const Tensor x_dense = dense(x, shape);
-  dispatch_floating("kfused::scale_", x.scalar_type(), [&](auto zero) {
-    using scalar_t = decltype(zero);
-    using acc_t = compute_t<scalar_t>;
-    scale__cpu_kernel<scalar_t>(mutable_data<scalar_t>(x_dense), static_cast<acc_t>(s), n);
-  });
-  write_back(x, x_dense);
-}
-
-// kfused::mul -------------------------------------------------------------------------------------
-
-template <typename scalar_t>
-void mul_cpu_kernel(const scalar_t* __restrict__ a_ptr, const scalar_t* __restrict__ b_ptr, scalar_t* __restrict__ out_ptr, int64_t n) {
-  using acc_t = compute_t<scalar_t>;
-  for (int64_t i = 0; i < n; ++i) {
-    const acc_t a = a_ptr[i];
-    const acc_t b = b_ptr[i];
-    out_ptr[i] = static_cast<scalar_t>(a * b);
-  }
-}
-
-Tensor mul_cpu(const Tensor& a, const Tensor& b) {
-  const std::vector<int64_t> shape = broadcast_shape("kfused::mul", {a, b});
-  Tensor out = new_empty(a, shape);
-  const int64_t n = out.numel();
-  if (n == 0) {
-    return out;
-  }
-  const Tensor a_dense = dense(a, shape);
-  const Tensor b_dense = dense(b, shape);
-  dispatch_floating("kfused::mul", out.scalar_type(), [&](auto zero) {
-    using scalar_t = decltype(zero);
-    mul_cpu_kernel<scalar_t>(data<scalar_t>(a_dense), data<scalar_t>(b_dense), mutable_data<scalar_t>(out), n);
-  });
+Tensor mul(const Tensor& a, const Tensor& b) {
+  KernelCall call("kfused::mul", {a, b});
+  call.read(a);
+  call.read(b);
+  Tensor out = call.output();
+  call.pointwise_cpu<functors::mul>();
   return out;
 }
 
-// kfused::square ----------------------------------------------------------------------------------
-
-template <typename scalar_t>
-void square_cpu_kernel(const scalar_t* __restrict__ x_ptr, scalar_t* __restrict__ out_ptr, int64_t n) {
-  using acc_t = compute_t<scalar_t>;
-  for (int64_t i = 0; i < n; ++i) {
-    const acc_t x = x_ptr[i];
-    out_ptr[i] = static_cast<scalar_t>(x * x);
-  }
-}
-
-Tensor square_cpu(const Tensor& x) {
-  const std::vector<int64_t> shape = broadcast_shape("kfused::square", {x});
-  Tensor out = new_empty(x, shape);
-  const int64_t n = out.numel();
-  if (n == 0) {
-    return out;
-  }
-  const Tensor x_dense = dense(x, shape);
-  dispatch_floating("kfused::square", out.scalar_type(), [&](auto zero) {
-    using scalar_t = decltype(zero);
-    square_cpu_kernel<scalar_t>(data<scalar_t>(x_dense), mutable_data<scalar_t>(out), n);
-  });
+Tensor square(const Tensor& x) {
+  KernelCall call("kfused::square", {x});
+  call.read(x);
+  Tensor out = call.output();
+  call.pointwise_cpu<functors::square>();
   return out;
 }
 
-}  // namespace kfused
+}  // namespace kfused::cpu
 
 TORCH_LIBRARY(kfused, m) {
   m.def("muladd(Tensor a, Tensor b, float c) -> Tensor", {at::Tag::pt2_compliant_tag});
-  m.def("muladd_out(Tensor a, Tensor b, float c, Tensor(a!) out) -> ()", {at::Tag::pt2_compliant_tag});
+  m.def(
+      "muladd_out(Tensor a, Tensor b, float c, Tensor(a!) out) -> ()",
+      {at::Tag::pt2_compliant_tag});
   m.def("scale_(Tensor(a!) x, float s) -> ()", {at::Tag::pt2_compliant_tag});
   m.def("mul(Tensor a, Tensor b) -> Tensor", {at::Tag::pt2_compliant_tag});
   m.def("square(Tensor x) -> Tensor", {at::Tag::pt2_compliant_tag});
 }
 
 TORCH_LIBRARY_IMPL(kfused, CPU, m) {
-  m.impl("muladd", &kfused::muladd_cpu);
-  m.impl("muladd_out", &kfused::muladd_out_cpu);
-  m.impl("scale_", &kfused::scale__cpu);
-  m.impl("mul", &kfused::mul_cpu);
-  m.impl("square", &kfused::square_cpu);
+  m.impl("muladd", &kfused::cpu::muladd);
+  m.impl("muladd_out", &kfused::cpu::muladd_out);
+  m.impl("scale_", &kfused::cpu::scale_);
+  m.impl("mul", &kfused::cpu::mul);
+  m.impl("square", &kfused::cpu::square);
 }

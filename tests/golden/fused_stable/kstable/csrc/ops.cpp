@@ -9,9 +9,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdint>
-#include <limits>
-#include <vector>
+#include <optional>
+#include <tuple>
 
 #include "pointwise.h"
 
@@ -24,158 +23,94 @@ PyObject* PyInit__C(void) {
 }
 }
 
-namespace kstable {
+namespace kstable::cpu {
+namespace functors {
 
-// kstable::muladd ---------------------------------------------------------------------------------
-
-template <typename scalar_t>
-void muladd_cpu_kernel(const scalar_t* __restrict__ a_ptr, const scalar_t* __restrict__ b_ptr, scalar_t* __restrict__ out_ptr, compute_t<scalar_t> c, int64_t n) {
-  using acc_t = compute_t<scalar_t>;
-  for (int64_t i = 0; i < n; ++i) {
-    const acc_t a = a_ptr[i];
-    const acc_t b = b_ptr[i];
-    out_ptr[i] = static_cast<scalar_t>(a * b + c);
+template <typename acc_t>
+struct muladd {
+  acc_t c;
+  Values<acc_t, 1> operator()(acc_t a, acc_t b) const {
+    return {a * b + c};
   }
-}
+};
 
-Tensor muladd_cpu(Tensor a, Tensor b, double c) {
-  const std::vector<int64_t> shape = broadcast_shape("kstable::muladd", {a, b});
-  Tensor out = new_empty(a, shape);
-  const int64_t n = out.numel();
-  if (n == 0) {
-    return out;
+template <typename acc_t>
+struct muladd_out {
+  acc_t c;
+  Values<acc_t, 1> operator()(acc_t a, acc_t b) const {
+    return {a * b + c};
   }
-  const Tensor a_dense = dense(a, shape);
-  const Tensor b_dense = dense(b, shape);
-  dispatch_floating("kstable::muladd", out.scalar_type(), [&](auto zero) {
-    using scalar_t = decltype(zero);
-    using acc_t = compute_t<scalar_t>;
-    muladd_cpu_kernel<scalar_t>(data<scalar_t>(a_dense), data<scalar_t>(b_dense), mutable_data<scalar_t>(out), static_cast<acc_t>(c), n);
-  });
+};
+
+template <typename acc_t>
+struct scale_ {
+  acc_t s;
+  Values<acc_t, 1> operator()(acc_t x) const {
+    return {x * s};
+  }
+};
+
+template <typename acc_t>
+struct mul {
+  Values<acc_t, 1> operator()(acc_t a, acc_t b) const {
+    return {a * b};
+  }
+};
+
+template <typename acc_t>
+struct addcmul_opt {
+  acc_t value;
+  bool has_weight;
+  Values<acc_t, 1> operator()(acc_t x, acc_t y, acc_t weight) const {
+    return {x + value * (has_weight ? y * weight : y)};
+  }
+};
+
+}  // namespace functors
+
+Tensor muladd(Tensor a, Tensor b, double c) {
+  KernelCall call("kstable::muladd", {a, b});
+  call.read(a);
+  call.read(b);
+  Tensor out = call.output();
+  call.pointwise_cpu<functors::muladd>(c);
   return out;
 }
 
-// kstable::muladd_out -----------------------------------------------------------------------------
-
-template <typename scalar_t>
-void muladd_out_cpu_kernel(const scalar_t* __restrict__ a_ptr, const scalar_t* __restrict__ b_ptr, scalar_t* __restrict__ out_ptr, compute_t<scalar_t> c, int64_t n) {
-  using acc_t = compute_t<scalar_t>;
-  for (int64_t i = 0; i < n; ++i) {
-    const acc_t a = a_ptr[i];
-    const acc_t b = b_ptr[i];
-    out_ptr[i] = static_cast<scalar_t>(a * b + c);
-  }
+void muladd_out(Tensor a, Tensor b, double c, Tensor out) {
+  KernelCall call("kstable::muladd_out", {a, b, out});
+  call.read(a);
+  call.read(b);
+  call.write(out, "out");
+  call.pointwise_cpu<functors::muladd_out>(c);
 }
 
-void muladd_out_cpu(Tensor a, Tensor b, double c, Tensor out) {
-  const std::vector<int64_t> shape = broadcast_shape("kstable::muladd_out", {a, b, out});
-  check_written("kstable::muladd_out", "out", out, shape);
-  const int64_t n = out.numel();
-  if (n == 0) {
-    return;
-  }
-  const Tensor a_dense = dense(a, shape);
-  const Tensor b_dense = dense(b, shape);
-  const Tensor out_dense = dense(out, shape);
-  dispatch_floating("kstable::muladd_out", out.scalar_type(), [&](auto zero) {
-    using scalar_t = decltype(zero);
-    using acc_t = compute_t<scalar_t>;
-    muladd_out_cpu_kernel<scalar_t>(data<scalar_t>(a_dense), data<scalar_t>(b_dense), mutable_data<scalar_t>(out_dense), static_cast<acc_t>(c), n);
-  });
-  write_back(out, out_dense);
+void scale_(Tensor x, double s) {
+  KernelCall call("kstable::scale_", {x});
+  call.update(x, "x");
+  call.pointwise_cpu<functors::scale_>(s);
 }
 
-// kstable::scale_ ---------------------------------------------------------------------------------
-
-template <typename scalar_t>
-void scale__cpu_kernel(scalar_t* __restrict__ x_ptr, compute_t<scalar_t> s, int64_t n) {
-  using acc_t = compute_t<scalar_t>;
-  for (int64_t i = 0; i < n; ++i) {
-    const acc_t x = x_ptr[i];
-    x_ptr[i] = static_cast<scalar_t>(x * s);
-  }
-}
-
-void scale__cpu(Tensor x, double s) {
-  const std::vector<int64_t> shape = broadcast_shape("kstable::scale_", {x});
-  check_written("kstable::scale_", "x", x, shape);
-  const int64_t n = x.numel();
-  if (n == 0) {
-    return;
-  }
-  const Tensor x_dense = dense(x, shape);
-  dispatch_floating("kstable::scale_", x.scalar_type(), [&](auto zero) {
-    using scalar_t = decltype(zero);
-    using acc_t = compute_t<scalar_t>;
-    scale__cpu_kernel<scalar_t>(mutable_data<scalar_t>(x_dense), static_cast<acc_t>(s), n);
-  });
-  write_back(x, x_dense);
-}
-
-// kstable::mul ------------------------------------------------------------------------------------
-
-template <typename scalar_t>
-void mul_cpu_kernel(const scalar_t* __restrict__ a_ptr, const scalar_t* __restrict__ b_ptr, scalar_t* __restrict__ out_ptr, int64_t n) {
-  using acc_t = compute_t<scalar_t>;
-  for (int64_t i = 0; i < n; ++i) {
-    const acc_t a = a_ptr[i];
-    const acc_t b = b_ptr[i];
-    out_ptr[i] = static_cast<scalar_t>(a * b);
-  }
-}
-
-Tensor mul_cpu(Tensor a, Tensor b) {
-  const std::vector<int64_t> shape = broadcast_shape("kstable::mul", {a, b});
-  Tensor out = new_empty(a, shape);
-  const int64_t n = out.numel();
-  if (n == 0) {
-    return out;
-  }
-  const Tensor a_dense = dense(a, shape);
-  const Tensor b_dense = dense(b, shape);
-  dispatch_floating("kstable::mul", out.scalar_type(), [&](auto zero) {
-    using scalar_t = decltype(zero);
-    mul_cpu_kernel<scalar_t>(data<scalar_t>(a_dense), data<scalar_t>(b_dense), mutable_data<scalar_t>(out), n);
-  });
+Tensor mul(Tensor a, Tensor b) {
+  KernelCall call("kstable::mul", {a, b});
+  call.read(a);
+  call.read(b);
+  Tensor out = call.output();
+  call.pointwise_cpu<functors::mul>();
   return out;
 }
 
-// kstable::addcmul_opt ----------------------------------------------------------------------------
-
-template <typename scalar_t>
-void addcmul_opt_cpu_kernel(const scalar_t* __restrict__ x_ptr, const scalar_t* __restrict__ y_ptr, const scalar_t* __restrict__ weight_ptr, scalar_t* __restrict__ out_ptr, compute_t<scalar_t> value, bool has_weight, int64_t n) {
-  using acc_t = compute_t<scalar_t>;
-  for (int64_t i = 0; i < n; ++i) {
-    const acc_t x = x_ptr[i];
-    const acc_t y = y_ptr[i];
-    const acc_t weight = has_weight ? static_cast<acc_t>(weight_ptr[i]) : acc_t(0);
-    out_ptr[i] = static_cast<scalar_t>(x + value * (has_weight ? y * weight : y));
-  }
-}
-
-Tensor addcmul_opt_cpu(Tensor x, Tensor y, std::optional<Tensor> weight, double value) {
-  std::vector<Tensor> inputs = {x, y};
-  if (weight.has_value()) {
-    inputs.push_back(*weight);
-  }
-  const std::vector<int64_t> shape = broadcast_shape("kstable::addcmul_opt", inputs);
-  Tensor out = new_empty(x, shape);
-  const int64_t n = out.numel();
-  if (n == 0) {
-    return out;
-  }
-  const Tensor x_dense = dense(x, shape);
-  const Tensor y_dense = dense(y, shape);
-  const std::optional<Tensor> weight_dense = dense(weight, shape);
-  dispatch_floating("kstable::addcmul_opt", out.scalar_type(), [&](auto zero) {
-    using scalar_t = decltype(zero);
-    using acc_t = compute_t<scalar_t>;
-    addcmul_opt_cpu_kernel<scalar_t>(data<scalar_t>(x_dense), data<scalar_t>(y_dense), weight_dense ? data<scalar_t>(*weight_dense) : nullptr, mutable_data<scalar_t>(out), static_cast<acc_t>(value), weight.has_value(), n);
-  });
+Tensor addcmul_opt(Tensor x, Tensor y, std::optional<Tensor> weight, double value) {
+  KernelCall call("kstable::addcmul_opt", {x, y, weight});
+  call.read(x);
+  call.read(y);
+  call.read(weight);
+  Tensor out = call.output();
+  call.pointwise_cpu<functors::addcmul_opt>(value, weight.has_value());
   return out;
 }
 
-}  // namespace kstable
+}  // namespace kstable::cpu
 
 STABLE_TORCH_LIBRARY(kstable, m) {
   m.def("muladd(Tensor a, Tensor b, float c) -> Tensor");
@@ -187,9 +122,9 @@ STABLE_TORCH_LIBRARY(kstable, m) {
 }
 
 STABLE_TORCH_LIBRARY_IMPL(kstable, CPU, m) {
-  m.impl("muladd", TORCH_BOX(&kstable::muladd_cpu));
-  m.impl("muladd_out", TORCH_BOX(&kstable::muladd_out_cpu));
-  m.impl("scale_", TORCH_BOX(&kstable::scale__cpu));
-  m.impl("mul", TORCH_BOX(&kstable::mul_cpu));
-  m.impl("addcmul_opt", TORCH_BOX(&kstable::addcmul_opt_cpu));
+  m.impl("muladd", TORCH_BOX(&kstable::cpu::muladd));
+  m.impl("muladd_out", TORCH_BOX(&kstable::cpu::muladd_out));
+  m.impl("scale_", TORCH_BOX(&kstable::cpu::scale_));
+  m.impl("mul", TORCH_BOX(&kstable::cpu::mul));
+  m.impl("addcmul_opt", TORCH_BOX(&kstable::cpu::addcmul_opt));
 }

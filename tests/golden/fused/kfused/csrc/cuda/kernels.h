@@ -12,16 +12,25 @@ namespace kfused::cuda {
 // The element types of the kernels (the host maps torch dtypes onto them).
 enum class Dtype { float16, float32, float64 };
 
-// kfused::muladd over n dense elements, on `stream`.
-cudaError_t muladd(Dtype dtype, const void* a_ptr, const void* b_ptr, void* out_ptr, double c, int64_t n, cudaStream_t stream);
-
-// kfused::muladd_out over n dense elements, on `stream`.
-cudaError_t muladd_out(Dtype dtype, const void* a_ptr, const void* b_ptr, void* out_ptr, double c, int64_t n, cudaStream_t stream);
-
-// kfused::scale_ over n dense elements, on `stream`.
-cudaError_t scale_(Dtype dtype, void* x_ptr, double s, int64_t n, cudaStream_t stream);
-
-// kfused::mul over n dense elements, on `stream`.
-cudaError_t mul(Dtype dtype, const void* a_ptr, const void* b_ptr, void* out_ptr, int64_t n, cudaStream_t stream);
+// One launch: `n` output elements, each computed from `cols` consecutive elements of each input
+// (1 for elementwise kernels, the row length for row reductions), on `stream`.
+struct Launch {
+  Dtype dtype;
+  int64_t n;
+  int64_t cols;
+  const void* const* inputs;  // dense; null for an absent optional Tensor
+  void* const* outputs;  // dense
+  cudaStream_t stream;
+};
 
 }  // namespace kfused::cuda
+
+// One launcher per op, with the op's scalars; each returns the launch's error.
+namespace kfused::cuda::kernels {
+
+cudaError_t muladd(const Launch& launch, double c);
+cudaError_t muladd_out(const Launch& launch, double c);
+cudaError_t scale_(const Launch& launch, double s);
+cudaError_t mul(const Launch& launch);
+
+}  // namespace kfused::cuda::kernels

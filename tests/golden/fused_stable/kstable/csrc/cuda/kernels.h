@@ -12,22 +12,27 @@ namespace kstable::cuda {
 // The element types of the kernels (the host maps torch dtypes onto them).
 enum class Dtype { bfloat16, float32, float64 };
 
-// kstable::muladd over n dense elements, on `stream`.
-cudaError_t muladd(Dtype dtype, const void* a_ptr, const void* b_ptr, void* out_ptr, double c, int64_t n, cudaStream_t stream);
-
-// kstable::muladd_out over n dense elements, on `stream`.
-cudaError_t muladd_out(Dtype dtype, const void* a_ptr, const void* b_ptr, void* out_ptr, double c, int64_t n, cudaStream_t stream);
-
-// kstable::scale_ over n dense elements, on `stream`.
-cudaError_t scale_(Dtype dtype, void* x_ptr, double s, int64_t n, cudaStream_t stream);
-
-// kstable::mul over n dense elements, on `stream`.
-cudaError_t mul(Dtype dtype, const void* a_ptr, const void* b_ptr, void* out_ptr, int64_t n, cudaStream_t stream);
-
-// kstable::square over n dense elements, on `stream`.
-cudaError_t square(Dtype dtype, const void* x_ptr, void* out_ptr, int64_t n, cudaStream_t stream);
-
-// kstable::addcmul_opt over n dense elements, on `stream`.
-cudaError_t addcmul_opt(Dtype dtype, const void* x_ptr, const void* y_ptr, const void* weight_ptr, void* out_ptr, double value, bool has_weight, int64_t n, cudaStream_t stream);
+// One launch: `n` output elements, each computed from `cols` consecutive elements of each input
+// (1 for elementwise kernels, the row length for row reductions), on `stream`.
+struct Launch {
+  Dtype dtype;
+  int64_t n;
+  int64_t cols;
+  const void* const* inputs;  // dense; null for an absent optional Tensor
+  void* const* outputs;  // dense
+  cudaStream_t stream;
+};
 
 }  // namespace kstable::cuda
+
+// One launcher per op, with the op's scalars; each returns the launch's error.
+namespace kstable::cuda::kernels {
+
+cudaError_t muladd(const Launch& launch, double c);
+cudaError_t muladd_out(const Launch& launch, double c);
+cudaError_t scale_(const Launch& launch, double s);
+cudaError_t mul(const Launch& launch);
+cudaError_t square(const Launch& launch);
+cudaError_t addcmul_opt(const Launch& launch, double value, bool has_weight);
+
+}  // namespace kstable::cuda::kernels

@@ -1,0 +1,296 @@
+"""This module translates the model into the generated C++ and CUDA code.
+
+As torchgen's api/cpp.py does for ATen, it owns every C++ spelling the csrc/ templates print:
+the host function of each op (its signature and the statements that name its tensors), its
+functor (the expression over compute-type values), its CUDA launcher, its registration, and
+the package's dtypes and route macros. The loops, launches and checks themselves are C++ written
+once, in csrc/pointwise.h and csrc/cuda/pointwise.cuh.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..model import Op, Package
+
+LINE_LENGTH = 100  # generated C++/CUDA lines stay within it (but for very long names or expressions)
+# C++ types of the scalar arguments, as the host functions and launchers take them.
+SCALAR_TYPES = {"float": "double", "int": "int64_t", "bool": "bool"}
+# The reductions of csrc/pointwise.h and cuda/pointwise.cuh, by reduce op.
+REDUCERS = {"sum": "Sum", "mean": "Mean", "max": "Max", "min": "Min"}
+
+
+@dataclass(frozen=True)
+class Dtype:
+    """A dtype as each language names it."""
+
+    name: str  # torch: float32
+    scalar_type: str  # C++ ScalarType enumerator: Float
+    cpp_type: str  # host element type: float, Half
+    cuda_type: str  # device element type: float, __half
+
+
+DTYPES = (
+    Dtype("float16", "Half", "Half", "__half"),
+    Dtype("bfloat16", "BFloat16", "BFloat16", "__nv_bfloat16"),
+    Dtype("float32", "Float", "float", "float"),
+    Dtype("float64", "Double", "double", "double"),
+)
+
+
+def wrap(opening: str, items: Sequence[str], closing: str, indent: int = 0, after: int = 0) -> str:
+    """`opening` items `closing` on one line where it fits (at column `indent`, with `after` more
+    characters behind it), else one item per line, 4 columns deeper: long signatures and calls."""
+    line = opening + ", ".join(items) + closing
+    if indent + len(line) + after <= LINE_LENGTH or not items:
+        return line
+    pad = " " * (indent + 4)
+    return opening + "\n" + ",\n".join(pad + item for item in items) + closing
+
+
+_OPERATORS = frozenset({"+", "-", "*", "/", "%", "?", ":", "&&", "||", "<", ">", "<=", ">=", "==", "!="})
+
+
+def wrap_expression(code: str, column: int, indent: int) -> str:
+    """C++ expression `code`, starting at `column`, broken before the binary operators outside
+    parentheses where a line would pass LINE_LENGTH; continuation lines start at `indent`."""
+    segments, depth = [""], 0
+    for word in code.split(" "):
+        if depth == 0 and word in _OPERATORS and segments[-1]:
+            segments.append(word)
+        else:
+            segments[-1] = f"{segments[-1]} {word}" if segments[-1] else word
+        depth += word.count("(") - word.count(")")
+    lines = [segments[0]]
+    for segment in segments[1:]:
+        start = column if len(lines) == 1 else indent
+        if start + len(lines[-1]) + 1 + len(segment) + 2 > LINE_LENGTH:
+            lines.append(segment)
+        else:
+            lines[-1] += " " + segment
+    return f"\n{' ' * indent}".join(lines)
+
+
+def _string_literal(text: str, indent: int) -> str:
+    """`text` as a C++ string literal at column `indent`; where it is too long, adjacent literals
+    (which C++ joins) on lines of their own."""
+    if indent + len(text) + 3 <= LINE_LENGTH:
+        return f'"{text}"'
+    pieces, line = [], ""
+    for word in text.split(" "):
+        if line and indent + len(line) + len(word) + 3 > LINE_LENGTH:
+            pieces.append(line)
+            line = ""
+        line += word + " "
+    pieces.append(line.rstrip(" "))
+    return f"\n{' ' * indent}".join(f'"{piece}"' for piece in pieces)
+
+
+@dataclass(frozen=True)
+class CppOp:
+    """An op as the C++ and CUDA templates print it."""
+
+    op: Op
+
+    @property
+    def name(self) -> str:
+        return self.op.name
+
+    # -- the host function (csrc/ops.cpp and csrc/cuda/ops.cpp)
+
+    @property
+    def host_signature(self) -> str:
+        """`Tensor muladd(const Tensor& a, const Tensor& b, double c)`: Tensors by const reference,
+        by value on the stable ABI (TORCH_BOX takes them so)."""
+        by_value = self.op.registration == "stable_abi"
+        types = {
+            "tensor": "Tensor" if by_value else "const Tensor&",
+            "optional": "std::optional<Tensor>" if by_value else "const std::optional<Tensor>&",
+            **SCALAR_TYPES,
+        }
+        parameters = [f"{types[a.kind]} {a.name}" for a in self.op.args]
+        return wrap(f"{self._return_type} {self.name}(", parameters, ")", after=2)
+
+    @property
+    def _return_type(self) -> str:
+        count = len(self.op.outputs)
+        if count == 0:
+            return "void"
+        return "Tensor" if count == 1 else f"std::tuple<{', '.join(['Tensor'] * count)}>"
+
+    def host_body(self, device: str) -> list[str]:
+        """The statements of the host function: the call's tensors, in the order the functor reads
+        and writes them, then the kernel's run."""
+        tensors = "{" + ", ".join(a.name for a in self.op.tensor_args) + "}"
+        statements = [wrap("KernelCall call(", [f'"{self.op.qualname}"', tensors], ");", indent=2)]
+        written = {w.arg.name for w in self.op.mutated_writes}
+        read = {a.name for a in self.op.read_args}
+        for arg in self.op.tensor_args:
+            if arg.name in written:
+                method = "update" if arg.name in read else "write"
+                statements.append(f'call.{method}({arg.name}, "{arg.name}");')
+            elif arg.name in read:
+                statements.append(f"call.read({arg.name});")
+        allocate = "row_output" if self.op.reduction else "output"
+        statements += [f"Tensor {name} = call.{allocate}();" for name in self.op.output_names]
+        statements.append(self._cpu_run if device == "cpu" else self._cuda_run)
+        names = self.op.output_names
+        if names:
+            statements.append(f"return {names[0] if len(names) == 1 else '{' + ', '.join(names) + '}'};")
+        return statements
+
+    @property
+    def _scalar_arguments(self) -> list[str]:
+        """What the host passes on for the functor's members: the scalars, then a has_x flag for each
+        optional Tensor the expression tests."""
+        return [a.name for a in self.op.kernel_scalars] + [f"{a.name}.has_value()" for a in self.op.tested_optionals]
+
+    @property
+    def _functor_template(self) -> str:
+        """`functors::muladd`, or `Sum, functors::rowsum` for a row reduction."""
+        functor = f"functors::{self.name}"
+        return f"{REDUCERS[self.op.reduction.kind]}, {functor}" if self.op.reduction else functor
+
+    @property
+    def _cpu_run(self) -> str:
+        method = "rows_cpu" if self.op.reduction else "pointwise_cpu"
+        return wrap(f"call.{method}<{self._functor_template}>(", self._scalar_arguments, ");", indent=2)
+
+    @property
+    def _cuda_run(self) -> str:
+        return wrap("launch(", ["call", f"kernels::{self.name}", *self._scalar_arguments], ");", indent=2)
+
+    # -- the functor: the op's expression over compute-type values (acc_t)
+
+    @property
+    def functor_members(self) -> list[str]:
+        """The scalars in the compute type (bools as they are), then the has_x flags."""
+        members = [f"{'bool' if a.kind == 'bool' else 'acc_t'} {a.name}" for a in self.op.kernel_scalars]
+        return members + [f"bool has_{a.name}" for a in self.op.tested_optionals]
+
+    def _operator(self, prefix: str) -> str:
+        result = "acc_t" if self.op.reduction else f"Values<acc_t, {len(self._written_exprs)}>"
+        parameters = [f"acc_t {a.name}" for a in self.op.read_args]
+        return wrap(f"{prefix}{result} operator()(", parameters, ") const", indent=2, after=2)
+
+    @property
+    def cpu_operator(self) -> str:
+        return self._operator("")
+
+    @property
+    def cuda_operator(self) -> str:
+        return self._operator("__device__ ")
+
+    @property
+    def _written_exprs(self) -> list[str]:
+        """The C++ of each written tensor, in the order the host names them: the mutated arguments in
+        schema order, then the returned outputs."""
+        by_arg = {w.arg.name: w for w in self.op.mutated_writes}
+        writes = [by_arg[a.name] for a in self.op.tensor_args if a.name in by_arg]
+        writes += [w for w in self.op.writes if w.arg is None]
+        return [w.expr.to_cpp() for w in writes]
+
+    @property
+    def functor_return(self) -> str:
+        """`return {a * b + c};`, or the value of a reduction's element: `return x * x;`."""
+        if self.op.reduction:
+            return f"return {wrap_expression(self._written_exprs[0], 11, 8)};"
+        exprs = self._written_exprs
+        one_line = f"return {{{', '.join(exprs)}}};"
+        if 4 + len(one_line) <= LINE_LENGTH:
+            return one_line
+        if len(exprs) == 1:
+            return f"return {{{wrap_expression(exprs[0], 12, 8)}}};"
+        return "return {\n" + ",\n".join(" " * 8 + wrap_expression(e, 8, 12) for e in exprs) + "};"
+
+    # -- the CUDA launcher (csrc/cuda/kernels.h, kernels.cu)
+
+    @property
+    def launcher_signature(self) -> str:
+        scalars = [f"{SCALAR_TYPES[a.kind]} {a.name}" for a in self.op.kernel_scalars]
+        flags = [f"bool has_{a.name}" for a in self.op.tested_optionals]
+        return wrap(f"cudaError_t {self.name}(", ["const Launch& launch", *scalars, *flags], ")", after=2)
+
+    @property
+    def launcher_return(self) -> str:
+        kernel = "rows" if self.op.reduction else "pointwise"
+        names = [a.name for a in self.op.kernel_scalars] + [f"has_{a.name}" for a in self.op.tested_optionals]
+        return wrap(f"return cuda::{kernel}<{self._functor_template}>(", ["launch", *names], ");", indent=2)
+
+    # -- registration
+
+    @property
+    def definition(self) -> str:
+        """`m.def("schema")`, with the op's tags."""
+        arguments = [_string_literal(self.op.schema_text, indent=6)]
+        if self.op.tags:
+            arguments.append("{" + ", ".join(f"at::Tag::{tag}" for tag in self.op.tags) + "}")
+        return wrap("m.def(", arguments, ");", indent=2)
+
+    def impl(self, device: str) -> str:
+        function = f"&{self.op.namespace}::{device}::{self.name}"
+        if self.op.registration == "stable_abi":
+            function = f"TORCH_BOX({function})"
+        return f'm.impl("{self.name}", {function});'
+
+
+def cpu_ops(package: Package) -> tuple[CppOp, ...]:
+    """The ops with a C++ CPU kernel."""
+    return tuple(CppOp(op) for op in package.cpp_ops)
+
+
+def cuda_ops(package: Package) -> tuple[CppOp, ...]:
+    """The ops with a CUDA kernel."""
+    return tuple(CppOp(op) for op in package.cuda_ops)
+
+
+def compiled_ops(package: Package) -> tuple[CppOp, ...]:
+    """The ops the extension defines (TORCH_LIBRARY), whatever their kernels."""
+    return tuple(CppOp(op) for op in package.compiled_ops)
+
+
+def dtypes(package: Package) -> tuple[Dtype, ...]:
+    """Every dtype a compiled kernel of the package dispatches on (float64 too where an op has
+    gradients: gradcheck runs in float64)."""
+    listed = {dtype for op in package.compiled_ops for dtype in op.dtypes}
+    if any(op.has_gradients for op in package.compiled_ops):
+        listed.add("float64")
+    return tuple(d for d in DTYPES if d.name in listed)
+
+
+def dtype_names(package: Package) -> str:
+    return ", ".join(d.name for d in dtypes(package))
+
+
+def check_macro(package: Package) -> str:
+    """The torch check KOPGEN_CHECK stands for: the stable ABI's throws std::runtime_error."""
+    return "STD_TORCH_CHECK" if package.stable_abi else "TORCH_CHECK"
+
+
+def library_header(package: Package) -> str:
+    return "torch/csrc/stable/library.h" if package.stable_abi else "torch/library.h"
+
+
+def library_macro(package: Package) -> str:
+    return "STABLE_TORCH_LIBRARY" if package.stable_abi else "TORCH_LIBRARY"
+
+
+def impl_macro(package: Package) -> str:
+    return "STABLE_TORCH_LIBRARY_IMPL" if package.stable_abi else "TORCH_LIBRARY_IMPL"
+
+
+def ops_cpp_summary(package: Package) -> str:
+    """The comment that opens csrc/ops.cpp: what it holds, and where the CUDA kernels are."""
+    held = "their schemas and CPU kernels" if package.cpp_ops else "their schemas"
+    lines = [f"// The operators of torch.ops.{package.namespace} built in C++: {held}."]
+    if package.cuda_ops:
+        lines.append("// Their CUDA kernels are in cuda/.")
+    return "\n".join(lines)
+
+
+def cuda_sources(package: Package) -> str:
+    """setup.py's CUDA_SOURCES, a Python list."""
+    sources = [f"{package.name}/csrc/cuda/ops.cpp", f"{package.name}/csrc/cuda/kernels.cu"]
+    return json.dumps(sources if package.cuda_ops else [])

@@ -1,0 +1,51 @@
+"""What one more pointwise op costs in generated C++ and CUDA: a functor and a host function, the
+loops and launches being written once (csrc/pointwise.h, csrc/cuda/pointwise.cuh)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kopgen import generate
+
+SPEC = """\
+kopgen: 1
+package: ksize
+defaults:
+  registration: torch_library
+  backends: {cpu: cpp, cuda: cuda}
+  dtypes: [float16, float32, float64]
+ops:
+  - schema: "muladd(Tensor a, Tensor b, float c) -> Tensor"
+    compute: "a * b + c"
+    backward:
+      a: "grad * b"
+      b: "grad * a"
+"""
+SECOND_OP = """\
+  - schema: "scaled_add(Tensor a, Tensor b, float alpha) -> Tensor"
+    compute: "a + alpha * b"
+    backward:
+      a: "grad"
+      b: "grad * alpha"
+"""
+
+
+def lines(repo: Path, pattern: str) -> int:
+    return sum(len(path.read_text().splitlines()) for path in sorted(repo.glob(pattern)))
+
+
+def test_a_second_pointwise_op_adds_at_most_25_lines_of_cuda(tmp_path):
+    repos = []
+    for name, text in (("one", SPEC), ("two", SPEC + SECOND_OP)):
+        (tmp_path / f"{name}.yaml").write_text(text)
+        repos.append(generate(tmp_path / f"{name}.yaml", tmp_path / name))
+    one, two = repos
+    cuda = [lines(repo, "ksize/csrc/cuda/*") for repo in repos]
+    cpp = [lines(repo, "ksize/csrc/*.cpp") + lines(repo, "ksize/csrc/*.h") for repo in repos]
+    print(f"\nCUDA source (csrc/cuda/*): {cuda[0]} lines with one op, {cuda[1]} with two: +{cuda[1] - cuda[0]}")
+    print(f"C++ CPU source (csrc/*.cpp, *.h): {cpp[0]} lines with one op, {cpp[1]} with two: +{cpp[1] - cpp[0]}")
+    assert cuda[1] - cuda[0] <= 25
+    assert cpp[1] - cpp[0] <= 25
+    # The fixed headers do not grow with the ops.
+    for header in ("ksize/csrc/pointwise.h", "ksize/csrc/cuda/pointwise.cuh"):
+        assert (one / header).read_text() == (two / header).read_text()
