@@ -96,16 +96,7 @@ def plan_update(repo: Path, force: bool = False) -> UpdatePlan:
     """What an update of `repo` would do; reads the repo, writes nothing. With `force`, a corrupt
     state is replaced by an empty one: every existing file of kopgen's that would change counts as the
     user's (backed up, then rewritten), and the user's own files (README, kernel bodies) are kept as they are."""
-    corrupt = False
-    try:
-        old = State.read(repo)
-    except StateError:
-        if not force:
-            raise
-        old, corrupt = State(), True  # kopgen wrote nothing as far as it knows: every file in the way is backed up
-        read_file(repo, STATE_PATH)  # a folder there: an error now, not after every other file is written
-    if old is None:
-        raise OutputError(f"{repo} has no {STATE_PATH}: it was not made by kopgen new (or the file was deleted)")
+    old, corrupt = _read_state(repo, force)
     spec_text = read_spec(repo)
     if _unchanged(repo, old, spec_text):
         return UpdatePlan(state=old)
@@ -113,46 +104,67 @@ def plan_update(repo: Path, force: bool = False) -> UpdatePlan:
     files = render_repo(package)
     plan = UpdatePlan(state=state_of(package, files), corrupt_state=corrupt)
     for path, (owner, text) in sorted(files.items()):
-        if path == SPEC_PATH:
-            continue  # the input of the update: the user's, never rewritten
-        disk = read_file(repo, path)
-        if disk is None:
-            if owner == KOPGEN or path not in old.user_base:  # one of the user's that they deleted stays deleted
-                plan.writes[path] = text
-        elif disk == text:
-            continue
-        elif owner == KOPGEN:
-            if path in old.generated:
-                if digest(disk) != old.generated[path]:
-                    plan.hand_edited.append(path)
-            elif disk != old.user_base.get(path):  # a file kopgen never wrote, or the user's (an op no longer custom)
-                plan.yours.append(path)
-            plan.writes[path] = text
-        elif path in old.user_base:
-            base = old.user_base[path]
-            if base == text:
-                continue  # the template did not change it: the user's version stands
-            if isinstance(disk, bytes):
-                line, _, value = _bad_byte(disk)
-                raise OutputError(f"{path} is not UTF-8 text (byte 0x{value:02x} at line {line}): kopgen update "
-                                  "merges it as UTF-8; convert it, then run kopgen update again")
-            merged, conflicted = merge(ours=disk, base=base, theirs=text)
-            if merged != disk:
-                plan.writes[path] = merged
-            if conflicted:
-                plan.conflicts.append(path)
-        elif corrupt:
-            continue  # no merge base is known: the user's file (README, kernel body) stands as it is
-        elif path not in old.generated:  # a new skeleton where a file kopgen never wrote stands
-            plan.yours.append(path)
-            plan.writes[path] = text
-        # else: kopgen's file became the user's (the op went `kernel: custom`): it stays as it is
+        if path != SPEC_PATH:  # the input of the update: the user's, never rewritten
+            _plan_file(plan, old, path, owner, text, read_file(repo, path))
     for path, recorded in sorted(old.generated.items()):
         if path not in files and (repo / path).is_file():
             disk = read_file(repo, path)
             (plan.hand_edited if digest(disk) != recorded else plan.deletes).append(path)
     plan.kept = [path for path in sorted(old.user_base) if path not in files and (repo / path).exists()]
     return plan
+
+
+def _read_state(repo: Path, force: bool) -> tuple[State, bool]:
+    """The recorded state, and whether it was corrupt (and replaced by an empty one, with `force`)."""
+    try:
+        old = State.read(repo)
+    except StateError:
+        if not force:
+            raise
+        read_file(repo, STATE_PATH)  # a folder there: an error now, not after every other file is written
+        return State(), True  # kopgen wrote nothing as far as it knows: every file in the way is backed up
+    if old is None:
+        raise OutputError(f"{repo} has no {STATE_PATH}: it was not made by kopgen new (or the file was deleted)")
+    return old, False
+
+
+def _plan_file(plan: UpdatePlan, old: State, path: str, owner: str, text: str, disk: str | bytes | None) -> None:
+    """What the update does to one rendered file, given what is on disk and what kopgen recorded."""
+    if disk is None:
+        if owner == KOPGEN or path not in old.user_base:  # one of the user's that they deleted stays deleted
+            plan.writes[path] = text
+    elif disk == text:
+        return
+    elif owner == KOPGEN:
+        if path in old.generated:
+            if digest(disk) != old.generated[path]:
+                plan.hand_edited.append(path)
+        elif disk != old.user_base.get(path):  # a file kopgen never wrote, or the user's (an op no longer custom)
+            plan.yours.append(path)
+        plan.writes[path] = text
+    elif path in old.user_base:
+        _plan_merge(plan, path, base=old.user_base[path], theirs=text, disk=disk)
+    elif plan.corrupt_state:
+        return  # no merge base is known: the user's file (README, kernel body) stands as it is
+    elif path not in old.generated:  # a new skeleton where a file kopgen never wrote stands
+        plan.yours.append(path)
+        plan.writes[path] = text
+    # else: kopgen's file became the user's (the op went `kernel: custom`): it stays as it is
+
+
+def _plan_merge(plan: UpdatePlan, path: str, base: str, theirs: str, disk: str | bytes) -> None:
+    """A file of the user's: the template's change since the last render merged into it."""
+    if base == theirs:
+        return  # the template did not change it: the user's version stands
+    if isinstance(disk, bytes):
+        line, _, value = _bad_byte(disk)
+        raise OutputError(f"{path} is not UTF-8 text (byte 0x{value:02x} at line {line}): kopgen update "
+                          "merges it as UTF-8; convert it, then run kopgen update again")
+    merged, conflicted = merge(ours=disk, base=base, theirs=theirs)
+    if merged != disk:
+        plan.writes[path] = merged
+    if conflicted:
+        plan.conflicts.append(path)
 
 
 def _unchanged(repo: Path, state: State, spec_text: str) -> bool:
