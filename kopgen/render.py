@@ -11,6 +11,7 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from . import __version__
 from .format import SPEC_SCHEMA
+from .lang import python, triton
 from .model import Package
 from .plan import KOPGEN, OutputFile
 
@@ -53,6 +54,8 @@ def render(file: OutputFile, package: Package) -> str:
         package=package,
         header=header(file.path, file.owner),
         schema_json=json.dumps(SPEC_SCHEMA, indent=2),
+        python=python,
+        triton=triton,
         **file.context,
     )
     return text

@@ -1,0 +1,1 @@
+"""Translations of the model into the generated code's languages, one module per language."""
