@@ -423,6 +423,10 @@ _CPP = {
 }
 
 
+# The modules a translation table's entry calls into: `math.exp({})` needs `import math`.
+_MODULE_CALL = re.compile(r"\b(torch|math)\.")
+
+
 class _Emitter:
     """Turn a checked tree into C++ (subclasses: torch, Triton).
 
@@ -434,6 +438,7 @@ class _Emitter:
 
     def __init__(self, text: str, kinds: dict[ast.AST, _Kind]):
         self.text, self.kinds = text, kinds
+        self.imports: set[str] = set()  # the modules the translation calls into (torch, math)
 
     def emit(self, node: ast.AST) -> tuple[str, int]:
         code, prec = getattr(self, "emit_" + type(node).__name__)(node)
@@ -453,6 +458,7 @@ class _Emitter:
 
     def apply(self, name: str, args: list[ast.AST], node: ast.AST) -> tuple[str, int]:
         template, prec, arg_prec = self.table(node)[name]
+        self.imports.update(_MODULE_CALL.findall(template))
         return template.format(*(self.sub(a, arg_prec) for a in args)), prec
 
     def emit_Name(self, node: ast.Name) -> tuple[str, int]:
@@ -571,6 +577,7 @@ class Pointwise:
     _torch: str = field(repr=False, compare=False)
     _triton: str = field(repr=False, compare=False)
     _cpp: str = field(repr=False, compare=False)
+    imports: frozenset[str] = field(default=frozenset(), compare=False)  # modules to_torch() uses: torch, math
 
     def to_torch(self) -> str:
         """PyTorch over the argument names, with `torch` and `math` in scope."""
@@ -601,9 +608,9 @@ def parse_pointwise(text: str, args: Mapping[str, str]) -> Pointwise:
         tensors = ", ".join(n for n, k in args.items() if k == "tensor") or "none"
         raise _error(text, body, f"the expression must use a tensor argument ({tensors})")
     names = tuple(dict.fromkeys(name for _, _, name in sorted(checker.uses)))
-    codes = [emitter(text, checker.kinds).emit(body)[0]
-             for emitter in (_TorchEmitter, _TritonEmitter, _Emitter)]
-    return Pointwise(text, names, tuple(sorted(checker.tested)), *codes)
+    emitters = [emitter(text, checker.kinds) for emitter in (_TorchEmitter, _TritonEmitter, _Emitter)]
+    codes = [emitter.emit(body)[0] for emitter in emitters]
+    return Pointwise(text, names, tuple(sorted(checker.tested)), *codes, imports=frozenset(emitters[0].imports))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -633,6 +640,7 @@ class Formula:
     results_used: tuple[int, ...]
     grads_used: tuple[int, ...]
     own_ops_called: tuple[str, ...]  # sorted
+    imports: frozenset[str] = frozenset()  # modules `python` uses: torch (also for own-op calls)
 
 
 # torch functions a formula may call: torch.<f> and the pure-math submodules, minus those with
@@ -811,6 +819,7 @@ def parse_formula(text: str, ctx: FormulaContext) -> Formula:
         results_used=tuple(sorted(checker.used["results"])),
         grads_used=tuple(sorted(checker.used["grads"])),
         own_ops_called=tuple(sorted(checker.ops)),
+        imports=frozenset(n.id for n in ast.walk(body) if isinstance(n, ast.Name) and n.id == "torch"),
     )
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from . import __version__
 from .expr import Formula, Pointwise
-from .schema import Argument, FunctionSchema, python_annotation, python_default
+from .schema import Argument, FunctionSchema
 
 BUILTIN_DEFAULTS = {
     "registration": "custom_op",
@@ -57,17 +57,6 @@ class Arg:
         """A `Tensor?`: the op also runs without it (None), where present(name) is false."""
         return self.kind == "optional"
 
-    def if_given(self, value: str) -> str:
-        """Python for `value`, computed from this argument; None where an optional one was not given."""
-        return f"None if {self.name} is None else {value}" if self.is_optional else value
-
-    @property
-    def python_parameter(self) -> str:
-        """The parameter as written in a Python signature: `alpha: float = 1.0`."""
-        text = f"{self.name}: {python_annotation(self.schema.type)}"
-        default = python_default(self.schema)
-        return text if default is None else f"{text} = {default}"
-
     @property
     def is_mutated(self) -> bool:
         return self.schema.is_mutated
@@ -87,15 +76,6 @@ class Saved:
     needed_by: tuple[int, ...]  # indices of the inputs whose gradient formula reads it
     optional: bool = False  # a Tensor? argument, which may be None
 
-    @property
-    def metadata(self) -> str:
-        """What setup_context keeps of a tensor read only for its metadata (None for an absent optional)."""
-        value = f"_support.TensorMetadata({self.source})"
-        return f"None if {self.source} is None else {value}" if self.optional else value
-
-    def condition(self, needs_input_grad: str) -> str:
-        return " or ".join(f"{needs_input_grad}[{i}]" for i in self.needed_by)
-
 
 @dataclass(frozen=True)
 class Gradient:
@@ -114,41 +94,6 @@ class Backward:
     differentiable_twice: bool
     keyword_only: tuple[str, ...] = ()  # keyword-only arguments: its `keyword_only_inputs`
     droppable_inputs: bool = False  # an optional Tensor defaults to None, which the dispatcher may drop
-
-    @property
-    def needs_input_grad(self) -> str:
-        """What setup_context and backward test: ctx's own tuple, or one padded to every input."""
-        return "needs_input_grad" if self.droppable_inputs else "ctx.needs_input_grad"
-
-    @property
-    def single_output(self) -> bool:
-        return self.num_outputs == 1
-
-    @property
-    def results_tuple(self) -> str:
-        """`results` for formulas of multi-output ops: saved outputs, None for the others."""
-        saved = {s.name for s in self.saved_tensors}
-        if self.single_output or not any(name.startswith("result") for name in saved):
-            return ""
-        names = [f"result{i}" if f"result{i}" in saved else "None" for i in range(self.num_outputs)]
-        return "(" + ", ".join(names) + ")"
-
-    @property
-    def keyword_only_scalars(self) -> tuple[str, ...]:
-        """Scalars the formulas read that setup_context gets from keyword_only_inputs."""
-        return tuple(name for name in self.scalars if name in self.keyword_only)
-
-    @property
-    def inputs_unpacked(self) -> str:
-        """`a, b, _` for setup_context: the (positional) inputs it keeps something of, `_` for the rest."""
-        kept = {s.source for s in self.saved_tensors + self.saved_metadata} | set(self.scalars)
-        kept |= {g.arg.name for g in self.gradients if g.formula}
-        names = [name if name in kept else "_" for name in self.arg_names]
-        return ", ".join(names) + ("," if len(names) == 1 else "")
-
-    @property
-    def saved_tensor_names(self) -> str:
-        return ", ".join(s.name for s in self.saved_tensors)
 
     def gradient_for(self, arg: Arg) -> Gradient | None:
         return next((g for g in self.gradients if g.arg == arg), None)
@@ -175,36 +120,8 @@ class Reduction:
     kind: str  # sum, mean, max or min
 
     @property
-    def identity_triton(self) -> str:
-        """The running totals of a block of rows before any column is read."""
-        # tl.full, not tl.zeros: the interpreter cannot call Triton's @triton.jit helpers in-process.
-        value = {"max": 'float("-inf")', "min": 'float("inf")'}.get(self.kind, "0.0")
-        return f"tl.full((BLOCK_ROWS, BLOCK_COLS), {value}, dtype=COMPUTE_DTYPE)"
-
-    def combine_triton(self, total: str, value: str) -> str:
-        if self.kind in ("max", "min"):
-            return f"tl.{'maximum' if self.kind == 'max' else 'minimum'}({total}, {value})"
-        return f"{total} + {value}"
-
-    @property
-    def triton_function(self) -> str:
-        """The tl function that reduces a block this way (a mean is a sum, divided afterwards)."""
-        return "sum" if self.kind in ("sum", "mean") else self.kind
-
-    @property
-    def triton_combine_function(self) -> str:
-        return {"max": "tl.standard._elementwise_max", "min": "tl.standard._elementwise_min"}.get(
-            self.kind, "tl.standard._sum_combine"
-        )
-
-    @property
     def is_mean(self) -> bool:
         return self.kind == "mean"
-
-    @property
-    def torch_function(self) -> str:
-        """The _support function the reference calls (it defines empty rows as the SPEC does)."""
-        return f"row_{self.kind}"
 
 
 @dataclass(frozen=True)
@@ -214,15 +131,6 @@ class Custom:
     reference: Formula  # PyTorch over the arguments: the test oracle
     outputs: tuple[tuple[str, str], ...]  # (shape, dtype) as Python source, per returned Tensor
 
-
-@dataclass(frozen=True)
-class SkeletonOutput:
-    """An output of a custom kernel's skeleton, with its own size and mask (outputs may differ in shape)."""
-
-    name: str  # `out`, or `out0`, `out1`, ...
-    numel: str  # the kernel parameter holding its number of elements
-    mask: str  # the kernel's local masking its stores
-    size: str  # what the launcher passes for `numel`
 
 
 @dataclass(frozen=True)
@@ -276,6 +184,7 @@ class Op:
     backward: Backward | None
     reduction: Reduction | None = None  # set for `reduce` ops
     custom: Custom | None = None  # set for `kernel: custom` ops
+    stem: str = ""  # the op in generated names (`scale` for `scale_`), unique in its package; see resolve.with_stems
 
     @property
     def qualname(self) -> str:
@@ -339,31 +248,6 @@ class Op:
         return tuple(a for a in self.read_args if not a.is_mutated)
 
     @property
-    def input_arg_names(self) -> str:
-        return ", ".join(a.name for a in self.input_args)
-
-    @property
-    def upcast_names(self) -> str:
-        """The Tensors the reference computes with (in float32 at least)."""
-        return self.tensor_arg_names if self.custom else self.read_arg_names
-
-    @property
-    def read_arg_names(self) -> str:
-        return ", ".join(a.name for a in self.read_args)
-
-    @property
-    def reference_annotation(self) -> str:
-        """The reference returns what the op returns, or what a mutating op writes."""
-        count = self.num_outputs if self.custom else len(self.writes)
-        return "Tensor" if count == 1 else f"tuple[{', '.join(['Tensor'] * count)}]"
-
-    @property
-    def output_allocations(self) -> tuple[str, ...]:
-        """`torch.empty(...)` of each output of a custom op, from its spec's `fake`."""
-        device = self.lead.name + ".device"
-        return tuple(f"torch.empty({shape}, dtype={dtype}, device={device})" for shape, dtype in self.custom.outputs)
-
-    @property
     def kernel_tensors(self) -> tuple[KernelTensor, ...]:
         """The Tensors a kernel reads or writes: the arguments it touches, then the returned outputs."""
         written = {w.arg.name: w for w in self.mutated_writes}
@@ -379,25 +263,6 @@ class Op:
         return tuple(tensors)
 
     @property
-    def python_signature(self) -> str:
-        """`a: Tensor, b: Tensor, c: float`, with `*` before keyword-only arguments."""
-        parts: list[str] = []
-        for arg in self.args:
-            if arg.schema.kwarg_only and "*" not in parts:
-                parts.append("*")
-            parts.append(arg.python_parameter)
-        return ", ".join(parts)
-
-    @property
-    def call_args(self) -> str:
-        """How the Python API passes its parameters on: keyword-only ones by name."""
-        return ", ".join(f"{a.name}={a.name}" if a.schema.kwarg_only else a.name for a in self.args)
-
-    @property
-    def arg_names(self) -> str:
-        return ", ".join(a.name for a in self.args)
-
-    @property
     def positional_count(self) -> int:
         return sum(1 for a in self.args if not a.schema.kwarg_only)
 
@@ -406,39 +271,12 @@ class Op:
         return tuple(a.name for a in self.args if a.schema.kwarg_only)
 
     @property
-    def parameters_with_defaults(self) -> str:
-        """`x, alpha=1.0`: the dispatcher drops trailing arguments equal to their defaults."""
-        parts: list[str] = []
-        for arg in self.args:
-            if arg.schema.kwarg_only and "*" not in parts:
-                parts.append("*")
-            default = python_default(arg.schema)
-            parts.append(arg.name if default is None else f"{arg.name}={default}")
-        return ", ".join(parts)
-
-    @property
     def tensor_arg_names(self) -> str:
         return ", ".join(a.name for a in self.tensor_args)
 
     @property
     def num_outputs(self) -> int:
         return len(self.custom.outputs) if self.custom else len(self.outputs)
-
-    @property
-    def skeleton_outputs(self) -> tuple[SkeletonOutput, ...]:
-        """The outputs a custom kernel's skeleton stores, each under its own mask (a single one under the
-        launcher's `n_elements` and `mask`)."""
-        if self.num_outputs == 1:
-            return (SkeletonOutput("out", "n_elements", "mask", "n_elements"),)
-        return tuple(SkeletonOutput(name, f"{name}_numel", f"{name}_mask", f"{name}.numel()") for name in self.output_names)
-
-    @property
-    def return_annotation(self) -> str:
-        if self.is_mutating:
-            return "None"
-        if self.num_outputs == 1:
-            return "Tensor"
-        return f"tuple[{', '.join(['Tensor'] * self.num_outputs)}]"
 
     @property
     def output_names(self) -> tuple[str, ...]:
@@ -472,60 +310,12 @@ class Op:
         return tuple([t.pointer for t in self.kernel_tensors] + [a.name for a in self.kernel_scalars])
 
     @property
-    def triton_arguments(self) -> str:
-        # bools go in as ints: Triton's interpreter (3.6) cannot take a Python bool as a kernel scalar.
-        scalars = [f"int({a.name})" if a.kind == "bool" else a.name for a in self.kernel_scalars]
-        return ", ".join([t.python for t in self.kernel_tensors] + scalars)
-
-    @property
-    def doc_literal(self) -> str:
-        """The doc as the body of a triple-quoted docstring (quotes and backslashes escaped)."""
-        return _docstring_body(self.doc.strip(), indent="    ")
-
-    @property
-    def mutates_args_literal(self) -> str:
-        names = [a.name for a in self.args if a.schema.is_mutated]
-        return repr(tuple(names))
-
-    @property
     def is_triton_op(self) -> bool:
         return self.registration == "triton_op"
 
     @property
     def cpu_kernel(self) -> Kernel | None:
         return next((k for k in self.kernels if k.device == "cpu"), None)
-
-    @property
-    def cpu_op_name(self) -> str:
-        """A triton_op's CPU kernel as an op of its own (tracing never enters it)."""
-        return f"_{self.name}_cpu"
-
-    @property
-    def fake_target(self) -> str:
-        """The op the fake kernel is registered for: a triton_op's body is its own fake kernel,
-        so there the fake describes its CPU op."""
-        if self.is_triton_op and self.cpu_kernel:
-            return f"{self.namespace}::{self.cpu_op_name}"
-        return self.qualname
-
-    @property
-    def tags_literal(self) -> str:
-        return "(" + "".join(f"torch.Tag.{tag}, " for tag in self.tags).rstrip() + ")"
-
-    @property
-    def backward_returns(self) -> str:
-        """One gradient per positional argument, as backward returns them: None where there is none."""
-        parts = []
-        for arg in self.args[: self.positional_count]:
-            gradient = self.backward.gradient_for(arg) if self.backward else None
-            parts.append(f"grad_{arg.name}" if gradient and gradient.formula else "None")
-        return ", ".join(parts) + ("," if len(parts) == 1 else "")
-
-    def triton_kernel_for(self, tensor: str) -> str:
-        """The Triton kernel a launcher runs: compiled for CUDA tensors, interpreted for CPU ones."""
-        if self.uses_interpreter and self.uses_compiled_triton:
-            return f"{self.name}_kernel if {tensor}.is_cuda else {self.name}_kernel_interpreted"
-        return f"{self.name}_kernel_interpreted" if self.uses_interpreter else f"{self.name}_kernel"
 
     @property
     def uses_interpreter(self) -> bool:
@@ -540,21 +330,6 @@ class Op:
         """Non-Tensor arguments the kernel reads (passed to it as scalars)."""
         used = {name for w in self.writes for name in w.expr.names}
         return tuple(a for a in self.args if not a.is_tensor and a.name in used)
-
-    @property
-    def fake_return(self) -> str:
-        """What the fake kernel returns: the outputs the launchers allocate, described on fake tensors."""
-        if self.custom:
-            return f"_support.{self.name}_output({self.arg_names})"
-        call = f'_support.{self.output_allocator}("{self.qualname}", {self.tensor_arg_names})'
-        return ", ".join([call] * len(self.outputs))
-
-    @property
-    def output_allocator(self) -> str:
-        """The _support function that allocates (and fake kernels describe) the output."""
-        if self.custom:
-            return f"{self.name}_output"
-        return "reduction_output" if self.reduction else "pointwise_output"
 
     @property
     def has_gradients(self) -> bool:
@@ -573,16 +348,6 @@ class Op:
 
     def has_kernel(self, device: str, language: str) -> bool:
         return Kernel(device, language) in self.kernels
-
-    @property
-    def compiled_kernels_text(self) -> str:
-        names = {"cpp": "C++ CPU kernel", "cuda": "CUDA kernel"}
-        return " and ".join(names[k.language] for k in self.kernels if k.is_compiled)
-
-    @property
-    def written_dict(self) -> str:
-        """`{"out": out}`: the mutated arguments by name, for the shape checks of _support."""
-        return "{" + ", ".join(f'"{w.name}": {w.name}' for w in self.mutated_writes) + "}"
 
 
 
@@ -621,14 +386,6 @@ class Package:
         return tuple(sorted({op.reduction.kind for op in self.ops if op.reduction}))
 
     @property
-    def reference_imports(self) -> tuple[str, ...]:
-        return tuple(sorted([f"row_{kind}" for kind in self.reductions] + ["upcast"]))
-
-    @property
-    def has_triton_ops(self) -> bool:
-        return any(op.is_triton_op for op in self.ops)
-
-    @property
     def has_optional_inputs(self) -> bool:
         """Whether some op takes a `Tensor?`: the shared helpers then skip Nones."""
         return any(op.optional_args for op in self.ops)
@@ -642,31 +399,11 @@ class Package:
         return any(op.backward and op.backward.saved_metadata for op in self.ops)
 
     @property
-    def reference_uses_torch(self) -> bool:
-        custom = any(op.custom and "torch." in op.custom.reference.python for op in self.ops)
-        return custom or any("torch." in w.expr.to_torch() for op in self.ops for w in op.writes)
-
-    @property
-    def reference_uses_math(self) -> bool:
-        return any("math." in output.to_torch() for op in self.ops for w in op.writes for output in [w.expr])
-
-    @property
-    def typing_imports(self) -> tuple[str, ...]:
-        """The `typing` names the signatures of ops.py use."""
-        text = " ".join(op.python_signature for op in self.ops)
-        return ("Sequence",) if "Sequence[" in text else ()
-
-    @property
     def repo_spec_text(self) -> str:
         """The spec as the repo keeps it: headed by a line that points editors at its JSON Schema."""
         if self.spec_text.startswith(SCHEMA_MODELINE):
             return self.spec_text
         return f"{SCHEMA_MODELINE}\n{self.spec_text}"
-
-    @property
-    def description_literal(self) -> str:
-        """The description as the first lines of a module docstring (backslashes and quotes escaped)."""
-        return _docstring_body(self.description.strip() or self.name, indent="")
 
     @property
     def routes(self) -> tuple[str, ...]:
@@ -695,16 +432,3 @@ class Package:
         """Ops with a CUDA kernel."""
         return tuple(op for op in self.ops if op.has_kernel("cuda", "cuda"))
 
-    @property
-    def python_library_purpose(self) -> str:
-        purposes = []
-        if any(op.registration == "library" for op in self.ops):
-            purposes.append("the `library` route defines its ops on it")
-        if any(op.is_compiled and op.python_kernels for op in self.ops):
-            purposes.append("Python kernels of compiled ops are added to it")
-        return "; ".join(purposes)
-
-    @property
-    def needs_python_library(self) -> bool:
-        """Whether _registration.py needs a Library fragment (define, or impl of Python kernels)."""
-        return any(op.registration == "library" or (op.is_compiled and op.python_kernels) for op in self.ops)

@@ -11,7 +11,7 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from . import __version__
 from .format import SPEC_SCHEMA
-from .lang import cpp, tests
+from .lang import cpp, python, tests, triton
 from .model import Package
 from .plan import KOPGEN, OutputFile
 
@@ -55,7 +55,9 @@ def render(file: OutputFile, package: Package) -> str:
         header=header(file.path, file.owner),
         schema_json=json.dumps(SPEC_SCHEMA, indent=2),
         cpp=cpp,
+        python=python,
         tests=tests,
+        triton=triton,
         **file.context,
     )
     return text

@@ -6,6 +6,8 @@ the other ops are still resolved, so that the user sees every error of the spec 
 
 from __future__ import annotations
 
+import dataclasses
+
 from . import __version__
 from .backward import mark_not_twice_differentiable, resolve_backward
 from .errors import Diagnostics, Position
@@ -79,6 +81,7 @@ def resolve(root: Mapping, spec_text: str, diagnostics: Diagnostics) -> Package 
     mark_not_twice_differentiable(ops)
     if diagnostics.items:
         return None
+    ops = with_stems(ops)
     return Package(
         name=package,
         namespace=namespace,
@@ -87,6 +90,24 @@ def resolve(root: Mapping, spec_text: str, diagnostics: Diagnostics) -> Package 
         ops=tuple(ops),
         spec_text=spec_text,
     )
+
+
+def with_stems(ops: list[Op]) -> list[Op]:
+    """Each op with the stem of its generated names: its name, less the trailing `_` of an in-place op
+    (`scale_cpu_kernel`, not `scale__cpu_kernel`). Where that stem is another op's name or stem (`scale`
+    beside `scale_`), `scale_inplace`; where that is taken too, the op's own name, which no other op has."""
+    names = {op.name for op in ops}
+    taken = set(names)
+    stems = {}
+    for op in ops:
+        base = op.name.rstrip("_")
+        if base == op.name or not base:
+            stems[op.name] = op.name
+            continue
+        stem = next((s for s in (base, f"{base}_inplace") if s not in taken), op.name)
+        taken.add(stem)
+        stems[op.name] = stem
+    return [dataclasses.replace(op, stem=stems[op.name]) for op in ops]
 
 
 def _text(node: Node | None, default: str) -> str:

@@ -268,6 +268,18 @@ def test_translation_text(text, torch_code, triton_code, cpp_code):
     assert (p.to_torch(), p.to_triton(), p.to_cpp()) == (torch_code, triton_code, cpp_code)
 
 
+@pytest.mark.parametrize(("text", "imports"), [
+    ("a * b + alpha", set()),
+    ("tanh(a)", {"torch"}),
+    ("a * sigmoid(alpha)", {"math"}),
+    ("where(a > 0, exp(alpha), a)", {"torch", "math"}),
+    ("a ** 2", set()),
+])
+def test_pointwise_records_the_modules_its_torch_translation_calls(text, imports):
+    """reference.py imports what its expressions call into, as recorded while they were translated."""
+    assert parse_pointwise(text, ARGS).imports == imports
+
+
 def test_names_in_first_use_order():
     assert parse_pointwise("b * a + b + alpha", ARGS).names == ("b", "a", "alpha")
     assert parse_pointwise("a if flag else b", ARGS).names == ("a", "flag", "b")
@@ -350,22 +362,22 @@ TWO = FormulaContext({"x": "tensor"}, 2, "kopgen_test_expr", frozenset())
     ("grad * a.sum(-1, keepdim=True)", ONE, {"saved_tensors": ("a",), "grads_used": (0,)}),
     ("grad.expand(x.shape)", ONE, {"metadata_only": ("x",), "grads_used": (0,)}),
     ("grad * x.size(0) / x.numel() + x.dim() + (x.dtype == torch.float32)", ONE,
-     {"metadata_only": ("x",), "grads_used": (0,)}),
+     {"metadata_only": ("x",), "grads_used": (0,), "imports": frozenset({"torch"})}),
     ("grad * x + torch.zeros(x.shape, device=x.device)", ONE,
-     {"saved_tensors": ("x",), "grads_used": (0,)}),
+     {"saved_tensors": ("x",), "grads_used": (0,), "imports": frozenset({"torch"})}),
     ("grads[0] * torch.cos(x) - grads[1] * torch.sin(x)", TWO,
-     {"saved_tensors": ("x",), "grads_used": (0, 1)}),
+     {"saved_tensors": ("x",), "grads_used": (0, 1), "imports": frozenset({"torch"})}),
     ("grad * result * (1 - result)", ONE, {"results_used": (0,), "grads_used": (0,)}),
     ("grads[1] * results[0]", TWO, {"results_used": (0,), "grads_used": (1,)}),
     ("mymul(grad, b) * alpha", ONE, {"saved_tensors": ("b",), "scalars": ("alpha",),
                                      "grads_used": (0,), "own_ops_called": ("mymul",),
                                      "python": "torch.ops.kopgen_test_expr.mymul.default(grad, b)"
-                                               " * alpha"}),
+                                               " * alpha", "imports": frozenset({"torch"})}),
     ("grad.sum(dims) * b * a", ONE, {"saved_tensors": ("a", "b"), "scalars": ("dims",),
                                      "grads_used": (0,)}),
     ("None", ONE, {}),
     ("torch.nn.functional.relu(grad) if alpha > 0 else -grad", ONE,
-     {"scalars": ("alpha",), "grads_used": (0,)}),
+     {"scalars": ("alpha",), "grads_used": (0,), "imports": frozenset({"torch"})}),
     ("(grad, [1, 2])", ONE, {"grads_used": (0,)}),
 ])
 def test_formula_uses(text, ctx, fields):

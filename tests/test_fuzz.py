@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import py_compile
 import subprocess
+import sys
 import sysconfig
 
 import pytest
@@ -74,6 +75,8 @@ def specs(draw, routes=tuple(ROUTES)) -> str:
 @settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(spec=specs())
 def test_random_valid_specs_give_python_that_compiles(tmp_path_factory, spec):
+    """The Python compiles; the package's and the benchmark's are formatted as `ruff format` has them
+    (long random expressions split where ruff splits them)."""
     package = load_spec_text(spec, "fuzz.yaml")
     folder = tmp_path_factory.mktemp("fuzz")
     for path, (_, text) in render_files(package).items():
@@ -81,6 +84,12 @@ def test_random_valid_specs_give_python_that_compiles(tmp_path_factory, spec):
             target = folder / path.replace("/", "__")
             target.write_text(text)
             py_compile.compile(str(target), doraise=True)
+    formatted = [str(p) for p in folder.glob("*.py") if p.name.startswith((f"{package.name}__", "benchmarks__"))]
+    result = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--no-cache", "--isolated", "--diff", *formatted],
+        capture_output=True, text=True, check=False,
+    )
+    assert result.returncode == 0, spec + result.stdout[-3000:]
 
 
 @pytest.mark.slow

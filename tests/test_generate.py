@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -57,11 +58,13 @@ def test_every_kopgen_file_is_headed_generated(tmp_path, muladd_spec):
 
 @pytest.mark.parametrize("spec", sorted(p.name for p in EXAMPLES.glob("*.yaml")))
 def test_generated_python_passes_ruff(tmp_path, spec):
-    """`ruff check` on the whole repo; `ruff format --check` on its tests, which kopgen writes as ruff would."""
+    """`ruff check` on the whole repo; `ruff format --check` (its defaults: the repo sets none) on every
+    Python file, which kopgen writes formatted."""
     repo = generate(EXAMPLES / spec, tmp_path / "repo")
-    for command in (["check", "."], ["format", "--check", "tests"]):
+    python_files = sorted(str(path.relative_to(repo)) for path in repo.rglob("*.py"))
+    for command in (["check", "."], ["format", "--check", "--diff", *python_files]):
         result = subprocess.run(
-            [sys.executable, "-m", "ruff", *command, "--no-cache", "--isolated"],
+            [sys.executable, "-m", "ruff", *command[:1], "--no-cache", "--isolated", *command[1:]],
             cwd=repo,
             capture_output=True,
             text=True,
@@ -131,3 +134,39 @@ def test_new_refuses_a_symlinked_target(tmp_path, muladd_spec):
     result = CliRunner().invoke(main, ["new", str(muladd_spec), "-o", str(tmp_path / "link")])
     assert result.exit_code == 2 and "is not a folder" in result.output
     assert list(elsewhere.iterdir()) == []
+
+
+INPLACE_PAIR = """\
+kopgen: 1
+package: kpair
+defaults:
+  backends: {cpu: triton, cuda: triton}
+ops:
+  - schema: "scale(Tensor x, float s) -> Tensor"
+    compute: "x * s"
+  - schema: "scale_(Tensor(a!) x, float s) -> ()"
+    compute: {x: "x * s"}
+  - schema: "shift_(Tensor(a!) x, float s) -> ()"
+    compute: {x: "x + s"}
+"""
+
+
+def test_in_place_ops_get_natural_names_that_do_not_collide(tmp_path):
+    """`shift_` gives shift_kernel and _shift_fake, not shift__kernel; `scale_` beside `scale` gives
+    scale_inplace_*, and the op keeps its own name where it is the op's (ops.py, kernels/scale_.py)."""
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text(INPLACE_PAIR)
+    repo = generate(spec, tmp_path / "repo")
+    registration = (repo / "kpair/_registration.py").read_text()
+    assert "def _shift_fake(" in registration and "def _scale_fake(" in registration
+    assert "def _scale_inplace_fake(" in registration
+    assert "from .kernels import scale_ as scale_inplace_kernels" in registration
+    assert "def scale_inplace_triton(" in (repo / "kpair/kernels/scale_.py").read_text()
+    assert "def shift_triton(" in (repo / "kpair/kernels/shift_.py").read_text()
+    ops = (repo / "kpair/ops.py").read_text()
+    assert "def scale_(x: Tensor, s: float) -> None:" in ops and "_scale_inplace = torch.ops.kpair.scale_.default" in ops
+    assert not any("__" in name for name in re.findall(r"def (\w+)\(", registration))
+    # ruff's F811 finds any module-level name defined twice
+    result = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--isolated", "."],
+                            cwd=repo, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout

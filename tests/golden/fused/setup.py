@@ -21,7 +21,8 @@ CUDA_SOURCES = ["kfused/csrc/cuda/ops.cpp", "kfused/csrc/cuda/kernels.cu"]
 CXX_FLAGS = ["-O3", "-g0", "-Wall"]
 NVCC_FLAGS = ["-O3"]
 
-with_cuda = bool(CUDA_SOURCES) and torch.version.cuda is not None and CUDA_HOME is not None
+# CUDA kernels where there are some, torch was built with CUDA, and nvcc is found.
+with_cuda = bool(CUDA_SOURCES and torch.version.cuda and CUDA_HOME)
 if with_cuda:
     extension = CUDAExtension(
         "kfused._C",

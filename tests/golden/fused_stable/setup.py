@@ -22,13 +22,15 @@ CUDA_SOURCES = ["kstable/csrc/cuda/ops.cpp", "kstable/csrc/cuda/kernels.cu"]
 CXX_FLAGS = ["-O3", "-g0", "-Wall", "-DTORCH_TARGET_VERSION=0x020a000000000000"]
 NVCC_FLAGS = ["-O3"]
 
-with_cuda = bool(CUDA_SOURCES) and torch.version.cuda is not None and CUDA_HOME is not None
+# CUDA kernels where there are some, torch was built with CUDA, and nvcc is found.
+with_cuda = bool(CUDA_SOURCES and torch.version.cuda and CUDA_HOME)
 if with_cuda:
     extension = CUDAExtension(
         "kstable._C",
         SOURCES + CUDA_SOURCES,
         extra_compile_args={"cxx": CXX_FLAGS, "nvcc": NVCC_FLAGS},
-        define_macros=[("USE_CUDA", None)],  # declares aoti_torch_get_current_cuda_stream
+        # USE_CUDA declares aoti_torch_get_current_cuda_stream in the stable ABI's headers.
+        define_macros=[("USE_CUDA", None)],
         py_limited_api=True,
     )
 else:

@@ -13,9 +13,13 @@ from .kernels import sincos as sincos_kernels
 # A fragment of the namespace: the `library` route defines its ops on it.
 _lib = torch.library.Library("kact", "FRAGMENT")
 
-# kact::scaled_sigmoid -----------------------------------------------------------------------------
 
-_lib.define("scaled_sigmoid(Tensor x, float scale=1.0) -> Tensor", tags=(torch.Tag.pt2_compliant_tag,))
+# kact::scaled_sigmoid -----------------------------------------------------------------
+
+_lib.define(
+    "scaled_sigmoid(Tensor x, float scale=1.0) -> Tensor",
+    tags=(torch.Tag.pt2_compliant_tag,),
+)
 _lib.impl("scaled_sigmoid", scaled_sigmoid_kernels.scaled_sigmoid_python, "CPU")
 _lib.impl("scaled_sigmoid", scaled_sigmoid_kernels.scaled_sigmoid_triton, "CUDA")
 
@@ -37,7 +41,7 @@ def _scaled_sigmoid_setup_context(ctx, inputs, output):
 
 
 def _scaled_sigmoid_backward(ctx, grad):
-    result, = ctx.saved_tensors
+    (result,) = ctx.saved_tensors
     scale = ctx.scale
     grad_x = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
@@ -47,11 +51,13 @@ def _scaled_sigmoid_backward(ctx, grad):
 
 
 torch.library.register_autograd(
-    "kact::scaled_sigmoid", _scaled_sigmoid_backward, setup_context=_scaled_sigmoid_setup_context
+    "kact::scaled_sigmoid",
+    _scaled_sigmoid_backward,
+    setup_context=_scaled_sigmoid_setup_context,
 )
 
 
-# kact::sincos -------------------------------------------------------------------------------------
+# kact::sincos -------------------------------------------------------------------------
 
 _lib.define("sincos(Tensor x) -> (Tensor, Tensor)", tags=(torch.Tag.pt2_compliant_tag,))
 _lib.impl("sincos", sincos_kernels.sincos_python, "CPU")
@@ -60,12 +66,14 @@ _lib.impl("sincos", sincos_kernels.sincos_triton, "CUDA")
 
 @torch.library.register_fake("kact::sincos")
 def _sincos_fake(x):
-    # Only metadata: the same output the launcher allocates, never reading data.
-    return _support.pointwise_output("kact::sincos", x), _support.pointwise_output("kact::sincos", x)
+    # Only metadata: the same outputs the launcher allocates, never reading data.
+    out0 = _support.pointwise_output("kact::sincos", x)
+    out1 = _support.pointwise_output("kact::sincos", x)
+    return out0, out1
 
 
 def _sincos_setup_context(ctx, inputs, output):
-    x, = inputs
+    (x,) = inputs
     ctx.x_shape = x.shape
     # Save only what the formulas read, and only when a gradient that reads it is wanted.
     ctx.save_for_backward(
@@ -80,8 +88,10 @@ def _sincos_backward(ctx, *grads):
     grad_x = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = (grads[0] * results[1] - grads[1] * results[0]).sum_to_size(ctx.x_shape)
-    return grad_x,
+        grad_x = (grads[0] * results[1] - grads[1] * results[0]).sum_to_size(
+            ctx.x_shape
+        )
+    return (grad_x,)
 
 
 torch.library.register_autograd(
@@ -89,13 +99,13 @@ torch.library.register_autograd(
 )
 
 
-# kact::mymul --------------------------------------------------------------------------------------
+# kact::mymul --------------------------------------------------------------------------
 
 _mymul = torch.library.custom_op(
     "kact::mymul",
     mymul_kernels.mymul_triton,
     mutates_args=(),
-    device_types=('cpu', 'cuda'),
+    device_types=("cpu", "cuda"),
     schema="(Tensor a, Tensor b) -> Tensor",
     tags=(torch.Tag.pt2_compliant_tag,),
 )
@@ -124,9 +134,9 @@ def _mymul_backward(ctx, grad):
     grad_b = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_a = (torch.ops.kact.mymul.default(grad, b)).sum_to_size(ctx.a_shape)
+        grad_a = torch.ops.kact.mymul.default(grad, b).sum_to_size(ctx.a_shape)
     if ctx.needs_input_grad[1]:
-        grad_b = (torch.ops.kact.mymul.default(grad, a)).sum_to_size(ctx.b_shape)
+        grad_b = torch.ops.kact.mymul.default(grad, a).sum_to_size(ctx.b_shape)
     return grad_a, grad_b
 
 

@@ -9,6 +9,8 @@ from torch import Tensor
 from . import _registration  # noqa: F401  (defines the operators before they are looked up)
 
 _scaled_sigmoid = torch.ops.kact.scaled_sigmoid.default
+_sincos = torch.ops.kact.sincos.default
+_mymul = torch.ops.kact.mymul.default
 
 
 def scaled_sigmoid(x: Tensor, scale: float = 1.0) -> Tensor:
@@ -16,15 +18,9 @@ def scaled_sigmoid(x: Tensor, scale: float = 1.0) -> Tensor:
     return _scaled_sigmoid(x, scale)
 
 
-_sincos = torch.ops.kact.sincos.default
-
-
 def sincos(x: Tensor) -> tuple[Tensor, Tensor]:
     """sin(x) and cos(x) in one pass."""
     return _sincos(x)
-
-
-_mymul = torch.ops.kact.mymul.default
 
 
 def mymul(a: Tensor, b: Tensor) -> Tensor:

@@ -12,17 +12,17 @@ from ._support import upcast
 def scaled_sigmoid(x: Tensor, scale: float = 1.0) -> Tensor:
     """kact::scaled_sigmoid in plain PyTorch, computed in float32 at least."""
     dtype = x.dtype
-    x, = upcast(x)
+    (x,) = upcast(x)
     return (scale * torch.sigmoid(x)).to(dtype)
 
 
 def sincos(x: Tensor) -> tuple[Tensor, Tensor]:
     """kact::sincos in plain PyTorch, computed in float32 at least."""
     dtype = x.dtype
-    x, = upcast(x)
+    (x,) = upcast(x)
     return (
-        (torch.sin(x)).to(dtype),
-        (torch.cos(x)).to(dtype),
+        torch.sin(x).to(dtype),
+        torch.cos(x).to(dtype),
     )
 
 

@@ -8,13 +8,13 @@ import torch
 from . import _support
 from .kernels import pairsum as pairsum_kernels
 
-# kcustom::pairsum ---------------------------------------------------------------------------------
+# kcustom::pairsum ---------------------------------------------------------------------
 
 _pairsum = torch.library.custom_op(
     "kcustom::pairsum",
     pairsum_kernels.pairsum_triton,
     mutates_args=(),
-    device_types=('cpu', 'cuda'),
+    device_types=("cpu", "cuda"),
     schema="(Tensor x) -> Tensor",
     tags=(torch.Tag.pt2_compliant_tag,),
 )
@@ -27,7 +27,7 @@ def _pairsum_fake(x):
 
 
 def _pairsum_setup_context(ctx, inputs, output):
-    x, = inputs
+    (x,) = inputs
     ctx.x_shape = x.shape
 
 
@@ -35,8 +35,8 @@ def _pairsum_backward(ctx, grad):
     grad_x = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = (grad.repeat_interleave(2, -1)).sum_to_size(ctx.x_shape)
-    return grad_x,
+        grad_x = grad.repeat_interleave(2, -1).sum_to_size(ctx.x_shape)
+    return (grad_x,)
 
 
 torch.library.register_autograd(

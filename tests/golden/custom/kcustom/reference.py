@@ -11,5 +11,5 @@ from ._support import upcast
 def pairsum(x: Tensor) -> Tensor:
     """kcustom::pairsum in plain PyTorch, computed in float32 at least."""
     dtype = x.dtype
-    x, = upcast(x)
-    return (x.unflatten(-1, (-1, 2)).sum(-1)).to(dtype)
+    (x,) = upcast(x)
+    return x.unflatten(-1, (-1, 2)).sum(-1).to(dtype)

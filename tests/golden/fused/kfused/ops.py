@@ -9,6 +9,10 @@ from torch import Tensor
 from . import _registration  # noqa: F401  (defines the operators before they are looked up)
 
 _muladd = torch.ops.kfused.muladd.default
+_muladd_out = torch.ops.kfused.muladd_out.default
+_scale = torch.ops.kfused.scale_.default
+_mul = torch.ops.kfused.mul.default
+_square = torch.ops.kfused.square.default
 
 
 def muladd(a: Tensor, b: Tensor, c: float) -> Tensor:
@@ -16,31 +20,19 @@ def muladd(a: Tensor, b: Tensor, c: float) -> Tensor:
     return _muladd(a, b, c)
 
 
-_muladd_out = torch.ops.kfused.muladd_out.default
-
-
 def muladd_out(a: Tensor, b: Tensor, c: float, out: Tensor) -> None:
     """a * b + c written into out."""
     return _muladd_out(a, b, c, out)
 
 
-_scale_ = torch.ops.kfused.scale_.default
-
-
 def scale_(x: Tensor, s: float) -> None:
     """Multiplies x by s in place."""
-    return _scale_(x, s)
-
-
-_mul = torch.ops.kfused.mul.default
+    return _scale(x, s)
 
 
 def mul(a: Tensor, b: Tensor) -> Tensor:
     """a * b; its backward calls mul itself."""
     return _mul(a, b)
-
-
-_square = torch.ops.kfused.square.default
 
 
 def square(x: Tensor) -> Tensor:

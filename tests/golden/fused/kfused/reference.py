@@ -25,7 +25,7 @@ def muladd_out(a: Tensor, b: Tensor, c: float, out: Tensor) -> Tensor:
 def scale_(x: Tensor, s: float) -> Tensor:
     """What kfused::scale_ writes to x, in plain PyTorch (float32 at least)."""
     dtype = x.dtype
-    x, = upcast(x)
+    (x,) = upcast(x)
     return (x * s).to(dtype)
 
 
@@ -39,5 +39,5 @@ def mul(a: Tensor, b: Tensor) -> Tensor:
 def square(x: Tensor) -> Tensor:
     """kfused::square in plain PyTorch, computed in float32 at least."""
     dtype = x.dtype
-    x, = upcast(x)
+    (x,) = upcast(x)
     return (x * x).to(dtype)

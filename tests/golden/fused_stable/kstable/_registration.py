@@ -12,7 +12,8 @@ from .kernels import square as square_kernels
 # A fragment of the namespace: Python kernels of compiled ops are added to it.
 _lib = torch.library.Library("kstable", "FRAGMENT")
 
-# kstable::muladd ----------------------------------------------------------------------------------
+
+# kstable::muladd ----------------------------------------------------------------------
 
 # Defined by the extension, with its C++ CPU kernel and CUDA kernel.
 
@@ -51,7 +52,7 @@ torch.library.register_autograd(
 )
 
 
-# kstable::muladd_out ------------------------------------------------------------------------------
+# kstable::muladd_out ------------------------------------------------------------------
 
 # Defined by the extension, with its C++ CPU kernel and CUDA kernel.
 
@@ -62,18 +63,18 @@ def _muladd_out_fake(a, b, c, out):
     _support.check_written("kstable::muladd_out", {"out": out}, a, b, out)
 
 
-# kstable::scale_ ----------------------------------------------------------------------------------
+# kstable::scale_ ----------------------------------------------------------------------
 
 # Defined by the extension, with its C++ CPU kernel and CUDA kernel.
 
 
 @torch.library.register_fake("kstable::scale_")
-def _scale__fake(x, s):
+def _scale_fake(x, s):
     # Only checks: the op writes its arguments in place and returns nothing.
     _support.check_written("kstable::scale_", {"x": x}, x)
 
 
-# kstable::mul -------------------------------------------------------------------------------------
+# kstable::mul -------------------------------------------------------------------------
 
 # Defined by the extension, with its C++ CPU kernel and CUDA kernel.
 
@@ -101,9 +102,9 @@ def _mul_backward(ctx, grad):
     grad_b = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_a = (torch.ops.kstable.mul.default(grad, b)).sum_to_size(ctx.a_shape)
+        grad_a = torch.ops.kstable.mul.default(grad, b).sum_to_size(ctx.a_shape)
     if ctx.needs_input_grad[1]:
-        grad_b = (torch.ops.kstable.mul.default(grad, a)).sum_to_size(ctx.b_shape)
+        grad_b = torch.ops.kstable.mul.default(grad, a).sum_to_size(ctx.b_shape)
     return grad_a, grad_b
 
 
@@ -112,7 +113,7 @@ torch.library.register_autograd(
 )
 
 
-# kstable::square ----------------------------------------------------------------------------------
+# kstable::square ----------------------------------------------------------------------
 
 # Defined by the extension, with its CUDA kernel; the Python kernel is added here.
 _lib.impl("square", square_kernels.square_python, "CPU")
@@ -125,7 +126,7 @@ def _square_fake(x):
 
 
 def _square_setup_context(ctx, inputs, output):
-    x, = inputs
+    (x,) = inputs
     ctx.x_shape = x.shape
     # Save only what the formulas read, and only when a gradient that reads it is wanted.
     ctx.save_for_backward(
@@ -134,12 +135,12 @@ def _square_setup_context(ctx, inputs, output):
 
 
 def _square_backward(ctx, grad):
-    x, = ctx.saved_tensors
+    (x,) = ctx.saved_tensors
     grad_x = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = (torch.ops.kstable.mul.default(grad, 2 * x)).sum_to_size(ctx.x_shape)
-    return grad_x,
+        grad_x = torch.ops.kstable.mul.default(grad, 2 * x).sum_to_size(ctx.x_shape)
+    return (grad_x,)
 
 
 torch.library.register_autograd(
@@ -147,7 +148,7 @@ torch.library.register_autograd(
 )
 
 
-# kstable::addcmul_opt -----------------------------------------------------------------------------
+# kstable::addcmul_opt -----------------------------------------------------------------
 
 # Defined by the extension, with its C++ CPU kernel and CUDA kernel.
 
@@ -183,14 +184,18 @@ def _addcmul_opt_backward(ctx, grad):
     grad_weight = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if needs_input_grad[0]:
-        grad_x = (grad).sum_to_size(ctx.x_shape)
+        grad_x = grad.sum_to_size(ctx.x_shape)
     if needs_input_grad[1]:
-        grad_y = (grad * value * weight if weight is not None else grad * value).sum_to_size(ctx.y_shape)
+        grad_y = (
+            grad * value * weight if weight is not None else grad * value
+        ).sum_to_size(ctx.y_shape)
     if needs_input_grad[2]:
         grad_weight = (grad * value * y).sum_to_size(ctx.weight_shape)
     return grad_x, grad_y, grad_weight, None
 
 
 torch.library.register_autograd(
-    "kstable::addcmul_opt", _addcmul_opt_backward, setup_context=_addcmul_opt_setup_context
+    "kstable::addcmul_opt",
+    _addcmul_opt_backward,
+    setup_context=_addcmul_opt_setup_context,
 )

@@ -18,7 +18,8 @@ def pointwise_shape(op: str, *tensors: Tensor | None) -> torch.Size:
                 f"{op}: all Tensor arguments must share one dtype and device, "
                 f"got {first.dtype} on {first.device} and {other.dtype} on {other.device}"
             )
-        if other.shape != shape:  # checked first: broadcast_shapes costs microseconds per call
+        # Checked first: broadcast_shapes costs microseconds per call.
+        if other.shape != shape:
             shape = torch.broadcast_shapes(shape, other.shape)
     return shape
 
@@ -30,7 +31,8 @@ def pointwise_output(op: str, *tensors: Tensor | None) -> Tensor:
     so the two cannot disagree.
     """
     first = given(tensors)[0]
-    return torch.empty(pointwise_shape(op, *tensors), dtype=first.dtype, device=first.device)
+    shape = pointwise_shape(op, *tensors)
+    return torch.empty(shape, dtype=first.dtype, device=first.device)
 
 
 def check_written(op: str, written: dict[str, Tensor], *tensors: Tensor) -> None:
@@ -38,7 +40,10 @@ def check_written(op: str, written: dict[str, Tensor], *tensors: Tensor) -> None
     shape = pointwise_shape(op, *tensors)
     for name, tensor in written.items():
         if tensor.shape != shape:
-            raise RuntimeError(f"{op}: {name} has shape {list(tensor.shape)} but the result has shape {list(shape)}")
+            raise RuntimeError(
+                f"{op}: {name} has shape {list(tensor.shape)} "
+                f"but the result has shape {list(shape)}"
+            )
 
 
 def given(tensors: tuple[Tensor | None, ...]) -> tuple[Tensor, ...]:
@@ -46,11 +51,19 @@ def given(tensors: tuple[Tensor | None, ...]) -> tuple[Tensor, ...]:
     return tuple(t for t in tensors if t is not None)
 
 
-def broadcast_contiguous(shape: torch.Size, *tensors: Tensor | None) -> tuple[Tensor | None, ...]:
+def broadcast_contiguous(
+    shape: torch.Size, *tensors: Tensor | None
+) -> tuple[Tensor | None, ...]:
     """The inputs expanded to `shape` and made dense, so that a kernel can index them flat; None stays None."""
-    return tuple(t if t is None else (t if t.shape == shape else t.expand(shape)).contiguous() for t in tensors)
+    return tuple(
+        t if t is None else (t if t.shape == shape else t.expand(shape)).contiguous()
+        for t in tensors
+    )
 
 
 def upcast(*tensors: Tensor | None) -> tuple[Tensor | None, ...]:
     """The inputs in float32 at least (float16 and bfloat16 compute in float32); None stays None."""
-    return tuple(t if t is None else t.to(torch.promote_types(t.dtype, torch.float32)) for t in tensors)
+    return tuple(
+        t if t is None else t.to(torch.promote_types(t.dtype, torch.float32))
+        for t in tensors
+    )

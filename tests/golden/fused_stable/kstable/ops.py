@@ -9,6 +9,11 @@ from torch import Tensor
 from . import _registration  # noqa: F401  (defines the operators before they are looked up)
 
 _muladd = torch.ops.kstable.muladd.default
+_muladd_out = torch.ops.kstable.muladd_out.default
+_scale = torch.ops.kstable.scale_.default
+_mul = torch.ops.kstable.mul.default
+_square = torch.ops.kstable.square.default
+_addcmul_opt = torch.ops.kstable.addcmul_opt.default
 
 
 def muladd(a: Tensor, b: Tensor, c: float) -> Tensor:
@@ -16,23 +21,14 @@ def muladd(a: Tensor, b: Tensor, c: float) -> Tensor:
     return _muladd(a, b, c)
 
 
-_muladd_out = torch.ops.kstable.muladd_out.default
-
-
 def muladd_out(a: Tensor, b: Tensor, c: float, out: Tensor) -> None:
     """a * b + c written into out."""
     return _muladd_out(a, b, c, out)
 
 
-_scale_ = torch.ops.kstable.scale_.default
-
-
 def scale_(x: Tensor, s: float) -> None:
     """Multiplies x by s in place."""
-    return _scale_(x, s)
-
-
-_mul = torch.ops.kstable.mul.default
+    return _scale(x, s)
 
 
 def mul(a: Tensor, b: Tensor) -> Tensor:
@@ -40,17 +36,13 @@ def mul(a: Tensor, b: Tensor) -> Tensor:
     return _mul(a, b)
 
 
-_square = torch.ops.kstable.square.default
-
-
 def square(x: Tensor) -> Tensor:
     """x * x; its backward calls the sibling op mul. Its CPU kernel is the PyTorch reference."""
     return _square(x)
 
 
-_addcmul_opt = torch.ops.kstable.addcmul_opt.default
-
-
-def addcmul_opt(x: Tensor, y: Tensor, weight: Tensor | None = None, value: float = 1.0) -> Tensor:
+def addcmul_opt(
+    x: Tensor, y: Tensor, weight: Tensor | None = None, value: float = 1.0
+) -> Tensor:
     """x + value * y, times weight where a weight is given (Tensor?, None by default)."""
     return _addcmul_opt(x, y, weight, value)

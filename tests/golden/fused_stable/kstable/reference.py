@@ -25,7 +25,7 @@ def muladd_out(a: Tensor, b: Tensor, c: float, out: Tensor) -> Tensor:
 def scale_(x: Tensor, s: float) -> Tensor:
     """What kstable::scale_ writes to x, in plain PyTorch (float32 at least)."""
     dtype = x.dtype
-    x, = upcast(x)
+    (x,) = upcast(x)
     return (x * s).to(dtype)
 
 
@@ -39,11 +39,13 @@ def mul(a: Tensor, b: Tensor) -> Tensor:
 def square(x: Tensor) -> Tensor:
     """kstable::square in plain PyTorch, computed in float32 at least."""
     dtype = x.dtype
-    x, = upcast(x)
+    (x,) = upcast(x)
     return (x * x).to(dtype)
 
 
-def addcmul_opt(x: Tensor, y: Tensor, weight: Tensor | None = None, value: float = 1.0) -> Tensor:
+def addcmul_opt(
+    x: Tensor, y: Tensor, weight: Tensor | None = None, value: float = 1.0
+) -> Tensor:
     """kstable::addcmul_opt in plain PyTorch, computed in float32 at least."""
     dtype = x.dtype
     x, y, weight = upcast(x, y, weight)

@@ -8,13 +8,13 @@ import torch
 from . import _support
 from .kernels import muladd as muladd_kernels
 
-# kbook::muladd ------------------------------------------------------------------------------------
+# kbook::muladd ------------------------------------------------------------------------
 
 _muladd = torch.library.custom_op(
     "kbook::muladd",
     muladd_kernels.muladd_triton,
     mutates_args=(),
-    device_types=('cpu', 'cuda'),
+    device_types=("cpu", "cuda"),
     schema="(Tensor a, Tensor b, float c) -> Tensor",
     tags=(torch.Tag.pt2_compliant_tag,),
 )

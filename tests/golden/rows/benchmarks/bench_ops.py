@@ -48,32 +48,59 @@ def seconds_per_call(fn, args, device: str, min_time: float = 0.2) -> float:
 def variants_of(op: str, device: str) -> dict:
     """What is timed for `op` on `device`: the bare launcher (if Python), the operator, eager PyTorch."""
     launchers = {
-        'rowsum': {"cpu": rowsum_kernels.rowsum_triton, "cuda": rowsum_kernels.rowsum_triton},
-        'rowmax': {"cpu": rowmax_kernels.rowmax_triton, "cuda": rowmax_kernels.rowmax_triton},
-        'rowdot': {"cpu": rowdot_kernels.rowdot_python, "cuda": rowdot_kernels.rowdot_triton},
-        'bias_leaky': {"cpu": bias_leaky_kernels.bias_leaky_triton, "cuda": bias_leaky_kernels.bias_leaky_triton},
-        'scale_shift': {"cpu": scale_shift_kernels.scale_shift_triton, "cuda": scale_shift_kernels.scale_shift_triton},
-        'weighted_rowsum': {"cpu": weighted_rowsum_kernels.weighted_rowsum_triton, "cuda": weighted_rowsum_kernels.weighted_rowsum_triton},
+        "rowsum": {
+            "cpu": rowsum_kernels.rowsum_triton,
+            "cuda": rowsum_kernels.rowsum_triton,
+        },
+        "rowmax": {
+            "cpu": rowmax_kernels.rowmax_triton,
+            "cuda": rowmax_kernels.rowmax_triton,
+        },
+        "rowdot": {
+            "cpu": rowdot_kernels.rowdot_python,
+            "cuda": rowdot_kernels.rowdot_triton,
+        },
+        "bias_leaky": {
+            "cpu": bias_leaky_kernels.bias_leaky_triton,
+            "cuda": bias_leaky_kernels.bias_leaky_triton,
+        },
+        "scale_shift": {
+            "cpu": scale_shift_kernels.scale_shift_triton,
+            "cuda": scale_shift_kernels.scale_shift_triton,
+        },
+        "weighted_rowsum": {
+            "cpu": weighted_rowsum_kernels.weighted_rowsum_triton,
+            "cuda": weighted_rowsum_kernels.weighted_rowsum_triton,
+        },
     }[op]
     variants = {"bare launcher": launchers[device]} if device in launchers else {}
     variants["operator"] = getattr(krows, op)
     variants["eager reference"] = getattr(reference, op)
     if KEYWORD_ONLY[op]:  # make_args gives every argument positionally
-        positional = len(make_args(op, 1, device)) - len(KEYWORD_ONLY[op])
-        variants = {
-            name: lambda *args, fn=fn: fn(*args[:positional], **dict(zip(KEYWORD_ONLY[op], args[positional:])))
-            for name, fn in variants.items()
-        }
+        names = KEYWORD_ONLY[op]
+        positional = len(make_args(op, 1, device)) - len(names)
+
+        def by_keyword(fn):
+            def call(*args):
+                return fn(*args[:positional], **dict(zip(names, args[positional:])))
+
+            return call
+
+        variants = {name: by_keyword(fn) for name, fn in variants.items()}
     return variants
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    default = "cuda" if torch.cuda.is_available() else "cpu"
+    parser.add_argument("--device", default=default)
     device = parser.parse_args().device
     # The CPU runs Triton kernels in its interpreter: keep the large size modest there.
     small, large = 1024, (1 << 28 if device == "cuda" else 1 << 16)
-    print(f"{'op':<16}{'variant':<18}{'us/call (n=' + str(small) + ')':>20}{'x base':>8}{'GB/s (n=' + str(large) + ')':>22}{'x base':>8}")
+    print(
+        f"{'op':<16}{'variant':<18}{f'us/call (n={small})':>20}{'x base':>8}"
+        f"{f'GB/s (n={large})':>22}{'x base':>8}"
+    )
     for op, devices in OPS.items():
         if device not in devices:
             continue
@@ -82,17 +109,37 @@ def main() -> None:
             per_call = seconds_per_call(fn, make_args(op, small, device), device)
             args = make_args(op, large, device)
             returned = fn(*args)
-            tensors = [t for t in (*args, *(returned if isinstance(returned, tuple) else (returned,))) if isinstance(t, torch.Tensor)]
-            moved = sum(t.numel() * t.element_size() for t in tensors)  # each input read once, each output written once
-            results[name] = (per_call, moved / seconds_per_call(fn, args, device) / 1e9)
+            outputs = returned if isinstance(returned, tuple) else (returned,)
+            tensors = [t for t in (*args, *outputs) if isinstance(t, torch.Tensor)]
+            # Each input read once, each output written once.
+            moved = sum(t.numel() * t.element_size() for t in tensors)
+            bandwidth = moved / seconds_per_call(fn, args, device) / 1e9
+            results[name] = (per_call, bandwidth)
         base_time, base_bandwidth = next(iter(results.values()))
         for name, (per_call, bandwidth) in results.items():
-            print(f"{op:<16}{name:<18}{per_call * 1e6:>20.1f}{per_call / base_time:>8.2f}{bandwidth:>22.4g}{bandwidth / base_bandwidth:>8.2f}")
+            print(
+                f"{op:<16}{name:<18}{per_call * 1e6:>20.1f}{per_call / base_time:>8.2f}"
+                f"{bandwidth:>22.4g}{bandwidth / base_bandwidth:>8.2f}"
+            )
 
 
 # The devices each op has a kernel for.
-OPS = {'rowsum': ('cpu', 'cuda'), 'rowmax': ('cpu', 'cuda'), 'rowdot': ('cpu', 'cuda'), 'bias_leaky': ('cpu', 'cuda'), 'scale_shift': ('cpu', 'cuda'), 'weighted_rowsum': ('cpu', 'cuda')}
-KEYWORD_ONLY = {'rowsum': (), 'rowmax': (), 'rowdot': (), 'bias_leaky': ('alpha', 'negate'), 'scale_shift': (), 'weighted_rowsum': ()}
+OPS = {
+    "rowsum": ("cpu", "cuda"),
+    "rowmax": ("cpu", "cuda"),
+    "rowdot": ("cpu", "cuda"),
+    "bias_leaky": ("cpu", "cuda"),
+    "scale_shift": ("cpu", "cuda"),
+    "weighted_rowsum": ("cpu", "cuda"),
+}
+KEYWORD_ONLY = {
+    "rowsum": (),
+    "rowmax": (),
+    "rowdot": (),
+    "bias_leaky": ("alpha", "negate"),
+    "scale_shift": (),
+    "weighted_rowsum": (),
+}
 
 
 def make_args(op: str, numel: int, device: str) -> tuple:
@@ -102,12 +149,12 @@ def make_args(op: str, numel: int, device: str) -> tuple:
         return torch.rand(numel // 1024, 1024, device=device) + 0.5
 
     return {
-        'rowsum': lambda: (make(), ),
-        'rowmax': lambda: (make(), ),
-        'rowdot': lambda: (make(), make(), 1.25),
-        'bias_leaky': lambda: (make(), make(), 1.25, True),
-        'scale_shift': lambda: (make(), make(), make()),
-        'weighted_rowsum': lambda: (make(), make()),
+        "rowsum": lambda: (make(),),
+        "rowmax": lambda: (make(),),
+        "rowdot": lambda: (make(), make(), 1.25),
+        "bias_leaky": lambda: (make(), make(), 1.25, True),
+        "scale_shift": lambda: (make(), make(), make()),
+        "weighted_rowsum": lambda: (make(), make()),
     }[op]()
 
 

@@ -16,13 +16,14 @@ from .kernels import weighted_rowsum as weighted_rowsum_kernels
 # A fragment of the namespace: the `library` route defines its ops on it.
 _lib = torch.library.Library("krows", "FRAGMENT")
 
-# krows::rowsum ------------------------------------------------------------------------------------
+
+# krows::rowsum ------------------------------------------------------------------------
 
 _rowsum = torch.library.custom_op(
     "krows::rowsum",
     rowsum_kernels.rowsum_triton,
     mutates_args=(),
-    device_types=('cpu', 'cuda'),
+    device_types=("cpu", "cuda"),
     schema="(Tensor x) -> Tensor",
     tags=(torch.Tag.pt2_compliant_tag,),
 )
@@ -35,7 +36,7 @@ def _rowsum_fake(x):
 
 
 def _rowsum_setup_context(ctx, inputs, output):
-    x, = inputs
+    (x,) = inputs
     ctx.x_shape = x.shape
     ctx.x = _support.TensorMetadata(x)
 
@@ -45,8 +46,8 @@ def _rowsum_backward(ctx, grad):
     grad_x = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = (grad.unsqueeze(-1).expand(x.shape)).sum_to_size(ctx.x_shape)
-    return grad_x,
+        grad_x = grad.unsqueeze(-1).expand(x.shape).sum_to_size(ctx.x_shape)
+    return (grad_x,)
 
 
 torch.library.register_autograd(
@@ -54,13 +55,13 @@ torch.library.register_autograd(
 )
 
 
-# krows::rowmax ------------------------------------------------------------------------------------
+# krows::rowmax ------------------------------------------------------------------------
 
 _rowmax = torch.library.custom_op(
     "krows::rowmax",
     rowmax_kernels.rowmax_triton,
     mutates_args=(),
-    device_types=('cpu', 'cuda'),
+    device_types=("cpu", "cuda"),
     schema="(Tensor x) -> Tensor",
     tags=(torch.Tag.pt2_compliant_tag,),
 )
@@ -73,7 +74,7 @@ def _rowmax_fake(x):
 
 
 def _rowmax_setup_context(ctx, inputs, output):
-    x, = inputs
+    (x,) = inputs
     ctx.x_shape = x.shape
     # Save only what the formulas read, and only when a gradient that reads it is wanted.
     ctx.save_for_backward(
@@ -87,8 +88,10 @@ def _rowmax_backward(ctx, grad):
     grad_x = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = (grad.unsqueeze(-1) * (x == result.unsqueeze(-1))).sum_to_size(ctx.x_shape)
-    return grad_x,
+        grad_x = (grad.unsqueeze(-1) * (x == result.unsqueeze(-1))).sum_to_size(
+            ctx.x_shape
+        )
+    return (grad_x,)
 
 
 torch.library.register_autograd(
@@ -96,9 +99,12 @@ torch.library.register_autograd(
 )
 
 
-# krows::rowdot ------------------------------------------------------------------------------------
+# krows::rowdot ------------------------------------------------------------------------
 
-_lib.define("rowdot(Tensor a, Tensor b, float scale=1.0) -> Tensor", tags=(torch.Tag.pt2_compliant_tag,))
+_lib.define(
+    "rowdot(Tensor a, Tensor b, float scale=1.0) -> Tensor",
+    tags=(torch.Tag.pt2_compliant_tag,),
+)
 _lib.impl("rowdot", rowdot_kernels.rowdot_python, "CPU")
 _lib.impl("rowdot", rowdot_kernels.rowdot_triton, "CUDA")
 
@@ -128,9 +134,13 @@ def _rowdot_backward(ctx, grad):
     grad_b = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_a = ((grad * scale / b.size(-1)).unsqueeze(-1) * b).sum_to_size(ctx.a_shape)
+        grad_a = ((grad * scale / b.size(-1)).unsqueeze(-1) * b).sum_to_size(
+            ctx.a_shape
+        )
     if ctx.needs_input_grad[1]:
-        grad_b = ((grad * scale / a.size(-1)).unsqueeze(-1) * a).sum_to_size(ctx.b_shape)
+        grad_b = ((grad * scale / a.size(-1)).unsqueeze(-1) * a).sum_to_size(
+            ctx.b_shape
+        )
     return grad_a, grad_b, None
 
 
@@ -139,13 +149,13 @@ torch.library.register_autograd(
 )
 
 
-# krows::bias_leaky --------------------------------------------------------------------------------
+# krows::bias_leaky --------------------------------------------------------------------
 
 _bias_leaky = torch.library.custom_op(
     "krows::bias_leaky",
     bias_leaky_kernels.bias_leaky_triton,
     mutates_args=(),
-    device_types=('cpu', 'cuda'),
+    device_types=("cpu", "cuda"),
     schema="(Tensor x, Tensor bias, *, float alpha=0.1, bool negate=False) -> Tensor",
     tags=(torch.Tag.pt2_compliant_tag,),
 )
@@ -180,9 +190,13 @@ def _bias_leaky_backward(ctx, grad):
     grad_bias = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = (grad * torch.where(x + bias > 0, 1.0, alpha) * (-1.0 if negate else 1.0)).sum_to_size(ctx.x_shape)
+        grad_x = (
+            grad * torch.where(x + bias > 0, 1.0, alpha) * (-1.0 if negate else 1.0)
+        ).sum_to_size(ctx.x_shape)
     if ctx.needs_input_grad[1]:
-        grad_bias = (grad * torch.where(x + bias > 0, 1.0, alpha) * (-1.0 if negate else 1.0)).sum_to_size(ctx.bias_shape)
+        grad_bias = (
+            grad * torch.where(x + bias > 0, 1.0, alpha) * (-1.0 if negate else 1.0)
+        ).sum_to_size(ctx.bias_shape)
     return grad_x, grad_bias
 
 
@@ -191,9 +205,12 @@ torch.library.register_autograd(
 )
 
 
-# krows::scale_shift -------------------------------------------------------------------------------
+# krows::scale_shift -------------------------------------------------------------------
 
-_lib.define("scale_shift(Tensor x, Tensor scale, Tensor? shift=None) -> Tensor", tags=(torch.Tag.pt2_compliant_tag,))
+_lib.define(
+    "scale_shift(Tensor x, Tensor scale, Tensor? shift=None) -> Tensor",
+    tags=(torch.Tag.pt2_compliant_tag,),
+)
 _lib.impl("scale_shift", scale_shift_kernels.scale_shift_triton, "CPU")
 _lib.impl("scale_shift", scale_shift_kernels.scale_shift_triton, "CUDA")
 
@@ -231,22 +248,24 @@ def _scale_shift_backward(ctx, grad):
     if needs_input_grad[1]:
         grad_scale = (grad * x).sum_to_size(ctx.scale_shape)
     if needs_input_grad[2]:
-        grad_shift = (grad).sum_to_size(ctx.shift_shape)
+        grad_shift = grad.sum_to_size(ctx.shift_shape)
     return grad_x, grad_scale, grad_shift
 
 
 torch.library.register_autograd(
-    "krows::scale_shift", _scale_shift_backward, setup_context=_scale_shift_setup_context
+    "krows::scale_shift",
+    _scale_shift_backward,
+    setup_context=_scale_shift_setup_context,
 )
 
 
-# krows::weighted_rowsum ---------------------------------------------------------------------------
+# krows::weighted_rowsum ---------------------------------------------------------------
 
 _weighted_rowsum = torch.library.custom_op(
     "krows::weighted_rowsum",
     weighted_rowsum_kernels.weighted_rowsum_triton,
     mutates_args=(),
-    device_types=('cpu', 'cuda'),
+    device_types=("cpu", "cuda"),
     schema="(Tensor x, Tensor? weight=None) -> Tensor",
     tags=(torch.Tag.pt2_compliant_tag,),
 )
@@ -279,12 +298,18 @@ def _weighted_rowsum_backward(ctx, grad):
     grad_weight = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if needs_input_grad[0]:
-        grad_x = (grad.unsqueeze(-1) * weight if weight is not None else grad.unsqueeze(-1).expand(x.shape)).sum_to_size(ctx.x_shape)
+        grad_x = (
+            grad.unsqueeze(-1) * weight
+            if weight is not None
+            else grad.unsqueeze(-1).expand(x.shape)
+        ).sum_to_size(ctx.x_shape)
     if needs_input_grad[1]:
         grad_weight = (grad.unsqueeze(-1) * x).sum_to_size(ctx.weight_shape)
     return grad_x, grad_weight
 
 
 torch.library.register_autograd(
-    "krows::weighted_rowsum", _weighted_rowsum_backward, setup_context=_weighted_rowsum_setup_context
+    "krows::weighted_rowsum",
+    _weighted_rowsum_backward,
+    setup_context=_weighted_rowsum_setup_context,
 )

@@ -9,6 +9,11 @@ from torch import Tensor
 from . import _registration  # noqa: F401  (defines the operators before they are looked up)
 
 _rowsum = torch.ops.krows.rowsum.default
+_rowmax = torch.ops.krows.rowmax.default
+_rowdot = torch.ops.krows.rowdot.default
+_bias_leaky = torch.ops.krows.bias_leaky.default
+_scale_shift = torch.ops.krows.scale_shift.default
+_weighted_rowsum = torch.ops.krows.weighted_rowsum.default
 
 
 def rowsum(x: Tensor) -> Tensor:
@@ -16,15 +21,9 @@ def rowsum(x: Tensor) -> Tensor:
     return _rowsum(x)
 
 
-_rowmax = torch.ops.krows.rowmax.default
-
-
 def rowmax(x: Tensor) -> Tensor:
     """Maximum of each row of x (-inf for an empty row)."""
     return _rowmax(x)
-
-
-_rowdot = torch.ops.krows.rowdot.default
 
 
 def rowdot(a: Tensor, b: Tensor, scale: float = 1.0) -> Tensor:
@@ -32,23 +31,16 @@ def rowdot(a: Tensor, b: Tensor, scale: float = 1.0) -> Tensor:
     return _rowdot(a, b, scale)
 
 
-_bias_leaky = torch.ops.krows.bias_leaky.default
-
-
-def bias_leaky(x: Tensor, bias: Tensor, *, alpha: float = 0.1, negate: bool = False) -> Tensor:
+def bias_leaky(
+    x: Tensor, bias: Tensor, *, alpha: float = 0.1, negate: bool = False
+) -> Tensor:
     """Leaky relu of x + bias, negated on request."""
     return _bias_leaky(x, bias, alpha=alpha, negate=negate)
-
-
-_scale_shift = torch.ops.krows.scale_shift.default
 
 
 def scale_shift(x: Tensor, scale: Tensor, shift: Tensor | None = None) -> Tensor:
     """x * scale, plus shift where one is given."""
     return _scale_shift(x, scale, shift)
-
-
-_weighted_rowsum = torch.ops.krows.weighted_rowsum.default
 
 
 def weighted_rowsum(x: Tensor, weight: Tensor | None = None) -> Tensor:

@@ -12,14 +12,14 @@ from ._support import row_max, row_mean, row_sum, upcast
 def rowsum(x: Tensor) -> Tensor:
     """krows::rowsum in plain PyTorch, computed in float32 at least."""
     dtype = x.dtype
-    x, = upcast(x)
+    (x,) = upcast(x)
     return row_sum(x).to(dtype)
 
 
 def rowmax(x: Tensor) -> Tensor:
     """krows::rowmax in plain PyTorch, computed in float32 at least."""
     dtype = x.dtype
-    x, = upcast(x)
+    (x,) = upcast(x)
     return row_max(x).to(dtype)
 
 
@@ -30,11 +30,17 @@ def rowdot(a: Tensor, b: Tensor, scale: float = 1.0) -> Tensor:
     return row_mean(a * b * scale).to(dtype)
 
 
-def bias_leaky(x: Tensor, bias: Tensor, *, alpha: float = 0.1, negate: bool = False) -> Tensor:
+def bias_leaky(
+    x: Tensor, bias: Tensor, *, alpha: float = 0.1, negate: bool = False
+) -> Tensor:
     """krows::bias_leaky in plain PyTorch, computed in float32 at least."""
     dtype = x.dtype
     x, bias = upcast(x, bias)
-    return (-torch.where(x + bias > 0, x + bias, alpha * (x + bias)) if negate else torch.where(x + bias > 0, x + bias, alpha * (x + bias))).to(dtype)
+    return (
+        -torch.where(x + bias > 0, x + bias, alpha * (x + bias))
+        if negate
+        else torch.where(x + bias > 0, x + bias, alpha * (x + bias))
+    ).to(dtype)
 
 
 def scale_shift(x: Tensor, scale: Tensor, shift: Tensor | None = None) -> Tensor:

@@ -13,7 +13,7 @@ from .kernels import muladd_out as muladd_out_kernels
 from .kernels import rowsum as rowsum_kernels
 from .kernels import sincos as sincos_kernels
 
-# ktriton::muladd ----------------------------------------------------------------------------------
+# ktriton::muladd ----------------------------------------------------------------------
 
 # The CPU kernel as an op of its own, which tracing never enters: Triton's interpreter reads
 # tensor data, which the fake and functional tensors of torch.compile and opcheck do not have.
@@ -32,7 +32,9 @@ def _muladd(a: Tensor, b: Tensor, c: float) -> Tensor:
     # launches the Triton kernel through wrap_triton, which Inductor compiles with the graph.
     if not a.is_cuda:
         return _muladd_cpu(a, b, c)
-    return muladd_kernels.muladd_launch(wrap_triton(muladd_kernels.muladd_kernel), a, b, c)
+    return muladd_kernels.muladd_launch(
+        wrap_triton(muladd_kernels.muladd_kernel), a, b, c
+    )
 
 
 # Eager calls go straight to the kernels, not through the body, its wrap_triton and (on CPU)
@@ -75,7 +77,7 @@ torch.library.register_autograd(
 )
 
 
-# ktriton::sincos ----------------------------------------------------------------------------------
+# ktriton::sincos ----------------------------------------------------------------------
 
 # The CPU kernel as an op of its own, which tracing never enters: Triton's interpreter reads
 # tensor data, which the fake and functional tensors of torch.compile and opcheck do not have.
@@ -105,12 +107,14 @@ _sincos.register_kernel("cuda", sincos_kernels.sincos_triton)
 
 @torch.library.register_fake("ktriton::_sincos_cpu")
 def _sincos_fake(x):
-    # Only metadata: the same output the launcher allocates, never reading data.
-    return _support.pointwise_output("ktriton::sincos", x), _support.pointwise_output("ktriton::sincos", x)
+    # Only metadata: the same outputs the launcher allocates, never reading data.
+    out0 = _support.pointwise_output("ktriton::sincos", x)
+    out1 = _support.pointwise_output("ktriton::sincos", x)
+    return out0, out1
 
 
 def _sincos_setup_context(ctx, inputs, output):
-    x, = inputs
+    (x,) = inputs
     ctx.x_shape = x.shape
     # Save only what the formulas read, and only when a gradient that reads it is wanted.
     ctx.save_for_backward(
@@ -119,12 +123,14 @@ def _sincos_setup_context(ctx, inputs, output):
 
 
 def _sincos_backward(ctx, *grads):
-    x, = ctx.saved_tensors
+    (x,) = ctx.saved_tensors
     grad_x = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = (grads[0] * torch.cos(x) - grads[1] * torch.sin(x)).sum_to_size(ctx.x_shape)
-    return grad_x,
+        grad_x = (grads[0] * torch.cos(x) - grads[1] * torch.sin(x)).sum_to_size(
+            ctx.x_shape
+        )
+    return (grad_x,)
 
 
 torch.library.register_autograd(
@@ -132,26 +138,28 @@ torch.library.register_autograd(
 )
 
 
-# ktriton::muladd_out ------------------------------------------------------------------------------
+# ktriton::muladd_out ------------------------------------------------------------------
 
 # The CPU kernel as an op of its own, which tracing never enters: Triton's interpreter reads
 # tensor data, which the fake and functional tensors of torch.compile and opcheck do not have.
 _muladd_out_cpu = torch.library.custom_op(
     "ktriton::_muladd_out_cpu",
     muladd_out_kernels.muladd_out_triton,
-    mutates_args=('out',),
+    mutates_args=("out",),
     device_types="cpu",
     schema="(Tensor a, Tensor b, float c, Tensor(a!) out) -> ()",
 )
 
 
-@torch.library.triton_op("ktriton::muladd_out", mutates_args=('out',))
+@torch.library.triton_op("ktriton::muladd_out", mutates_args=("out",))
 def _muladd_out(a: Tensor, b: Tensor, c: float, out: Tensor) -> None:
     # The body is also the fake kernel, and torch.compile traces through it: on CUDA it
     # launches the Triton kernel through wrap_triton, which Inductor compiles with the graph.
     if not a.is_cuda:
         return _muladd_out_cpu(a, b, c, out)
-    return muladd_out_kernels.muladd_out_launch(wrap_triton(muladd_out_kernels.muladd_out_kernel), a, b, c, out)
+    return muladd_out_kernels.muladd_out_launch(
+        wrap_triton(muladd_out_kernels.muladd_out_kernel), a, b, c, out
+    )
 
 
 # Eager calls go straight to the kernels, not through the body, its wrap_triton and (on CPU)
@@ -166,7 +174,7 @@ def _muladd_out_fake(a, b, c, out):
     _support.check_written("ktriton::muladd_out", {"out": out}, a, b, out)
 
 
-# ktriton::rowsum ----------------------------------------------------------------------------------
+# ktriton::rowsum ----------------------------------------------------------------------
 
 # The CPU kernel as an op of its own, which tracing never enters: Triton's interpreter reads
 # tensor data, which the fake and functional tensors of torch.compile and opcheck do not have.
@@ -185,7 +193,9 @@ def _rowsum(x: Tensor, weight: Tensor | None = None, *, scale: float = 1.0) -> T
     # launches the Triton kernel through wrap_triton, which Inductor compiles with the graph.
     if not x.is_cuda:
         return _rowsum_cpu(x, weight, scale=scale)
-    return rowsum_kernels.rowsum_launch(wrap_triton(rowsum_kernels.rowsum_kernel), x, weight, scale=scale)
+    return rowsum_kernels.rowsum_launch(
+        wrap_triton(rowsum_kernels.rowsum_kernel), x, weight, scale=scale
+    )
 
 
 # Eager calls go straight to the kernels, not through the body, its wrap_triton and (on CPU)
@@ -224,7 +234,11 @@ def _rowsum_backward(ctx, grad):
     grad_weight = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if needs_input_grad[0]:
-        grad_x = ((grad * scale).unsqueeze(-1) * weight if weight is not None else (grad * scale).unsqueeze(-1).expand(x.shape)).sum_to_size(ctx.x_shape)
+        grad_x = (
+            (grad * scale).unsqueeze(-1) * weight
+            if weight is not None
+            else (grad * scale).unsqueeze(-1).expand(x.shape)
+        ).sum_to_size(ctx.x_shape)
     if needs_input_grad[1]:
         grad_weight = ((grad * scale).unsqueeze(-1) * x).sum_to_size(ctx.weight_shape)
     return grad_x, grad_weight

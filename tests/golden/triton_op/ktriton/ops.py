@@ -9,6 +9,9 @@ from torch import Tensor
 from . import _registration  # noqa: F401  (defines the operators before they are looked up)
 
 _muladd = torch.ops.ktriton.muladd.default
+_sincos = torch.ops.ktriton.sincos.default
+_muladd_out = torch.ops.ktriton.muladd_out.default
+_rowsum = torch.ops.ktriton.rowsum.default
 
 
 def muladd(a: Tensor, b: Tensor, c: float) -> Tensor:
@@ -16,23 +19,14 @@ def muladd(a: Tensor, b: Tensor, c: float) -> Tensor:
     return _muladd(a, b, c)
 
 
-_sincos = torch.ops.ktriton.sincos.default
-
-
 def sincos(x: Tensor) -> tuple[Tensor, Tensor]:
     """sin(x) and cos(x) in one pass."""
     return _sincos(x)
 
 
-_muladd_out = torch.ops.ktriton.muladd_out.default
-
-
 def muladd_out(a: Tensor, b: Tensor, c: float, out: Tensor) -> None:
     """a * b + c written into out."""
     return _muladd_out(a, b, c, out)
-
-
-_rowsum = torch.ops.ktriton.rowsum.default
 
 
 def rowsum(x: Tensor, weight: Tensor | None = None, *, scale: float = 1.0) -> Tensor:

@@ -19,10 +19,10 @@ def muladd(a: Tensor, b: Tensor, c: float) -> Tensor:
 def sincos(x: Tensor) -> tuple[Tensor, Tensor]:
     """ktriton::sincos in plain PyTorch, computed in float32 at least."""
     dtype = x.dtype
-    x, = upcast(x)
+    (x,) = upcast(x)
     return (
-        (torch.sin(x)).to(dtype),
-        (torch.cos(x)).to(dtype),
+        torch.sin(x).to(dtype),
+        torch.cos(x).to(dtype),
     )
 
 

@@ -36,13 +36,16 @@ def scaled_sigmoid_triton(x: Tensor, scale: float = 1.0) -> Tensor:
     n_elements = out.numel()
     if n_elements == 0:
         return out
-    x, = _support.broadcast_contiguous(out.shape, x)
+    (x,) = _support.broadcast_contiguous(out.shape, x)
     kernel = scaled_sigmoid_kernel
     compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
     grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
-    with _support.device_guard(out):  # on the tensors' GPU, which need not be the current one
+    # On the tensors' GPU, which need not be the current one.
+    with _support.device_guard(out):
         kernel[grid](
-            x, out, scale,
+            x,
+            out,
+            scale,
             n_elements,
             BLOCK_SIZE=BLOCK_SIZE,
             COMPUTE_DTYPE=compute_dtype,

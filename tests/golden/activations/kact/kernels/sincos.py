@@ -39,13 +39,16 @@ def sincos_triton(x: Tensor) -> tuple[Tensor, Tensor]:
     n_elements = out0.numel()
     if n_elements == 0:
         return out0, out1
-    x, = _support.broadcast_contiguous(out0.shape, x)
+    (x,) = _support.broadcast_contiguous(out0.shape, x)
     kernel = sincos_kernel
     compute_dtype = tl.float64 if out0.dtype == torch.float64 else tl.float32
     grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
-    with _support.device_guard(out0):  # on the tensors' GPU, which need not be the current one
+    # On the tensors' GPU, which need not be the current one.
+    with _support.device_guard(out0):
         kernel[grid](
-            x, out0, out1,
+            x,
+            out0,
+            out1,
             n_elements,
             BLOCK_SIZE=BLOCK_SIZE,
             COMPUTE_DTYPE=compute_dtype,

@@ -54,7 +54,8 @@ def pairsum_triton(x: Tensor) -> Tensor:
     kernel = pairsum_kernel if out.is_cuda else pairsum_kernel_interpreted
     compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
     grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
-    with _support.device_guard(out):  # on the tensors' GPU, which need not be the current one
+    # On the tensors' GPU, which need not be the current one.
+    with _support.device_guard(out):
         kernel[grid](
             x,
             out,

@@ -35,13 +35,15 @@ def square_triton(x: Tensor) -> Tensor:
     n_elements = out.numel()
     if n_elements == 0:
         return out
-    x, = _support.broadcast_contiguous(out.shape, x)
+    (x,) = _support.broadcast_contiguous(out.shape, x)
     kernel = square_kernel
     compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
     grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
-    with _support.device_guard(out):  # on the tensors' GPU, which need not be the current one
+    # On the tensors' GPU, which need not be the current one.
+    with _support.device_guard(out):
         kernel[grid](
-            x, out,
+            x,
+            out,
             n_elements,
             BLOCK_SIZE=BLOCK_SIZE,
             COMPUTE_DTYPE=compute_dtype,

@@ -30,7 +30,11 @@ def bias_leaky_kernel(
     mask = offsets < n_elements
     x = tl.load(x_ptr + offsets, mask=mask).to(COMPUTE_DTYPE)
     bias = tl.load(bias_ptr + offsets, mask=mask).to(COMPUTE_DTYPE)
-    out = tl.where(negate != 0, -tl.where(x + bias > 0.0, x + bias, alpha * (x + bias)), tl.where(x + bias > 0.0, x + bias, alpha * (x + bias)))
+    out = tl.where(
+        negate != 0,
+        -tl.where(x + bias > 0.0, x + bias, alpha * (x + bias)),
+        tl.where(x + bias > 0.0, x + bias, alpha * (x + bias)),
+    )
     tl.store(out_ptr + offsets, out.to(out_ptr.dtype.element_ty), mask=mask)
 
 
@@ -39,7 +43,9 @@ def bias_leaky_kernel(
 bias_leaky_kernel_interpreted = InterpretedFunction(bias_leaky_kernel.fn)
 
 
-def bias_leaky_triton(x: Tensor, bias: Tensor, *, alpha: float = 0.1, negate: bool = False) -> Tensor:
+def bias_leaky_triton(
+    x: Tensor, bias: Tensor, *, alpha: float = 0.1, negate: bool = False
+) -> Tensor:
     """The bare launcher of bias_leaky_kernel; the operator calls it on real tensors."""
     out = _support.pointwise_output("krows::bias_leaky", x, bias)
     n_elements = out.numel()
@@ -49,9 +55,14 @@ def bias_leaky_triton(x: Tensor, bias: Tensor, *, alpha: float = 0.1, negate: bo
     kernel = bias_leaky_kernel if out.is_cuda else bias_leaky_kernel_interpreted
     compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
     grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
-    with _support.device_guard(out):  # on the tensors' GPU, which need not be the current one
+    # On the tensors' GPU, which need not be the current one.
+    with _support.device_guard(out):
         kernel[grid](
-            x, bias, out, alpha, int(negate),
+            x,
+            bias,
+            out,
+            alpha,
+            int(negate),
             n_elements,
             BLOCK_SIZE=BLOCK_SIZE,
             COMPUTE_DTYPE=compute_dtype,

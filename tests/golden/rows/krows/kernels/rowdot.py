@@ -40,7 +40,9 @@ def rowdot_kernel(
         total = tl.where(mask, total + values, total)
     # tl.reduce with tl.sum's own combine function: what tl.sum does, which Triton's
     # interpreter also runs in-process (it cannot call the @triton.jit tl.sum itself).
-    out = tl.reduce(total, 1, tl.standard._sum_combine) / n_cols  # an empty row gives 0 / 0 = nan, as torch.mean
+    out = tl.reduce(total, 1, tl.standard._sum_combine)
+    # An empty row gives 0 / 0 = nan, as torch.mean.
+    out = out / n_cols
     tl.store(out_ptr + rows, out.to(out_ptr.dtype.element_ty), mask=row_mask)
 
 
@@ -59,9 +61,13 @@ def rowdot_triton(a: Tensor, b: Tensor, scale: float = 1.0) -> Tensor:
     block_cols = min(1024, triton.next_power_of_2(max(n_cols, 16)))
     block_rows = min(4096 // block_cols, triton.next_power_of_2(n_rows))
     grid = (triton.cdiv(n_rows, block_rows),)
-    with _support.device_guard(out):  # on the tensors' GPU, which need not be the current one
+    # On the tensors' GPU, which need not be the current one.
+    with _support.device_guard(out):
         kernel[grid](
-            a, b, out, scale,
+            a,
+            b,
+            out,
+            scale,
             n_rows,
             n_cols,
             BLOCK_ROWS=block_rows,

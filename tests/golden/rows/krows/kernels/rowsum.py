@@ -34,7 +34,7 @@ def rowsum_kernel(
         offsets = rows[:, None] * n_cols + cols[None, :]
         x = tl.load(x_ptr + offsets, mask=mask).to(COMPUTE_DTYPE)
         # Cast: under torch.compile, Inductor passes float scalars as float64, which would widen the total.
-        values = (x).to(COMPUTE_DTYPE)
+        values = x.to(COMPUTE_DTYPE)
         total = tl.where(mask, total + values, total)
     # tl.reduce with tl.sum's own combine function: what tl.sum does, which Triton's
     # interpreter also runs in-process (it cannot call the @triton.jit tl.sum itself).
@@ -54,7 +54,7 @@ def rowsum_triton(x: Tensor) -> Tensor:
     if n_rows == 0:
         return out
     shape = _support.pointwise_shape("krows::rowsum", x)
-    x, = _support.broadcast_contiguous(shape, x)
+    (x,) = _support.broadcast_contiguous(shape, x)
     n_cols = shape[-1]
     kernel = rowsum_kernel if out.is_cuda else rowsum_kernel_interpreted
     compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
@@ -62,9 +62,11 @@ def rowsum_triton(x: Tensor) -> Tensor:
     block_cols = min(1024, triton.next_power_of_2(max(n_cols, 16)))
     block_rows = min(4096 // block_cols, triton.next_power_of_2(n_rows))
     grid = (triton.cdiv(n_rows, block_rows),)
-    with _support.device_guard(out):  # on the tensors' GPU, which need not be the current one
+    # On the tensors' GPU, which need not be the current one.
+    with _support.device_guard(out):
         kernel[grid](
-            x, out,
+            x,
+            out,
             n_rows,
             n_cols,
             BLOCK_ROWS=block_rows,

@@ -40,7 +40,7 @@ def weighted_rowsum_kernel(
         else:  # not given: a placeholder, which the present(weight) branches never choose
             weight = 0.0
         # Cast: under torch.compile, Inductor passes float scalars as float64, which would widen the total.
-        values = (tl.where(HAS_weight, x * weight, x)).to(COMPUTE_DTYPE)
+        values = tl.where(HAS_weight, x * weight, x).to(COMPUTE_DTYPE)
         total = tl.where(mask, total + values, total)
     # tl.reduce with tl.sum's own combine function: what tl.sum does, which Triton's
     # interpreter also runs in-process (it cannot call the @triton.jit tl.sum itself).
@@ -62,15 +62,20 @@ def weighted_rowsum_triton(x: Tensor, weight: Tensor | None = None) -> Tensor:
     shape = _support.pointwise_shape("krows::weighted_rowsum", x, weight)
     x, weight = _support.broadcast_contiguous(shape, x, weight)
     n_cols = shape[-1]
-    kernel = weighted_rowsum_kernel if out.is_cuda else weighted_rowsum_kernel_interpreted
+    kernel = (
+        weighted_rowsum_kernel if out.is_cuda else weighted_rowsum_kernel_interpreted
+    )
     compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
     # Up to 1024 columns per step, and as many rows as make 4096 elements per program.
     block_cols = min(1024, triton.next_power_of_2(max(n_cols, 16)))
     block_rows = min(4096 // block_cols, triton.next_power_of_2(n_rows))
     grid = (triton.cdiv(n_rows, block_rows),)
-    with _support.device_guard(out):  # on the tensors' GPU, which need not be the current one
+    # On the tensors' GPU, which need not be the current one.
+    with _support.device_guard(out):
         kernel[grid](
-            x, weight, out,
+            x,
+            weight,
+            out,
             n_rows,
             n_cols,
             BLOCK_ROWS=block_rows,

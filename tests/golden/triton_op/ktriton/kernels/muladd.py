@@ -43,7 +43,9 @@ def muladd_triton(a: Tensor, b: Tensor, c: float) -> Tensor:
     # On the tensors' GPU, which need not be the current one. (The body that torch.compile traces
     # launches through wrap_triton instead, and Inductor runs that kernel on its tensors' device.)
     with _support.device_guard(a):
-        return muladd_launch(muladd_kernel if a.is_cuda else muladd_kernel_interpreted, a, b, c)
+        return muladd_launch(
+            muladd_kernel if a.is_cuda else muladd_kernel_interpreted, a, b, c
+        )
 
 
 def muladd_launch(kernel, a: Tensor, b: Tensor, c: float) -> Tensor:
@@ -56,7 +58,10 @@ def muladd_launch(kernel, a: Tensor, b: Tensor, c: float) -> Tensor:
     compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
     grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
     kernel[grid](
-        a, b, out, c,
+        a,
+        b,
+        out,
+        c,
         n_elements,
         BLOCK_SIZE=BLOCK_SIZE,
         COMPUTE_DTYPE=compute_dtype,

@@ -48,7 +48,9 @@ def rowsum_kernel(
     tl.store(out_ptr + rows, out.to(out_ptr.dtype.element_ty), mask=row_mask)
 
 
-def rowsum_triton(x: Tensor, weight: Tensor | None = None, *, scale: float = 1.0) -> Tensor:
+def rowsum_triton(
+    x: Tensor, weight: Tensor | None = None, *, scale: float = 1.0
+) -> Tensor:
     """The bare launcher of rowsum_kernel; the operator's CPU kernel, and its eager CUDA path."""
     # On the tensors' GPU, which need not be the current one. (The body that torch.compile traces
     # launches through wrap_triton instead, and Inductor runs that kernel on its tensors' device.)
@@ -56,7 +58,9 @@ def rowsum_triton(x: Tensor, weight: Tensor | None = None, *, scale: float = 1.0
         return rowsum_launch(rowsum_kernel, x, weight, scale=scale)
 
 
-def rowsum_launch(kernel, x: Tensor, weight: Tensor | None = None, *, scale: float = 1.0) -> Tensor:
+def rowsum_launch(
+    kernel, x: Tensor, weight: Tensor | None = None, *, scale: float = 1.0
+) -> Tensor:
     """Runs `kernel` (rowsum_kernel, maybe wrapped by wrap_triton or interpreted) on the op's arguments."""
     out = _support.reduction_output("ktriton::rowsum", x, weight)
     n_rows = out.numel()
@@ -71,7 +75,10 @@ def rowsum_launch(kernel, x: Tensor, weight: Tensor | None = None, *, scale: flo
     block_rows = min(4096 // block_cols, triton.next_power_of_2(n_rows))
     grid = (triton.cdiv(n_rows, block_rows),)
     kernel[grid](
-        x, weight, out, scale,
+        x,
+        weight,
+        out,
+        scale,
         n_rows,
         n_cols,
         BLOCK_ROWS=block_rows,
@@ -83,7 +90,9 @@ def rowsum_launch(kernel, x: Tensor, weight: Tensor | None = None, *, scale: flo
     return out
 
 
-def rowsum_python(x: Tensor, weight: Tensor | None = None, *, scale: float = 1.0) -> Tensor:
+def rowsum_python(
+    x: Tensor, weight: Tensor | None = None, *, scale: float = 1.0
+) -> Tensor:
     """The PyTorch reference as a kernel, written into fresh contiguous output."""
     out = _support.reduction_output("ktriton::rowsum", x, weight)
     return out.copy_(reference.rowsum(x, weight, scale=scale))

@@ -43,7 +43,9 @@ def sincos_triton(x: Tensor) -> tuple[Tensor, Tensor]:
     # On the tensors' GPU, which need not be the current one. (The body that torch.compile traces
     # launches through wrap_triton instead, and Inductor runs that kernel on its tensors' device.)
     with _support.device_guard(x):
-        return sincos_launch(sincos_kernel if x.is_cuda else sincos_kernel_interpreted, x)
+        return sincos_launch(
+            sincos_kernel if x.is_cuda else sincos_kernel_interpreted, x
+        )
 
 
 def sincos_launch(kernel, x: Tensor) -> tuple[Tensor, Tensor]:
@@ -53,11 +55,13 @@ def sincos_launch(kernel, x: Tensor) -> tuple[Tensor, Tensor]:
     n_elements = out0.numel()
     if n_elements == 0:
         return out0, out1
-    x, = _support.broadcast_contiguous(out0.shape, x)
+    (x,) = _support.broadcast_contiguous(out0.shape, x)
     compute_dtype = tl.float64 if out0.dtype == torch.float64 else tl.float32
     grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
     kernel[grid](
-        x, out0, out1,
+        x,
+        out0,
+        out1,
         n_elements,
         BLOCK_SIZE=BLOCK_SIZE,
         COMPUTE_DTYPE=compute_dtype,

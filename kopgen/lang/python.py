@@ -1,0 +1,597 @@
+"""This module translates the model into the generated Python: the typed API (ops.py), the
+registration with its fake kernels and autograd (_registration.py), the shared helpers
+(_support.py), the PyTorch references (reference.py), the `python` kernels and the benchmark.
+
+As torchgen's api/python.py does for its bindings: functions over the model's Op and Package
+that return Python source, which the templates print. Layout follows `ruff format`'s defaults
+(88 columns, double quotes, magic trailing commas), so that the generated files are formatted
+as they are written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..model import Backward, Op, Package, Saved
+from ..schema import ListType, OptionalType, python_annotation, python_default
+from . import layout, tests
+from .layout import LINE_LENGTH, literal, wrap
+
+# -- signatures and calls
+
+
+def parameters(op: Op) -> list[str]:
+    """`a: Tensor, b: Tensor, *, alpha: float = 1.0`: the parameters of the API and the kernels."""
+    return _with_star(op, [_parameter(op, i) for i in range(len(op.args))])
+
+
+def _parameter(op: Op, index: int) -> str:
+    arg = op.args[index]
+    text = f"{arg.name}: {python_annotation(arg.schema.type)}"
+    default = python_default(arg.schema)
+    return text if default is None else f"{text} = {layout.requote(default)}"
+
+
+def _with_star(op: Op, parts: list[str]) -> list[str]:
+    """`parts` (one per argument) with `*` before the first keyword-only one."""
+    first = next((i for i, a in enumerate(op.args) if a.schema.kwarg_only), None)
+    return parts if first is None else [*parts[:first], "*", *parts[first:]]
+
+
+def define(name: str, op: Op, indent: int = 0, first: Sequence[str] = (), returns: str | None = None) -> str:
+    """The `def` line of a function over the op's arguments (after `first`), returning the op's result."""
+    returns = return_annotation(op) if returns is None else returns
+    return wrap(f"def {name}(", [*first, *parameters(op)], f") -> {returns}:", indent)
+
+
+def call_args(op: Op) -> list[str]:
+    """How a Python function passes the op's arguments on: keyword-only ones by name."""
+    return [f"{a.name}={a.name}" if a.schema.kwarg_only else a.name for a in op.args]
+
+
+def call(function: str, op: Op, indent: int = 0, first: Sequence[str] = (), prefix: str = "") -> str:
+    """The statement `prefix` + a call of `function` on the op's arguments (after `first`)."""
+    return layout.statement(prefix + call_text(function, op, first), indent)
+
+
+def call_text(function: str, op: Op, first: Sequence[str] = ()) -> str:
+    """A call of `function` on the op's arguments (after `first`), on one line."""
+    return f"{function}({', '.join([*first, *call_args(op)])})"
+
+
+def return_annotation(op: Op) -> str:
+    if op.is_mutating:
+        return "None"
+    return _tensors(op.num_outputs)
+
+
+def _tensors(count: int) -> str:
+    return "Tensor" if count == 1 else f"tuple[{', '.join(['Tensor'] * count)}]"
+
+
+def docstring(text: str, indent: str) -> str:
+    """`text` made safe inside \"\"\"...\"\"\": no escape sequences, no closing quotes; lines indented."""
+    text = text.replace("\\", "\\\\").replace('"', '\\"')
+    return f"\n{indent}".join(text.splitlines())
+
+
+def doc(op: Op) -> str:
+    """The op's doc as the body of its API function's docstring."""
+    return docstring(op.doc.strip(), indent="    ")
+
+
+def description(package: Package) -> str:
+    """The description as the first lines of the package's docstring."""
+    return docstring(package.description.strip() or package.name, indent="")
+
+
+def api_import(package: Package) -> str:
+    """__init__.py's import of the API functions."""
+    names = sorted(op.name for op in package.ops)
+    one_line = f"from .ops import {', '.join(names)}"
+    return one_line if len(one_line) <= LINE_LENGTH else wrap("from .ops import (", names, ")", explode=True)
+
+
+def handle(op: Op) -> str:
+    """ops.py's module-level name of the op's OpOverload."""
+    return f"_{op.stem}"
+
+
+def exports(package: Package) -> str:
+    """__init__.py's `__all__`."""
+    return wrap("__all__ = [", [literal(name) for name in sorted(op.name for op in package.ops)], "]")
+
+
+def api_imports(package: Package) -> list[str]:
+    """The imports of ops.py above `torch`: `typing` names the signatures use."""
+    types = [a.schema.type for op in package.ops for a in op.args]
+    sequence = any(isinstance(t.elem if isinstance(t, OptionalType) else t, ListType) for t in types)
+    return ["from typing import Sequence", ""] if sequence else []
+
+
+# -- _registration.py
+
+
+def section(package: Package, op: Op) -> str:
+    """The comment that opens an op's part of _registration.py, `# ns::op ---...` to the line length,
+    after two blank lines (one right after the imports, as isort has it)."""
+    title = f"# {op.qualname} "
+    after_imports = op is package.ops[0] and not library_fragment(package)
+    return ("\n" if after_imports else "\n\n") + title + "-" * max(3, LINE_LENGTH - len(title))
+
+
+def kernels_module(op: Op) -> str:
+    """The name _registration.py and the benchmark import the op's kernels module under."""
+    return f"{op.stem}_kernels"
+
+
+def registration_imports(package: Package) -> list[str]:
+    """The imports of _registration.py after `import torch`."""
+    triton_ops = any(op.is_triton_op for op in package.ops)
+    lines = ["from torch import Tensor", "from torch.library import wrap_triton"] if triton_ops else []
+    lines.append("")
+    if package.compiled_ops:
+        block = "STABLE_TORCH_LIBRARY" if package.stable_abi else "TORCH_LIBRARY"
+        lines += [f"# Importing _C loads the extension, whose {block} block defines the compiled ops.",
+                  "from . import _C, _support  # noqa: F401"]
+    else:
+        lines.append("from . import _support")
+    lines += [f"from .kernels import {op.name} as {kernels_module(op)}" for op in _with_python_kernels(package)]
+    return lines
+
+
+def _with_python_kernels(package: Package) -> list[Op]:
+    return sorted((op for op in package.ops if op.python_kernels), key=lambda op: op.name)
+
+
+def library_fragment(package: Package) -> list[str]:
+    """The Library fragment of _registration.py, where the `library` route defines its ops or
+    compiled ops get Python kernels; no lines where nothing needs one."""
+    purposes = []
+    if any(op.registration == "library" for op in package.ops):
+        purposes.append("the `library` route defines its ops on it")
+    if any(op.is_compiled and op.python_kernels for op in package.ops):
+        purposes.append("Python kernels of compiled ops are added to it")
+    if not purposes:
+        return []
+    return ["", f"# A fragment of the namespace: {'; '.join(purposes)}.",
+            f'_lib = torch.library.Library("{package.namespace}", "FRAGMENT")']
+
+
+def definition_template(op: Op) -> str:
+    """The part of _registration.py that defines the op and registers its kernels, by route."""
+    route = "compiled" if op.is_compiled else op.registration
+    return f"package/_registration/{route}.py.j2"
+
+
+def kernel_function(op: Op, language: str) -> str:
+    """The Python kernel of `language` (triton, python), as _registration.py reaches it."""
+    return f"{kernels_module(op)}.{op.stem}_{language}"
+
+
+def _kernels_by_language(op: Op) -> list[tuple[str, str]]:
+    """(device_types, kernel) per kernel language of a custom_op: the first is defined with the op (which
+    kernel is first only changes which call registers it)."""
+    return [(literal(op.devices_for(language)), kernel_function(op, language)) for language in op.kernel_languages]
+
+
+def primary_kernel(op: Op) -> str:
+    """The kernel torch.library.custom_op defines the op with (`primary_devices` its device_types)."""
+    return _kernels_by_language(op)[0][1]
+
+
+def primary_devices(op: Op) -> str:
+    return _kernels_by_language(op)[0][0]
+
+
+def register_other_kernels(op: Op) -> list[str]:
+    """The custom_op's kernels of its other languages, registered after it."""
+    return [wrap(f"{handle(op)}.register_kernel(", [devices, kernel]) for devices, kernel in _kernels_by_language(op)[1:]]
+
+
+def register_kernels(op: Op) -> list[str]:
+    """A triton_op's kernels, registered per device for eager calls."""
+    return [wrap(f"{handle(op)}.register_kernel(", [literal(k.device), kernel_function(op, k.language)])
+            for k in op.kernels]
+
+
+def tags_argument(op: Op) -> list[str]:
+    """custom_op's `tags=` argument: none where the op has no tags."""
+    return [tags_literal(op)] if op.tags else []
+
+
+def cpu_handle(op: Op) -> str:
+    """_registration.py's name of a triton_op's CPU op."""
+    return f"_{op.stem}_cpu"
+
+
+def traced_launch(op: Op) -> str:
+    """A triton_op's body on CUDA: the kernel launched through wrap_triton, which torch.compile traces."""
+    kernels = kernels_module(op)
+    return call(f"{kernels}.{op.stem}_launch", op, 4, first=[f"wrap_triton({kernels}.{op.stem}_kernel)"], prefix="return ")
+
+
+def triton_op_decorator(op: Op) -> str:
+    return wrap("@torch.library.triton_op(", [literal(op.qualname), f"mutates_args={mutates_args(op)}"])
+
+
+def not_differentiable_error(op: Op) -> str:
+    message = f"{op.qualname} is not differentiable: its spec has no backward formulas"
+    return wrap("raise RuntimeError(", [literal(message)], ")", 4)
+
+
+def register_no_autograd(op: Op) -> str:
+    return wrap("torch.library.register_autograd(",
+                [literal(op.qualname), f"_{op.stem}_backward", "setup_context=lambda ctx, inputs, output: None"])
+
+
+def impls(op: Op) -> list[str]:
+    """`_lib.impl(...)` of each Python kernel."""
+    return [wrap("_lib.impl(", [literal(op.name), kernel_function(op, k.language), literal(k.dispatch_key)])
+            for k in op.python_kernels]
+
+
+def library_define(op: Op) -> str:
+    tags = [f"tags={tags_literal(op)}"] if op.tags else []
+    return wrap("_lib.define(", [literal(op.schema_text), *tags])
+
+
+def compiled_comment(op: Op) -> str:
+    names = {"cpp": "C++ CPU kernel", "cuda": "CUDA kernel"}
+    kernels = " and ".join(names[k.language] for k in op.kernels if k.is_compiled)
+    python = "; the Python kernel is added here" if op.python_kernels else ""
+    return f"# Defined by the extension, with its {kernels}{python}."
+
+
+def mutates_args(op: Op) -> str:
+    return literal(tuple(a.name for a in op.args if a.schema.is_mutated))
+
+
+def tags_literal(op: Op) -> str:
+    return literal(tuple(_Code(f"torch.Tag.{tag}") for tag in op.tags))
+
+
+class _Code(str):
+    """Python source that `literal` prints as it is."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def cpu_op(op: Op) -> str:
+    """A triton_op's CPU kernel as an op of its own (tracing never enters it): its qualified name."""
+    return f"{op.namespace}::{cpu_handle(op)}"
+
+
+def fake_target(op: Op) -> str:
+    """The op the fake kernel is registered for: a triton_op's body is its own fake kernel,
+    so there the fake describes its CPU op."""
+    return cpu_op(op) if op.is_triton_op and op.cpu_kernel else op.qualname
+
+
+def fake_decorator(op: Op) -> str:
+    return wrap("@torch.library.register_fake(", [literal(fake_target(op))])
+
+
+def fake_define(op: Op) -> str:
+    """The fake kernel's `def`: untyped, with the defaults the dispatcher drops trailing arguments at."""
+    parts = []
+    for arg in op.args:
+        default = python_default(arg.schema)
+        parts.append(arg.name if default is None else f"{arg.name}={layout.requote(default)}")
+    return wrap(f"def _{op.stem}_fake(", _with_star(op, parts), "):")
+
+
+def fake_body(op: Op) -> list[str]:
+    """The fake kernel's body: a mutating op's checks, or the output described from metadata."""
+    if op.is_mutating:
+        return ["    # Only checks: the op writes its arguments in place and returns nothing.",
+                "    " + check_written(op, indent=4)]
+    if op.num_outputs == 1 or op.custom:  # a custom op's allocator returns all its outputs
+        noun = "outputs" if op.num_outputs > 1 else "output"
+        return [f"    # Only metadata: the same {noun} the launcher allocates, never reading data.",
+                "    " + layout.assign("return", allocate(op), 4)]
+    names = [f"out{i}" for i in range(op.num_outputs)]
+    return ["    # Only metadata: the same outputs the launcher allocates, never reading data.",
+            *("    " + layout.assign(name, allocate(op), 4) for name in names),
+            "    " + returns(names, 4)]
+
+
+def written_dict(op: Op) -> str:
+    """`{"out": out}`: the mutated arguments by name, for the shape checks of _support."""
+    return "{" + ", ".join(f'"{w.name}": {w.name}' for w in op.mutated_writes) + "}"
+
+
+def check_written(op: Op, indent: int) -> str:
+    """The shape and dtype checks of a mutating op, before it writes."""
+    tensors = [a.name for a in op.tensor_args]
+    return wrap("_support.check_written(", [literal(op.qualname), written_dict(op), *tensors], ")", indent)
+
+
+def output_allocator(op: Op) -> str:
+    """The _support function that allocates (and fake kernels describe) the output."""
+    if op.custom:
+        return f"{op.stem}_output"
+    return "reduction_output" if op.reduction else "pointwise_output"
+
+
+def allocate(op: Op) -> str:
+    """The call that allocates the op's output (each of them: outputs share their shape)."""
+    if op.custom:
+        return call_text(f"_support.{output_allocator(op)}", op)
+    tensors = [a.name for a in op.tensor_args]
+    return f"_support.{output_allocator(op)}({', '.join([literal(op.qualname), *tensors])})"
+
+
+def autograd_template(op: Op) -> str:
+    """What _registration.py registers for autograd: the formulas, an error, or nothing (mutating ops)."""
+    if op.backward:
+        return "package/_registration/autograd.py.j2"
+    return "package/_registration/no_autograd.py.j2" if op.is_mutating else "package/_registration/not_differentiable.py.j2"
+
+
+def register_autograd(op: Op) -> str:
+    return wrap("torch.library.register_autograd(",
+                [literal(op.qualname), f"_{op.stem}_backward", f"setup_context=_{op.stem}_setup_context"])
+
+
+def setup_context_define(op: Op) -> str:
+    keyword_only = ["keyword_only_inputs"] if op.keyword_only_names else []
+    return wrap(f"def _{op.stem}_setup_context(", ["ctx", "inputs", *keyword_only, "output"], "):")
+
+
+def _unpacked(names: Sequence[str]) -> str:
+    """The target of an unpacking assignment, as ruff writes a single one: `(x,)`."""
+    return f"({names[0]},)" if len(names) == 1 else ", ".join(names)
+
+
+def returns(values: Sequence[str], indent: int) -> str:
+    """`return a, b`: a tuple, `(a,)` where it has one value."""
+    value = f"({values[0]},)" if len(values) == 1 else ", ".join(values)
+    return layout.statement(f"return {value}", indent)
+
+
+def _needs_input_grad(backward: Backward) -> str:
+    """What setup_context and backward test: ctx's own tuple, or one padded to every input."""
+    return "needs_input_grad" if backward.droppable_inputs else "ctx.needs_input_grad"
+
+
+def _padded_needs_input_grad(backward: Backward) -> list[str]:
+    """ctx.needs_input_grad has one entry per input the call passed on: padded to every input."""
+    count = len(backward.arg_names)
+    return ["    # The dispatcher drops trailing arguments left at their defaults (None): they want no gradient.",
+            "    " + layout.assign("needs_input_grad", f"ctx.needs_input_grad + (False,) * ({count} - len(ctx.needs_input_grad))", 4)]
+
+
+def _metadata(saved: Saved) -> str:
+    """What setup_context keeps of a tensor read only for its metadata (None for an absent optional)."""
+    value = f"_support.TensorMetadata({saved.source})"
+    return f"None if {saved.source} is None else {value}" if saved.optional else value
+
+
+def setup_context_body(op: Op) -> list[str]:
+    """setup_context: what backward reads, kept on ctx; tensors saved only where a wanted gradient reads them."""
+    bw = op.backward
+    kept = {s.source for s in bw.saved_tensors + bw.saved_metadata} | set(bw.scalars)
+    kept |= {g.arg.name for g in bw.gradients if g.formula}
+    lines = [f"    {_unpacked([n if n in kept else '_' for n in bw.arg_names])} = inputs"]
+    if bw.droppable_inputs and bw.saved_tensors:
+        lines += _padded_needs_input_grad(bw)
+    lines += [f'    {name} = keyword_only_inputs["{name}"]' for name in bw.scalars if name in bw.keyword_only]
+    for gradient in bw.gradients:
+        if gradient.formula:
+            name = gradient.arg.name
+            shape = f"None if {name} is None else {name}.shape" if gradient.arg.is_optional else f"{name}.shape"
+            lines.append(f"    ctx.{name}_shape = {shape}")
+    lines += [f"    ctx.{name} = {name}" for name in bw.scalars]
+    lines += ["    " + layout.assign(f"ctx.{s.name}", _metadata(s), 4) for s in bw.saved_metadata]
+    if bw.saved_tensors:
+        needs = _needs_input_grad(bw)
+        lines.append("    # Save only what the formulas read, and only when a gradient that reads it is wanted.")
+        saved = [f"{s.source} if {' or '.join(f'{needs}[{i}]' for i in s.needed_by)} else None" for s in bw.saved_tensors]
+        lines.append("    " + wrap("ctx.save_for_backward(", saved, ")", 4, explode=True))
+    return lines
+
+
+def backward_define(op: Op) -> str:
+    return f"def _{op.stem}_backward(ctx, {'grad' if op.backward.num_outputs == 1 else '*grads'}):"
+
+
+def backward_body(op: Op) -> list[str]:
+    """backward: the saved values unpacked, then each wanted gradient summed back to its input's shape."""
+    bw = op.backward
+    lines = []
+    if bw.saved_tensors:
+        lines.append(f"    {_unpacked([s.name for s in bw.saved_tensors])} = ctx.saved_tensors")
+    saved = {s.name for s in bw.saved_tensors}
+    if bw.num_outputs > 1 and any(name.startswith("result") for name in saved):
+        results = [f"result{i}" if f"result{i}" in saved else "None" for i in range(bw.num_outputs)]
+        lines.append("    " + layout.statement(f"results = ({', '.join(results)})", 4))
+    lines += [f"    {name} = ctx.{name}" for name in bw.scalars]
+    lines += [f"    {s.name} = ctx.{s.name}" for s in bw.saved_metadata]
+    if bw.droppable_inputs:
+        lines += _padded_needs_input_grad(bw)
+    gradients = [g for g in bw.gradients if g.formula]
+    lines += [f"    grad_{g.arg.name} = None" for g in gradients]
+    lines.append("    # Each gradient is summed back to its input's shape, where the input was broadcast.")
+    for g in gradients:
+        lines.append(f"    if {_needs_input_grad(bw)}[{g.arg.index}]:")
+        summed = f"{layout.operand(g.formula.python)}.sum_to_size(ctx.{g.arg.name}_shape)"
+        lines.append("        " + layout.assign(f"grad_{g.arg.name}", summed, 8))
+    gradients_returned = []
+    for arg in op.args[: op.positional_count]:
+        gradient = bw.gradient_for(arg)
+        gradients_returned.append(f"grad_{arg.name}" if gradient and gradient.formula else "None")
+    lines.append("    " + returns(gradients_returned, 4))
+    return lines
+
+
+# -- _support.py
+
+
+def support_imports(package: Package) -> list[str]:
+    """The standard modules _support.py imports (a blank line after them where there are some)."""
+    modules = []
+    if package.uses_compiled_triton:
+        modules.append("contextlib")
+    if package.needs_tensor_metadata or {"max", "min"} & set(package.reductions):
+        modules.append("math")
+    return [f"import {module}" for module in modules] + ([""] if modules else [])
+
+
+def tensors_parameter(package: Package) -> str:
+    """The `*tensors` of the shared helpers, which skip Nones where some op takes a `Tensor?`."""
+    return "*tensors: Tensor | None" if package.has_optional_inputs else "*tensors: Tensor"
+
+
+def first_tensor(package: Package) -> str:
+    return "given(tensors)[0]" if package.has_optional_inputs else "tensors[0]"
+
+
+def row_helper_template(kind: str) -> str:
+    """The _support helper that reduces rows the way `kind` does (empty rows as the SPEC says)."""
+    return "package/_support/row_mean_sum.py.j2" if kind in ("sum", "mean") else "package/_support/row_max_min.py.j2"
+
+
+def row_helper_doc(kind: str) -> str:
+    return {
+        "sum": "Sums over the last dimension; an empty row sums to 0.",
+        "mean": "Means over the last dimension; an empty row has mean nan, as in torch.mean.",
+        "max": "The maximum over the last dimension; an empty row gives -inf, the identity.",
+        "min": "The minimum over the last dimension; an empty row gives inf, the identity.",
+    }[kind]
+
+
+def row_identity(kind: str) -> str:
+    """What row_max and row_min give for an empty row."""
+    return "-math.inf" if kind == "max" else "math.inf"
+
+
+def custom_ops(package: Package) -> list[Op]:
+    return [op for op in package.ops if op.custom]
+
+
+def custom_output(op: Op) -> list[str]:
+    """The body of a custom op's `<op>_output`: each output allocated as its spec's `fake` describes."""
+    device = f"{op.lead.name}.device"
+    outputs = [f"torch.empty({shape}, dtype={dtype}, device={device})" for shape, dtype in op.custom.outputs]
+    noun = "outputs" if len(outputs) > 1 else "output"
+    pronoun = "them" if len(outputs) > 1 else "it"
+    lines = [f'    """The {noun} of {op.qualname}, as its spec\'s `fake` describes {pronoun} (its kernel is the user\'s)."""']
+    if len(outputs) == 1:
+        return lines + ["    " + layout.assign("return", outputs[0], 4)]
+    return lines + ["    " + wrap("return (", outputs, ")", 4, explode=True)]
+
+
+# -- reference.py
+
+
+def reference_imports(package: Package) -> list[str]:
+    """reference.py's imports: the modules its expressions call into, recorded when they were parsed."""
+    modules = set()
+    for op in package.ops:
+        modules |= op.custom.reference.imports if op.custom else {m for w in op.writes for m in w.expr.imports}
+    lines = ["import math", ""] if "math" in modules else []
+    lines += ["import torch"] if "torch" in modules else []
+    helpers = sorted([f"row_{kind}" for kind in package.reductions] + ["upcast"])
+    return [*lines, "from torch import Tensor", "", f"from ._support import {', '.join(helpers)}"]
+
+
+def reference_define(op: Op) -> str:
+    """The reference returns what the op returns, or what a mutating op writes."""
+    count = op.num_outputs if op.custom else len(op.writes)
+    return define(op.name, op, returns=_tensors(count))
+
+
+def reference_doc(op: Op) -> str:
+    if op.is_mutating:
+        written = ", ".join(w.name for w in op.mutated_writes)
+        return f"What {op.qualname} writes to {written}, in plain PyTorch (float32 at least)."
+    return f"{op.qualname} in plain PyTorch, computed in float32 at least."
+
+
+def upcast(op: Op) -> str:
+    """The Tensors the reference computes with, in float32 at least."""
+    names = [a.name for a in (op.tensor_args if op.custom else op.read_args)]
+    return wrap(f"{_unpacked(names)} = upcast(", names, ")", 4)
+
+
+def reference_return(op: Op) -> str:
+    """What the reference returns, in the dtype of the op's lead input."""
+    if op.custom:
+        if op.num_outputs == 1:
+            return layout.assign("return", f"{layout.operand(op.custom.reference.python)}.to(dtype)", 4)
+        return layout.assign("return", f"tuple(output.to(dtype) for output in {op.custom.reference.python})", 4)
+    if op.reduction:
+        return layout.assign("return", f"row_{op.reduction.kind}({op.writes[0].expr.to_torch()}).to(dtype)", 4)
+    values = [f"{layout.operand(w.expr.to_torch())}.to(dtype)" for w in op.writes]
+    if len(values) == 1:
+        return layout.assign("return", values[0], 4)
+    return wrap("return (", values, ")", 4, explode=True)
+
+
+# -- the `python` kernels (kernels/<op>.py)
+
+
+def python_kernel(op: Op) -> str:
+    return f"{op.stem}_python"
+
+
+def python_kernel_body(op: Op) -> list[str]:
+    """The PyTorch reference as a kernel: written into the mutated arguments, or into fresh outputs."""
+    reference = call_text(f"reference.{op.name}", op)
+    if op.is_mutating:
+        lines = ['    """The PyTorch reference as a kernel, written into the mutated arguments."""',
+                 "    " + check_written(op, 4)]
+        if len(op.writes) == 1:
+            return lines + ["    " + layout.statement(f"{op.writes[0].name}.copy_({reference})", 4)]
+        lines.append("    " + layout.assign("expected", reference, 4))
+        return lines + [f"    {w.name}.copy_(expected[{i}])" for i, w in enumerate(op.writes)]
+    if op.custom:
+        lines = ['    """The PyTorch reference as a kernel, written into outputs allocated as `fake` describes."""']
+        if op.num_outputs == 1:
+            return lines + ["    " + layout.assign("out", allocate(op), 4),
+                            "    " + layout.assign("return", f"out.copy_({reference})", 4)]
+        return lines + ["    " + layout.assign("outputs", allocate(op), 4),
+                        "    " + layout.assign("expected", reference, 4),
+                        "    return tuple(output.copy_(want) for output, want in zip(outputs, expected, strict=True))"]
+    lines = ['    """The PyTorch reference as a kernel, written into fresh contiguous output."""']
+    lines += ["    " + layout.assign(out, allocate(op), 4) for out in op.output_names]
+    if len(op.output_names) == 1:
+        return lines + ["    " + layout.assign("return", f"out.copy_({reference})", 4)]
+    lines.append("    " + layout.assign("expected", reference, 4))
+    copies = [f"{out}.copy_(expected[{i}])" for i, out in enumerate(op.output_names)]
+    return lines + ["    " + returns(copies, 4)]
+
+
+# -- the benchmark
+
+
+def bench_imports(package: Package) -> list[str]:
+    return [f"from {package.name}.kernels import {op.name} as {kernels_module(op)}" for op in _with_python_kernels(package)]
+
+
+def bench_launchers(op: Op) -> str:
+    """An op's entry of variants_of's launchers: its Python kernels by device."""
+    kernels = [f"{literal(k.device)}: {kernel_function(op, k.language)}" for k in op.python_kernels]
+    return layout.statement(f"{literal(op.name)}: {{{', '.join(kernels)}}},", 8)
+
+
+def _bench_table(name: str, values: dict[str, str]) -> str:
+    """A module-level dict of the benchmark, from op name to `values`' Python source."""
+    items = ", ".join(f"{literal(op)}: {value}" for op, value in values.items())
+    return layout.statement(f"{name} = {{{items}}}", 0)
+
+
+def bench_ops(package: Package) -> str:
+    return _bench_table("OPS", {op.name: literal(op.devices) for op in package.ops})
+
+
+def bench_keyword_only(package: Package) -> str:
+    return _bench_table("KEYWORD_ONLY", {op.name: literal(op.keyword_only_names) for op in package.ops})
+
+
+def bench_make_args(op: Op) -> str:
+    """An op's entry of make_args: a large tensor for each Tensor argument, a sample value for the others."""
+    values = [_Code("make()" if a.is_tensor else tests.sample_value(a)) for a in op.args]
+    return layout.statement(f"{literal(op.name)}: lambda: {literal(tuple(values))},", 8)

@@ -1,0 +1,322 @@
+"""This module translates the model into the generated Triton: the kernels of kernels/<op>.py and
+the launchers that allocate, broadcast and launch them.
+
+Functions over the model's Op, which the templates print; `kernel_template` names the template of
+the op's kind (pointwise or row reduction), the one place that chooses between kinds.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ..model import Op, Reduction
+from . import python
+from .layout import literal, wrap
+
+# -- the module
+
+
+def kernel_template(op: Op) -> str:
+    """The template of the op's kind: its Triton kernel and launcher."""
+    return "package/kernels/_reduction.py.j2" if op.reduction else "package/kernels/_pointwise.py.j2"
+
+
+def module_doc(op: Op) -> str:
+    return f"Kernels of {op.qualname}: a Triton kernel and its launcher." if op.uses_triton else f"Kernels of {op.qualname}."
+
+
+def imports(op: Op) -> list[str]:
+    """The imports of a kernels module: Triton where the op has a Triton kernel, its interpreter for CPU
+    tensors, the reference for a `python` kernel."""
+    lines = ["import torch", "import triton", "import triton.language as tl"] if op.uses_triton else []
+    lines.append("from torch import Tensor")
+    if op.uses_interpreter:
+        lines.append("from triton.runtime.interpreter import InterpretedFunction")
+    own = "_support, reference" if has_python_kernel(op) else "_support"
+    return [*lines, "", f"from .. import {own}"]
+
+
+def has_python_kernel(op: Op) -> bool:
+    return "python" in op.kernel_languages
+
+
+def kernel(op: Op) -> str:
+    return f"{op.stem}_kernel"
+
+
+def launcher(op: Op) -> str:
+    return f"{op.stem}_triton"
+
+
+# -- kernels
+
+
+def kernel_define(op: Op, *sizes: str) -> str:
+    """The kernel's `def`, one parameter per line: tensor pointers, scalars, then `sizes`, the compute
+    dtype and a HAS_x flag per optional Tensor the expressions test."""
+    constants = ["COMPUTE_DTYPE: tl.constexpr", *(f"HAS_{a.name}: tl.constexpr" for a in op.tested_optionals)]
+    parameters = [t.pointer for t in op.kernel_tensors] + [a.name for a in op.kernel_scalars]
+    return wrap(f"def {kernel(op)}(", [*parameters, *sizes, *constants], "):", explode=True)
+
+
+def loads(op: Op, indent: int) -> list[str]:
+    """Each Tensor the expressions read, loaded into the compute dtype; an optional one only when given."""
+    pad = " " * indent
+    lines = []
+    for arg in op.read_args:
+        load = f"{arg.name} = tl.load({arg.pointer} + offsets, mask=mask).to(COMPUTE_DTYPE)"
+        if arg.is_optional:
+            lines += [f"{pad}if HAS_{arg.name}:", f"{pad}    {load}",
+                      f"{pad}else:  # not given: a placeholder, which the present({arg.name}) branches never choose",
+                      f"{pad}    {arg.name} = 0.0"]
+        else:
+            lines.append(pad + load)
+    return lines
+
+
+def stores(op: Op) -> list[str]:
+    """A pointwise kernel's writes: each value stored in its tensor's dtype."""
+    lines = []
+    for write in op.writes:
+        value = write.expr.to_triton()
+        if write.arg:  # a mutated argument: its name holds the loaded value, which later writes may read
+            stored = f"{python.layout.operand(value)}.to({write.pointer}.dtype.element_ty)"
+        else:
+            lines.append("    " + python.layout.assign(write.name, value, 4))
+            stored = f"{write.name}.to({write.pointer}.dtype.element_ty)"
+        lines.append("    " + wrap("tl.store(", [f"{write.pointer} + offsets", stored, "mask=mask"], ")", 4))
+    return lines
+
+
+def reduced_values(op: Op) -> str:
+    """The values a reduction sums up, cast: under torch.compile, Inductor passes float scalars as float64."""
+    return python.layout.assign("values", f"{python.layout.operand(op.writes[0].expr.to_triton())}.to(COMPUTE_DTYPE)", 8)
+
+
+def identity(reduction: Reduction) -> str:
+    """The running totals of a block of rows before any column is read."""
+    # tl.full, not tl.zeros: the interpreter cannot call Triton's @triton.jit helpers in-process.
+    value = {"max": 'float("-inf")', "min": 'float("inf")'}.get(reduction.kind, "0.0")
+    return f"tl.full((BLOCK_ROWS, BLOCK_COLS), {value}, dtype=COMPUTE_DTYPE)"
+
+
+def combine(reduction: Reduction) -> str:
+    """The running totals with one more block of values."""
+    if reduction.kind in ("max", "min"):
+        return f"tl.{reduction.kind}imum(total, values)"
+    return "total + values"
+
+
+def reduce(reduction: Reduction) -> list[str]:
+    """The rows' totals reduced: tl.reduce with tl.<f>'s own combine function, which Triton's
+    interpreter runs in-process (it cannot call the @triton.jit tl.<f>)."""
+    function = f"tl.{'sum' if reduction.kind in ('sum', 'mean') else reduction.kind}"
+    combine_function = {"max": "tl.standard._elementwise_max", "min": "tl.standard._elementwise_min"}.get(
+        reduction.kind, "tl.standard._sum_combine"
+    )
+    lines = [f"    # tl.reduce with {function}'s own combine function: what {function} does, which Triton's",
+             f"    # interpreter also runs in-process (it cannot call the @triton.jit {function} itself).",
+             f"    out = tl.reduce(total, 1, {combine_function})"]
+    if reduction.is_mean:
+        lines += ["    # An empty row gives 0 / 0 = nan, as torch.mean.", "    out = out / n_cols"]
+    return lines
+
+
+# -- launchers
+
+
+def kernel_for(op: Op, tensor: str) -> str:
+    """The Triton kernel a launcher runs: compiled for CUDA tensors, interpreted for CPU ones."""
+    if op.uses_interpreter and op.uses_compiled_triton:
+        return f"{kernel(op)} if {tensor}.is_cuda else {kernel(op)}_interpreted"
+    return f"{kernel(op)}_interpreted" if op.uses_interpreter else kernel(op)
+
+
+def launcher_template(op: Op) -> str:
+    """The launcher's head: a triton_op's splits into the eager launcher and the launch its body traces."""
+    return "package/kernels/_launcher_triton_op.py.j2" if op.is_triton_op else "package/kernels/_launcher.py.j2"
+
+
+def first_written(op: Op) -> str:
+    """The tensor whose shape, dtype and device a launch follows: the first output, or the first written argument."""
+    return op.writes[0].name
+
+
+def outputs(op: Op) -> list[str]:
+    """A launcher's first lines: its outputs allocated, or a mutating op's arguments checked."""
+    if op.is_mutating:
+        return ["    " + python.check_written(op, 4)]
+    return ["    " + python.layout.assign(out, python.allocate(op), 4) for out in op.output_names]
+
+
+def empty_return(op: Op) -> str:
+    """What a launcher returns without launching (no elements)."""
+    return "return" if op.is_mutating else f"return {', '.join(op.output_names)}"
+
+
+def broadcast(op: Op, shape: str = "") -> list[str]:
+    """The inputs, expanded to `shape` (the first written tensor's) and made dense, so that the kernel
+    indexes them flat."""
+    shape = shape or f"{first_written(op)}.shape"
+    names = [a.name for a in op.input_args]
+    if not names:
+        return []
+    target = f"({names[0]},)" if len(names) == 1 else ", ".join(names)
+    return ["    " + wrap(f"{target} = _support.broadcast_contiguous(", [shape, *names], ")", 4)]
+
+
+def dense_buffers(op: Op) -> list[str]:
+    """A mutating op's written arguments as dense tensors; strided ones get the values copied back."""
+    if not op.is_mutating:
+        return []
+    return ["    # The kernel writes dense tensors; strided arguments get the values copied in afterwards.",
+            *(f"    {w.buffer} = {w.name}.contiguous()" for w in op.mutated_writes)]
+
+
+def kernel_choice(op: Op) -> list[str]:
+    """`kernel = ...`: the launcher of a triton_op takes its kernel as a parameter instead."""
+    return [] if op.is_triton_op else ["    " + python.layout.statement(f"kernel = {kernel_for(op, first_written(op))}", 4)]
+
+
+def compute_dtype(op: Op) -> str:
+    return f"compute_dtype = tl.float64 if {first_written(op)}.dtype == torch.float64 else tl.float32"
+
+
+def _arguments(op: Op) -> list[str]:
+    # bools go in as ints: Triton's interpreter (3.6) cannot take a Python bool as a kernel scalar.
+    scalars = [f"int({a.name})" if a.kind == "bool" else a.name for a in op.kernel_scalars]
+    return [t.python for t in op.kernel_tensors] + scalars
+
+
+def launch(op: Op, sizes: list[str], constants: list[str]) -> list[str]:
+    """`kernel[grid](...)`, one argument per line; inside a device guard where a launcher of its own
+    runs CUDA tensors (a triton_op's launch runs where its callers put it)."""
+    flags = [f"HAS_{a.name}={a.name} is not None" for a in op.tested_optionals]
+    arguments = [*_arguments(op), *sizes, *constants, "COMPUTE_DTYPE=compute_dtype", *flags]
+    if op.uses_compiled_triton and not op.is_triton_op:
+        return _guarded(first_written(op), arguments)
+    return ["    " + wrap("kernel[grid](", arguments, ")", 4, explode=True)]
+
+
+def _guarded(tensor: str, arguments: list[str]) -> list[str]:
+    return ["    # On the tensors' GPU, which need not be the current one.",
+            f"    with _support.device_guard({tensor}):",
+            "        " + wrap("kernel[grid](", arguments, ")", 8, explode=True)]
+
+
+def epilogue(op: Op) -> list[str]:
+    """After the launch: strided written arguments get their values, or the outputs are returned."""
+    if not op.is_mutating:
+        return [f"    return {', '.join(op.output_names)}"]
+    lines = []
+    for write in op.mutated_writes:
+        lines += [f"    if {write.buffer} is not {write.name}:", f"        {write.name}.copy_({write.buffer})"]
+    return lines
+
+
+# -- custom kernels' skeletons
+
+
+def skeleton_define(op: Op) -> str:
+    tensors = [a.pointer for a in op.tensor_args] + [f"{name}_ptr" for name in op.output_names]
+    scalars = [a.name for a in op.args if not a.is_tensor]
+    sizes = [output.numel for output in skeleton_outputs(op)]
+    constants = ["BLOCK_SIZE: tl.constexpr", "COMPUTE_DTYPE: tl.constexpr"]
+    return wrap(f"def {kernel(op)}(", [*tensors, *scalars, *sizes, *constants], "):", explode=True)
+
+
+class SkeletonOutput(NamedTuple):
+    """An output of a custom kernel's skeleton, with its own size and mask (outputs may differ in shape)."""
+
+    numel: str  # the kernel parameter holding its number of elements
+    mask: str  # the kernel's local masking its stores
+    name: str  # `out`, or `out0`, `out1`, ...
+    size: str  # what the launcher passes for `numel`
+
+
+def skeleton_outputs(op: Op) -> list[SkeletonOutput]:
+    """The outputs of a custom kernel's skeleton: a single one under the launcher's `n_elements` and `mask`."""
+    if op.num_outputs == 1:
+        return [SkeletonOutput("n_elements", "mask", "out", "n_elements")]
+    return [SkeletonOutput(f"{name}_numel", f"{name}_mask", name, f"{name}.numel()") for name in op.output_names]
+
+
+def skeleton_stores(op: Op) -> list[str]:
+    """The skeleton's placeholder stores: zeros, each output under its mask."""
+    lines = []
+    for numel, mask, name, _ in skeleton_outputs(op):
+        if op.num_outputs > 1:
+            lines.append(f"    {mask} = offsets < {numel}")
+        lines.append(f"    {name} = tl.full((BLOCK_SIZE,), 0.0, dtype=COMPUTE_DTYPE)")
+        stored = f"{name}.to({name}_ptr.dtype.element_ty)"
+        lines.append("    " + wrap("tl.store(", [f"{name}_ptr + offsets", stored, f"mask={mask}"], ")", 4))
+    return lines
+
+
+def skeleton_grid_size(op: Op) -> list[str]:
+    """The elements the grid covers: the output's, or the largest output's."""
+    if op.num_outputs == 1:
+        return ["    n_elements = out.numel()"]
+    sizes = ", ".join(f"{name}.numel()" for name in op.output_names)
+    return ["    # The grid covers the largest output.", f"    n_elements = max({sizes})"]
+
+
+def skeleton_launch(op: Op) -> list[str]:
+    scalars = [f"int({a.name})" if a.kind == "bool" else a.name for a in op.args if not a.is_tensor]
+    arguments = [a.name for a in op.tensor_args] + list(op.output_names) + scalars
+    arguments += [output.size for output in skeleton_outputs(op)] + ["BLOCK_SIZE=BLOCK_SIZE", "COMPUTE_DTYPE=compute_dtype"]
+    if op.uses_compiled_triton:
+        return _guarded(op.output_names[0], arguments)
+    return ["    " + wrap("kernel[grid](", arguments, ")", 4, explode=True)]
+
+
+def contiguous_inputs(op: Op) -> str:
+    """The inputs made dense, so that the kernel can index them flat."""
+    names = [a.name for a in op.tensor_args]
+    values = [f"{name}.contiguous()" for name in names]
+    if len(names) == 1:
+        return f"{names[0]} = {values[0]}"
+    return python.layout.statement(f"{', '.join(names)} = {', '.join(values)}", 4)
+
+
+def not_implemented(op: Op, package_name: str) -> str:
+    message = f"{op.qualname} has no kernel yet: write the body of {kernel(op)} in {package_name}/kernels/{op.name}.py"
+    return wrap("raise NotImplementedError(", [literal(message)], ")", 4)
+
+
+
+def skeleton_prologue(op: Op) -> list[str]:
+    """The skeleton kernel's offsets, and where the user's code goes."""
+    offsets = "    offsets = tl.program_id(0).to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)"
+    if op.num_outputs == 1:
+        return ["    # One program per BLOCK_SIZE elements of the output; 64-bit offsets.", offsets,
+                "    mask = offsets < n_elements",
+                "    # TODO: load what this block of the output needs (the inputs are contiguous) and compute it."]
+    return ["    # One program per BLOCK_SIZE elements of the largest output; 64-bit offsets. The outputs",
+            "    # may differ in size: each one is stored under its own mask.", offsets,
+            "    # TODO: load what this block of each output needs (the inputs are contiguous) and compute it."]
+
+
+def skeleton_outputs_allocated(op: Op) -> str:
+    return "the outputs are allocated" if op.num_outputs > 1 else "the output is allocated"
+
+
+def skeleton_outputs_call(op: Op) -> str:
+    """The skeleton launcher's outputs, allocated as the spec's `fake` describes."""
+    return python.layout.assign(", ".join(op.output_names), python.allocate(op), 4)
+
+
+def broadcast_shape(op: Op) -> str:
+    """A reduction's broadcast input shape, whose last dimension it reduces."""
+    tensors = ", ".join(a.name for a in op.tensor_args)
+    return python.layout.statement(f"shape = _support.pointwise_shape({literal(op.qualname)}, {tensors})", 4)
+
+
+def launch_function(op: Op) -> str:
+    """A triton_op's launch of any kernel (bare, interpreted, or wrapped by wrap_triton)."""
+    return f"{op.stem}_launch"
+
+
+def launch_with(op: Op, indent: int) -> str:
+    """The eager launcher of a triton_op: its launch, with the kernel for the tensors' device."""
+    return python.call(launch_function(op), op, indent, first=[kernel_for(op, op.lead.name)], prefix="return ")
