@@ -39,23 +39,12 @@ def resolve(root: Mapping, spec_text: str, diagnostics: Diagnostics) -> Package 
     check_package_names(root, namespace, namespace_at, diagnostics)
     defaults = root.get("defaults")
     op_nodes = root.get("ops").items
-    names = {}
-    mutating = set()
-    for node in op_nodes:
-        schema_node = node.get("schema")
-        name = schema_node.value.split("(", 1)[0].strip()
-        names.setdefault(name, schema_node)
-        try:  # formulas may not call the ops that write their arguments
-            if parse_schema(schema_node.value).mutated_arguments:
-                mutating.add(name)
-        except SchemaError:
-            pass  # reported with the op
-    own_ops = frozenset(names)
+    own_ops, mutating = _own_ops(op_nodes)
     ops = []
     seen: dict[str, tuple[str, Position]] = {}  # by the name in lower case: files differ in case only on some systems
     compiled_route = None
     for node in op_nodes:
-        resolver = OpResolver(node, defaults, namespace, own_ops, diagnostics, frozenset(mutating), namespace_at)
+        resolver = OpResolver(node, defaults, namespace, own_ops, diagnostics, mutating, namespace_at)
         op = resolver.resolve()
         if op is None:
             continue
@@ -90,6 +79,22 @@ def resolve(root: Mapping, spec_text: str, diagnostics: Diagnostics) -> Package 
         ops=tuple(ops),
         spec_text=spec_text,
     )
+
+
+def _own_ops(op_nodes: tuple[Mapping, ...]) -> tuple[frozenset[str], frozenset[str]]:
+    """The names of the spec's ops, which its formulas may call, and of those whose schema mutates
+    an argument, which they may not."""
+    names, mutating = set(), set()
+    for node in op_nodes:
+        schema = node.get("schema").value
+        name = schema.split("(", 1)[0].strip()
+        names.add(name)
+        try:
+            if parse_schema(schema).mutated_arguments:
+                mutating.add(name)
+        except SchemaError:
+            pass  # reported with the op
+    return frozenset(names), frozenset(mutating)
 
 
 def with_stems(ops: list[Op]) -> list[Op]:

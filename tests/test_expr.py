@@ -280,6 +280,17 @@ def test_pointwise_records_the_modules_its_torch_translation_calls(text, imports
     assert parse_pointwise(text, ARGS).imports == imports
 
 
+@pytest.mark.parametrize(("text", "calls"), [
+    ("a * b + alpha", set()),
+    ("sqrt(a) + exp(b)", {"sqrt", "exp"}),
+    ("a ** 2", {"pow"}),  # `**` counts as pow: the generated tests pick positive inputs for both
+    ("where(flag, log(a), b) if a > 0 else minimum(a, b)", {"where", "log", "minimum"}),
+])
+def test_pointwise_records_the_functions_it_calls(text, calls):
+    """The generated tests choose their inputs by the functions an expression calls, recorded while it was checked."""
+    assert parse_pointwise(text, ARGS).calls == calls
+
+
 def test_names_in_first_use_order():
     assert parse_pointwise("b * a + b + alpha", ARGS).names == ("b", "a", "alpha")
     assert parse_pointwise("a if flag else b", ARGS).names == ("a", "flag", "b")

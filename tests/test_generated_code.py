@@ -123,6 +123,26 @@ def test_tests_of_several_shapes_name_samples_that_exist():
     assert set(asked) <= labels, set(asked) - labels
 
 
+def test_ops_on_logs_roots_and_powers_are_tested_on_positive_inputs():
+    """Whether an op's tests draw positive inputs follows from the functions its expressions call."""
+    package = load_spec_text(
+        """
+kopgen: 1
+package: kpositive
+defaults: {backends: {cpu: python}, dtypes: [float32]}
+ops:
+  - {schema: "plain(Tensor x) -> Tensor", compute: "x * 2 + exp(x)"}
+  - {schema: "root(Tensor x) -> Tensor", compute: "where(x > 1, sqrt(x), x)"}
+  - {schema: "square(Tensor x) -> Tensor", compute: "x ** 2"}
+  - {schema: "logs(Tensor x) -> (Tensor, Tensor)", compute: ["x", "log1p(x)"]}
+""",
+        "spec.yaml",
+    )
+    assert {op.name: tests.positive_inputs(op) for op in package.ops} == {
+        "plain": False, "root": True, "square": True, "logs": True,
+    }
+
+
 def test_resized_sample_keeps_size_1_dimensions_and_broadcasting(tmp_path):
     """The dynamic-shape compiles grow the normal sample: every size n > 1 becomes n + 2, size-1 dimensions
     stay, so x [4, 5, 6, 8] and cos [5, 1, 8] still broadcast."""

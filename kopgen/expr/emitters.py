@@ -1,0 +1,234 @@
+"""The pointwise language's translations into PyTorch, Triton and C++ source text.
+
+Each target has a translation table (a function or operator -> its template and precedences)
+and an emitter, a subclass of the language-neutral `Emitter` that walks a checked tree.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from .syntax import OP_SYMBOLS, node_error
+
+if TYPE_CHECKING:
+    from .pointwise import Kind
+
+# Triton's x ** 8 and tan(x) repeat their argument: this stops nested ones from exploding.
+MAX_OUTPUT_CHARS = 100_000
+# The language's functions of one argument; each has an entry in every table below.
+UNARY_FUNCS = ("abs", "exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh",
+               "sigmoid", "relu", "erf", "floor", "ceil")
+
+_ATOM = 100
+# Python precedences (higher binds tighter).  The C++ operators kopgen emits keep the same
+# order among themselves, so one numbering serves all three languages.
+_PREC = {"or": 2, "and": 3, "cmp": 5, "+": 10, "-": 10, "*": 11, "/": 11, "unary": 12}
+
+# Translation tables: name -> (template, precedence of the result, precedence every operand
+# needs).  For 'and'/'or' the template is the separator that joins the operands.
+_PY = {  # torch.* wants tensors: a call whose operands are all Python numbers uses these
+    **{f: (f"math.{f}({{}})", _ATOM, 0) for f in UNARY_FUNCS},
+    "abs": ("abs({})", _ATOM, 0), "relu": ("max({}, 0)", _ATOM, 0),
+    "rsqrt": ("1 / math.sqrt({})", 11, 0), "sigmoid": ("1 / (1 + math.exp(-{}))", 11, 13),
+    "minimum": ("min({}, {})", _ATOM, 0), "maximum": ("max({}, {})", _ATOM, 0),
+    "pow": ("math.pow({}, {})", _ATOM, 0), "**": ("math.pow({}, {})", _ATOM, 0),
+    "and": (" and ", 3, 4), "or": (" or ", 2, 4), "not": ("not {}", 4, 4),
+    "where": ("{1} if {0} else {2}", 1, 2),  # a scalar condition picks one whole branch
+    "present": ("{} is not None", 5, _ATOM),
+}
+_TORCH = {
+    **{f: (f"torch.{f}({{}})", _ATOM, 0) for f in UNARY_FUNCS},
+    **{f: (f"torch.{f}({{}}, {{}})", _ATOM, 0) for f in ("minimum", "maximum", "pow")},
+    # torch.minimum/maximum need two tensors: clamp the tensor by the number instead.
+    "clamp_max": ("torch.clamp({}, max={})", _ATOM, 0),
+    "clamp_min": ("torch.clamp({}, min={})", _ATOM, 0),
+    "**": ("{} ** {}", 13, 14),
+    "and": (" & ", 8, 9), "or": (" | ", 6, 9), "not": ("~{}", 12, 13),  # bool tensors
+    "where": ("torch.where({}, {}, {})", _ATOM, 0),  # x and y may be Python numbers
+}
+_TRITON = {  # only `tl` primitives: the Triton CPU interpreter has no libdevice
+    **{f: (f"tl.{f}({{}})", _ATOM, 0) for f in UNARY_FUNCS},
+    "log1p": ("tl.log(1.0 + {})", _ATOM, 11),
+    "tan": ("tl.sin({0}) / tl.cos({0})", 11, 0),
+    # tl.sigmoid is a @triton.jit helper, which Triton's interpreter cannot call in-process.
+    "sigmoid": ("1.0 / (1.0 + tl.exp(-{}))", 11, 13),
+    "tanh": ("2.0 / (1.0 + tl.exp(-2.0 * {})) - 1.0", 10, 12),
+    "relu": ("tl.maximum({}, 0.0)", _ATOM, 0),
+    "minimum": ("tl.minimum({}, {})", _ATOM, 0), "maximum": ("tl.maximum({}, {})", _ATOM, 0),
+    "and": (" & ", 8, 9), "or": (" | ", 6, 9), "not": ("{} == 0", 5, 6),
+    "where": ("tl.where({}, {}, {})", _ATOM, 0),
+    "present": ("HAS_{}", _ATOM, _ATOM),  # a constexpr: Triton compiles a kernel per case
+}
+_CPP = {
+    **{f: (f"std::{f}({{}})", _ATOM, 0) for f in UNARY_FUNCS},
+    "rsqrt": ("acc_t(1) / std::sqrt({})", 11, 0),
+    "sigmoid": ("acc_t(1) / (acc_t(1) + std::exp(-{}))", 11, 13),
+    "relu": ("std::max({}, acc_t(0))", _ATOM, 0),
+    "minimum": ("std::min({}, {})", _ATOM, 0), "maximum": ("std::max({}, {})", _ATOM, 0),
+    "pow": ("std::pow({}, {})", _ATOM, 0), "**": ("std::pow({}, {})", _ATOM, 0),
+    # Operands of || and && bind tighter than &&: C++'s -Wparentheses wants `(a && b) || c`.
+    "and": (" && ", 3, 4), "or": (" || ", 2, 4), "not": ("!{}", 12, 13),
+    "where": ("({} ? {} : {})", _ATOM, 0),
+    "present": ("has_{}", _ATOM, _ATOM),
+}
+
+
+# The modules a translation table's entry calls into: `math.exp({})` needs `import math`.
+_MODULE_CALL = re.compile(r"\b(torch|math)\.")
+
+
+class Emitter:
+    """Turn a checked tree into one target language; each subclass gives its table and its constants.
+
+    Each emit returns (code, precedence of its top operator), so that operands get
+    parentheses only where the precedence needs them.
+    """
+
+    funcs: Mapping[str, tuple[str, int, int]]  # the target's translation table
+
+    def __init__(self, text: str, kinds: dict[ast.AST, Kind]):
+        self.text, self.kinds = text, kinds
+        self.imports: set[str] = set()  # the modules the translation calls into (torch, math)
+
+    def emit(self, node: ast.AST) -> tuple[str, int]:
+        code, prec = getattr(self, "emit_" + type(node).__name__)(node)
+        if len(code) > MAX_OUTPUT_CHARS:
+            raise node_error(self.text, node, "the expression is too large once translated "
+                                              "(powers and tan() repeat their argument)")
+        return code, prec
+
+    def sub(self, node: ast.AST, prec: int) -> str:
+        """`node` as an operand that must bind at least as tightly as `prec`."""
+        code, own = self.emit(node)
+        return code if own >= prec else f"({code})"
+
+    def table(self, node: ast.AST) -> dict:
+        """The translation table for `node` (torch picks one by the node's kind)."""
+        return self.funcs
+
+    def apply(self, name: str, args: list[ast.AST], node: ast.AST) -> tuple[str, int]:
+        template, prec, arg_prec = self.table(node)[name]
+        self.imports.update(_MODULE_CALL.findall(template))
+        return template.format(*(self.sub(a, arg_prec) for a in args)), prec
+
+    def emit_Name(self, node: ast.Name) -> tuple[str, int]:
+        return node.id, _ATOM
+
+    def emit_BinOp(self, node: ast.BinOp) -> tuple[str, int]:
+        if isinstance(node.op, ast.Pow):
+            return self.power(node.left, node.right, node, "**")
+        sym = OP_SYMBOLS[type(node.op)]
+        prec = _PREC[sym]  # left-associative: only the right operand needs to bind tighter
+        return f"{self.sub(node.left, prec)} {sym} {self.sub(node.right, prec + 1)}", prec
+
+    def power(self, base: ast.AST, exp: ast.AST, node: ast.AST, name: str) -> tuple[str, int]:
+        return self.apply(name, [base, exp], node)
+
+    def emit_UnaryOp(self, node: ast.UnaryOp) -> tuple[str, int]:
+        if isinstance(node.op, ast.Not):
+            return self.apply("not", [node.operand], node)
+        if isinstance(node.op, ast.UAdd):  # a no-op, and Triton tensors have no unary +
+            return self.emit(node.operand)
+        # Nested unary operators get parentheses: `- -x` must not become C++'s `--x`.
+        return "-" + self.sub(node.operand, _PREC["unary"] + 1), _PREC["unary"]
+
+    def emit_Compare(self, node: ast.Compare) -> tuple[str, int]:
+        left, right = (self.sub(n, _PREC["cmp"] + 1) for n in (node.left, node.comparators[0]))
+        return f"{left} {OP_SYMBOLS[type(node.ops[0])]} {right}", _PREC["cmp"]
+
+    def emit_BoolOp(self, node: ast.BoolOp) -> tuple[str, int]:
+        sep, prec, arg_prec = self.table(node)["and" if isinstance(node.op, ast.And) else "or"]
+        return sep.join(self.sub(v, arg_prec) for v in node.values), prec
+
+    def emit_IfExp(self, node: ast.IfExp) -> tuple[str, int]:
+        return self.apply("where", [node.test, node.body, node.orelse], node.test)
+
+    def emit_Call(self, node: ast.Call) -> tuple[str, int]:
+        name, args = node.func.id, node.args
+        if name == "pow":
+            return self.power(*args, node, "pow")
+        return self.apply(name, args, args[0] if name == "where" else node)
+
+    def emit_Constant(self, node: ast.Constant) -> tuple[str, int]:
+        raise NotImplementedError  # each target spells its numbers and truth values
+
+
+class CppEmitter(Emitter):
+    """C++ over locals of type `acc_t`."""
+
+    funcs = _CPP
+
+    def emit_Constant(self, node: ast.Constant) -> tuple[str, int]:
+        value = node.value
+        return (str(value).lower() if isinstance(value, bool) else f"acc_t({value!r})"), _ATOM
+
+
+class TorchEmitter(Emitter):
+    """PyTorch over tensors and Python numbers: the table follows each node's kind."""
+
+    def table(self, node: ast.AST) -> dict:
+        return _TORCH if self.kinds[node].tensor else _PY
+
+    def apply(self, name: str, args: list[ast.AST], node: ast.AST) -> tuple[str, int]:
+        tensors = [self.kinds[a].tensor for a in args]
+        if name in ("minimum", "maximum") and any(tensors) and not all(tensors):
+            bound = "clamp_max" if name == "minimum" else "clamp_min"
+            return super().apply(bound, args if tensors[0] else args[::-1], node)
+        return super().apply(name, args, node)
+
+    def emit_Constant(self, node: ast.Constant) -> tuple[str, int]:
+        return repr(node.value), _ATOM
+
+
+class TritonEmitter(Emitter):
+    """Triton over the loaded blocks and scalar params, in `tl` primitives only."""
+
+    funcs = _TRITON
+
+    def emit_Name(self, node: ast.Name) -> tuple[str, int]:
+        # bool arguments reach the kernel as ints (Triton 3.6's interpreter takes no bools): compare,
+        # so that tl.where gets a boolean condition.
+        if self.kinds[node].boolean:
+            return f"{node.id} != 0", _PREC["cmp"]
+        return node.id, _ATOM
+
+    def emit_UnaryOp(self, node: ast.UnaryOp) -> tuple[str, int]:
+        if isinstance(node.op, ast.Not) and isinstance(node.operand, ast.Name):
+            return f"{node.operand.id} == 0", _PREC["cmp"]  # a bool argument, passed as an int
+        return super().emit_UnaryOp(node)
+
+    def emit_Constant(self, node: ast.Constant) -> tuple[str, int]:
+        # Numbers as floats: tl.exp(1) would reject an integer constant.
+        value = node.value
+        return repr(value if isinstance(value, bool) else float(value)), _ATOM
+
+    def power(self, base: ast.AST, exp: ast.AST, node: ast.AST, name: str) -> tuple[str, int]:
+        n = _small_int(exp)
+        if n is None:
+            # Valid for base > 0 only (tl has no pow; exp2/log2 loses the sign).
+            return f"tl.exp2({self.sub(exp, 11)} * tl.log2({self.sub(base, 0)}))", _ATOM
+        if n == 0:  # keep the block shape of a tensor base
+            tensor = self.kinds[base].tensor
+            # tl.full, not tl.zeros_like: the interpreter cannot call Triton's @triton.jit helpers.
+            block = self.sub(base, _ATOM)
+            return (f"tl.full({block}.shape, 1.0, {block}.dtype)", _ATOM) if tensor else ("1.0", _ATOM)
+        if n == 1:
+            return self.emit(base)
+        product = " * ".join([self.sub(base, _PREC["unary"])] * abs(n))
+        if n > 0:
+            return product, 11
+        return f"1.0 / {product if n == -1 else f'({product})'}", 11
+
+
+def _small_int(node: ast.AST) -> int | None:
+    """The value of an integer literal in -8..8 (maybe negated), else None."""
+    sign = 1
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        sign, node = (-1 if isinstance(node.op, ast.USub) else 1), node.operand
+    if isinstance(node, ast.Constant) and type(node.value) is int and node.value <= 8:
+        return sign * node.value
+    return None
+
