@@ -14,12 +14,13 @@ from typing import Any
 
 from .errors import Diagnostics
 from .loader import Mapping, Node, Scalar, Sequence, describe_scalar, quote_hint
+from .model import Device, Language, Route
 
 FORMAT_VERSION = 1
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
-ROUTES = ["custom_op", "library", "triton_op", "torch_library", "stable_abi"]
-CPU_KERNELS = ["triton", "cpp", "python"]
-CUDA_KERNELS = ["triton", "cuda"]
+ROUTES = [route.value for route in Route]
+CPU_KERNELS = [language.value for language in Language if Device.CPU in language.devices]
+CUDA_KERNELS = [language.value for language in Language if Device.CUDA in language.devices]
 DTYPES = ["float16", "bfloat16", "float32", "float64"]
 TAGS = ["pt2_compliant_tag", "needs_fixed_stride_order", "cudagraph_unsafe"]
 REDUCTIONS = ["sum", "mean", "max", "min"]

@@ -1,14 +1,16 @@
-"""The op kinds, resolved from the spec: `compute` (pointwise), `reduce` (last dimension) and `kernel: custom`."""
+"""The op kinds, resolved from the spec: `compute` (pointwise), `reduce` (last dimension) and `kernel: custom`.
+
+Each gives the op's body, one of model.py's kinds (PointwiseCompute, RowReduction, CustomKernel).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from . import __version__
 from .expr import ExprError, FormulaContext, parse_formula, parse_metadata, parse_pointwise
 from .loader import Mapping, Node, Scalar, Sequence
-from .model import Arg, Custom, Reduction, Write
+from .model import Arg, Body, CustomKernel, PointwiseCompute, Reduction, RowReduction, Write
 from .schema import FunctionSchema
 
 if TYPE_CHECKING:
@@ -18,27 +20,16 @@ if TYPE_CHECKING:
 REDUCTION_ARGUMENTS = ("dim", "dims", "axis", "keepdim")
 
 
-@dataclass(frozen=True)
-class ResolvedKind:
-    """What an op's kind computes: the tensors it writes (compute, reduce), or the custom kernel's contract."""
-
-    writes: tuple[Write, ...]
-    reduction: Reduction | None = None
-    custom: Custom | None = None
-
-
-NOTHING = ResolvedKind(())  # an op whose kind has errors (reported)
-
-
-def resolve_kind(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, ...]) -> ResolvedKind:
-    """The op's kind: exactly one of `compute`, `reduce` and `kernel: custom`, with what it computes."""
+def resolve_kind(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, ...]) -> Body | None:
+    """The op's body: exactly one of `compute`, `reduce` and `kernel: custom`, with what it computes
+    (None where it has errors, which are reported)."""
     kinds = [k for k in ("compute", "reduce", "kernel") if resolver.node.get(k) is not None]
     if len(kinds) != 1:
         message = "an op needs exactly one of compute, reduce or kernel"
         if kinds:
             message += f"; it has {' and '.join(kinds)}"
         resolver.error(resolver.node.position if not kinds else resolver.node.key_position(kinds[1]), message)
-        return NOTHING
+        return None
     kind = kinds[0]
     at = resolver.node.get("schema").value_position
     for arg in args:  # each reported; the expressions are checked all the same
@@ -55,9 +46,9 @@ def resolve_kind(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, 
             )
     if not any(a.kind == "tensor" for a in args):
         resolver.error(at, "an op needs a Tensor argument that is not optional: its output takes that Tensor's dtype and device")
-        return NOTHING
+        return None
     if any(a.kind == "other" for a in args):  # the expression languages have no value of that type
-        return NOTHING
+        return None
     if kind == "reduce":
         return _resolve_reduction(resolver, schema, args)
     if kind == "kernel":
@@ -65,7 +56,7 @@ def resolve_kind(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, 
     return _resolve_compute(resolver, schema, args)
 
 
-def _resolve_compute(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, ...]) -> ResolvedKind:
+def _resolve_compute(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, ...]) -> PointwiseCompute | None:
     """`compute`: one pointwise expression per returned Tensor, or per mutated argument."""
     node = resolver.node.get("compute")
     mutated = [a for a in args if a.is_mutated]
@@ -78,7 +69,7 @@ def _resolve_compute(resolver: OpResolver, schema: FunctionSchema, args: tuple[A
                 node.position,
                 f"compute gives {len(expressions)} expression(s) but the schema returns {len(schema.returns)} Tensor(s)",
             )
-            return NOTHING
+            return None
         names = ["out"] if len(expressions) == 1 else [f"out{i}" for i in range(len(expressions))]
         targets = [(name, None, expression) for name, expression in zip(names, expressions)]
     kinds_by_name = {a.name: a.kind for a in args}
@@ -92,10 +83,10 @@ def _resolve_compute(resolver: OpResolver, schema: FunctionSchema, args: tuple[A
     for arg in args:
         if arg.is_tensor and not arg.is_mutated and writes and arg.name not in used:
             resolver.error(node.position, f"Tensor argument '{arg.name}' is not used by compute")
-    return ResolvedKind(tuple(writes))
+    return PointwiseCompute(tuple(writes))
 
 
-def _resolve_custom(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, ...]) -> ResolvedKind:
+def _resolve_custom(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, ...]) -> CustomKernel | None:
     """`kernel: custom`: the user writes the kernel; `reference` and `fake` say what it must compute."""
     at = resolver.node.key_position("kernel")
     errors_before = len(resolver.diagnostics.items)
@@ -133,11 +124,11 @@ def _resolve_custom(resolver: OpResolver, schema: FunctionSchema, args: tuple[Ar
                 resolver.expr_errors(node, error)
         outputs.append(tuple(metadata))
     if len(resolver.diagnostics.items) > errors_before:
-        return NOTHING
-    return ResolvedKind((), custom=Custom(formula, tuple(outputs)))
+        return None
+    return CustomKernel(formula, tuple(outputs))
 
 
-def _resolve_reduction(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, ...]) -> ResolvedKind:
+def _resolve_reduction(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, ...]) -> RowReduction | None:
     """`reduce: {op, expr}`: EXPR (default: the single Tensor argument) reduced over the last dimension."""
     node = resolver.node.get("reduce")
     at = resolver.node.get("schema").value_position
@@ -157,19 +148,19 @@ def _resolve_reduction(resolver: OpResolver, schema: FunctionSchema, args: tuple
     if expr_node is None and len(tensors) != 1:
         names = ", ".join(a.name for a in tensors)
         resolver.error(node.position, f"reduce needs `expr:` when the op has several Tensor arguments ({names})")
-        return NOTHING
+        return None
     text = expr_node.value if expr_node is not None else tensors[0].name
     try:
         expr = parse_pointwise(text, {a.name: a.kind for a in args})
     except ExprError as error:
         resolver.expr_errors(expr_node, error)
-        return NOTHING
+        return None
     for arg in tensors:
         if arg.name not in expr.names + expr.tested:
             resolver.error(node.position, f"Tensor argument '{arg.name}' is not used by reduce")
     if any(a.is_mutated for a in args) or len(schema.returns) != 1:
-        return NOTHING
-    return ResolvedKind((Write(expr, "out"),), reduction=Reduction(node.get("op").value))
+        return None
+    return RowReduction(Reduction(node.get("op").value), Write(expr, "out"))
 
 
 def _resolve_mutation(resolver: OpResolver, schema: FunctionSchema, node: Node, mutated: list[Arg]) -> list:

@@ -6,7 +6,11 @@ what backward saves and under which condition), so templates only print.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import Enum
+from types import MappingProxyType
+from typing import ClassVar
 
 from . import __version__
 from .expr import Formula, Pointwise
@@ -17,15 +21,67 @@ BUILTIN_DEFAULTS = {
     "backends": {"cpu": "triton", "cuda": "triton"},
     "dtypes": ["float32"],
 }
-# Routes and kernels this version of kopgen generates; the SPEC lists more.
-AVAILABLE_ROUTES = ("custom_op", "library", "triton_op", "torch_library", "stable_abi")
-PYTHON_ROUTES = ("custom_op", "library", "triton_op")
-COMPILED_ROUTES = ("torch_library", "stable_abi")
-PYTHON_KERNELS = ("triton", "python")
-COMPILED_KERNELS = ("cpp", "cuda")
-DISPATCH_KEYS = {"cpu": "CPU", "cuda": "CUDA"}
 DEFAULT_SHAPE = (8, 6)
 SCHEMA_MODELINE = "# yaml-language-server: $schema=.kopgen/schema.json"
+
+
+# -- closed sets of the spec (format.py's JSON Schema takes its enums from them)
+
+
+class _Choice(str, Enum):
+    """A value of a closed set: compares equal to, hashes as and prints as its value (`"cpu"`)."""
+
+    # Enum hashes a member by its name: as the value's, so that `"cpu" in {Device.CPU}` agrees with ==.
+    __hash__ = str.__hash__
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Route(_Choice):
+    """How an op is registered with torch: its spec's `registration`."""
+
+    CUSTOM_OP = "custom_op"
+    LIBRARY = "library"
+    TRITON_OP = "triton_op"
+    TORCH_LIBRARY = "torch_library"
+    STABLE_ABI = "stable_abi"
+
+    @property
+    def is_compiled(self) -> bool:
+        """Defined by the package's C++ extension (TORCH_LIBRARY or the stable ABI), with C++/CUDA kernels."""
+        return self in (Route.TORCH_LIBRARY, Route.STABLE_ABI)
+
+
+class Device(_Choice):
+    """A device an op has a kernel for: a key of the spec's `backends`."""
+
+    CPU = "cpu"
+    CUDA = "cuda"
+
+    @property
+    def dispatch_key(self) -> str:
+        return self.value.upper()  # CPU, CUDA
+
+
+class Language(_Choice):
+    """The language of a kernel: a value of the spec's `backends`."""
+
+    TRITON = "triton"
+    CPP = "cpp"
+    PYTHON = "python"
+    CUDA = "cuda"
+
+    @property
+    def is_compiled(self) -> bool:
+        """Built into the C++ extension; only the compiled routes take it."""
+        return self in (Language.CPP, Language.CUDA)
+
+    @property
+    def devices(self) -> tuple[Device, ...]:
+        """The devices a kernel of this language runs on (Triton's CPU kernels in its interpreter)."""
+        cpu, cuda = (Device.CPU,), (Device.CUDA,)
+        return {Language.TRITON: cpu + cuda, Language.CPP: cpu, Language.PYTHON: cpu, Language.CUDA: cuda}[self]
 
 
 @dataclass(frozen=True)
@@ -101,16 +157,18 @@ class Backward:
 
 @dataclass(frozen=True)
 class Kernel:
-    device: str  # 'cpu' or 'cuda'
-    language: str  # 'triton', 'python', 'cpp' or 'cuda'
+    """One of an op's kernels: the device it serves and the language it is written in."""
+
+    device: Device
+    language: Language
 
     @property
     def dispatch_key(self) -> str:
-        return DISPATCH_KEYS[self.device]
+        return self.device.dispatch_key
 
     @property
     def is_compiled(self) -> bool:
-        return self.language in COMPILED_KERNELS
+        return self.language.is_compiled
 
 
 @dataclass(frozen=True)
@@ -122,15 +180,6 @@ class Reduction:
     @property
     def is_mean(self) -> bool:
         return self.kind == "mean"
-
-
-@dataclass(frozen=True)
-class Custom:
-    """A `kernel: custom` op: the user writes the kernel; the spec gives the oracle and the outputs' metadata."""
-
-    reference: Formula  # PyTorch over the arguments: the test oracle
-    outputs: tuple[tuple[str, str], ...]  # (shape, dtype) as Python source, per returned Tensor
-
 
 
 @dataclass(frozen=True)
@@ -166,6 +215,90 @@ class Write:
         return self.name if self.arg is None else f"{self.name}_dense"
 
 
+# -- op kinds: an op's body is one of these. Each names the templates it renders, by role:
+#   "kernels": kernels/<op>.py (the user's, created once, where `user_writes_kernel`);
+#   "triton": its Triton kernel and launcher, which the "kernels" template includes;
+#   "support": its helpers in _support.py, once per package that has an op of the kind.
+# plan.py and the lang modules choose by the body's type: a new kind is a new type here, its
+# templates and its translations (a row in each lang module's table of kinds).
+
+
+@dataclass(frozen=True)
+class PointwiseCompute:
+    """`compute`: a pointwise expression per returned Tensor, or per mutated argument (in place)."""
+
+    writes: tuple[Write, ...]
+    templates: ClassVar[Mapping[str, str]] = MappingProxyType(
+        {"kernels": "package/kernels/op.py.j2", "triton": "package/kernels/_pointwise.py.j2"}
+    )
+    user_writes_kernel: ClassVar[bool] = False
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        return tuple(w.name for w in self.writes if w.arg is None)
+
+    @property
+    def imports(self) -> frozenset[str]:
+        """The modules its PyTorch expressions call into (torch, math), recorded when they were parsed."""
+        return frozenset(m for w in self.writes for m in w.expr.imports)
+
+
+@dataclass(frozen=True)
+class RowReduction:
+    """`reduce`: a pointwise expression of the inputs, reduced over the last dimension into one Tensor."""
+
+    reduction: Reduction
+    write: Write  # the expression reduced, written to `out`
+    templates: ClassVar[Mapping[str, str]] = MappingProxyType(
+        {
+            "kernels": "package/kernels/op.py.j2",
+            "triton": "package/kernels/_reduction.py.j2",
+            "support": "package/_support/rows.py.j2",
+        }
+    )
+    user_writes_kernel: ClassVar[bool] = False
+
+    @property
+    def writes(self) -> tuple[Write, ...]:
+        return (self.write,)
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        return (self.write.name,)
+
+    @property
+    def imports(self) -> frozenset[str]:
+        return self.write.expr.imports
+
+
+@dataclass(frozen=True)
+class CustomKernel:
+    """`kernel: custom`: the user writes the kernel; the spec gives its oracle and its outputs' metadata."""
+
+    reference: Formula  # PyTorch over the arguments: the test oracle
+    outputs: tuple[tuple[str, str], ...]  # (shape, dtype) as Python source, per returned Tensor
+    templates: ClassVar[Mapping[str, str]] = MappingProxyType(
+        {"kernels": "package/kernels/custom.py.j2", "support": "package/_support/custom_outputs.py.j2"}
+    )
+    user_writes_kernel: ClassVar[bool] = True
+
+    @property
+    def writes(self) -> tuple[Write, ...]:
+        return ()  # kopgen writes no kernel of it
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        return ("out",) if len(self.outputs) == 1 else tuple(f"out{i}" for i in range(len(self.outputs)))
+
+    @property
+    def imports(self) -> frozenset[str]:
+        return self.reference.imports
+
+
+Body = PointwiseCompute | RowReduction | CustomKernel
+KINDS = (PointwiseCompute, RowReduction, CustomKernel)  # in the order their "support" helpers are printed
+
+
 @dataclass(frozen=True)
 class Op:
     name: str
@@ -173,8 +306,8 @@ class Op:
     schema: FunctionSchema
     doc: str
     args: tuple[Arg, ...]
-    writes: tuple[Write, ...]  # one per returned Tensor, or one per mutated argument
-    registration: str
+    body: Body  # what the op computes: its kind
+    registration: Route
     kernels: tuple[Kernel, ...]  # sorted by device
     dtypes: tuple[str, ...]
     tags: tuple[str, ...]
@@ -182,8 +315,6 @@ class Op:
     atol: float | None
     rtol: float | None
     backward: Backward | None
-    reduction: Reduction | None = None  # set for `reduce` ops
-    custom: Custom | None = None  # set for `kernel: custom` ops
     stem: str = ""  # the op in generated names (`scale` for `scale_`), unique in its package; see resolve.with_stems
 
     @property
@@ -199,6 +330,11 @@ class Op:
     def schema_signature(self) -> str:
         """The schema without its name, as custom_op(schema=...) takes it."""
         return str(self.schema)[len(self.name) :]
+
+    @property
+    def writes(self) -> tuple[Write, ...]:
+        """The tensors kopgen's kernels write: one per returned Tensor, or one per mutated argument."""
+        return self.body.writes
 
     @property
     def tensor_args(self) -> tuple[Arg, ...]:
@@ -276,28 +412,22 @@ class Op:
 
     @property
     def num_outputs(self) -> int:
-        return len(self.custom.outputs) if self.custom else len(self.outputs)
+        return len(self.output_names)
 
     @property
     def output_names(self) -> tuple[str, ...]:
-        if self.custom:
-            return ("out",) if self.num_outputs == 1 else tuple(f"out{i}" for i in range(self.num_outputs))
-        return tuple(w.name for w in self.writes if w.arg is None)
+        """The returned Tensors' names: `out`, or `out0`, `out1`, ... (none for a mutating op)."""
+        return self.body.output_names
 
     @property
-    def first_written(self) -> str:
-        """The dense tensor whose shape, dtype and device every kernel launch follows."""
-        return self.writes[0].buffer
-
-    @property
-    def kernel_languages(self) -> tuple[str, ...]:
+    def kernel_languages(self) -> tuple[Language, ...]:
         return tuple(sorted({k.language for k in self.kernels}))
 
-    def devices_for(self, language: str) -> tuple[str, ...]:
+    def devices_for(self, language: Language) -> tuple[Device, ...]:
         return tuple(k.device for k in self.kernels if k.language == language)
 
     @property
-    def devices(self) -> tuple[str, ...]:
+    def devices(self) -> tuple[Device, ...]:
         return tuple(k.device for k in self.kernels)
 
     @property
@@ -311,7 +441,7 @@ class Op:
 
     @property
     def is_triton_op(self) -> bool:
-        return self.registration == "triton_op"
+        return self.registration is Route.TRITON_OP
 
     @property
     def cpu_kernel(self) -> Kernel | None:
@@ -340,7 +470,7 @@ class Op:
 
     @property
     def is_compiled(self) -> bool:
-        return self.registration in COMPILED_ROUTES
+        return self.registration.is_compiled
 
     @property
     def python_kernels(self) -> tuple[Kernel, ...]:
@@ -348,13 +478,6 @@ class Op:
 
     def has_kernel(self, device: str, language: str) -> bool:
         return Kernel(device, language) in self.kernels
-
-
-
-def _docstring_body(text: str, indent: str) -> str:
-    """`text` made safe inside \"\"\"...\"\"\": no escape sequences, no closing quotes; lines indented."""
-    text = text.replace("\\", "\\\\").replace('"', '\\"')
-    return f"\n{indent}".join(text.splitlines())
 
 
 @dataclass(frozen=True)
@@ -381,9 +504,14 @@ class Package:
         return any(op.uses_compiled_triton for op in self.ops)
 
     @property
+    def kinds(self) -> tuple[type, ...]:
+        """The kinds of the package's ops, in KINDS' order."""
+        return tuple(kind for kind in KINDS if any(isinstance(op.body, kind) for op in self.ops))
+
+    @property
     def reductions(self) -> tuple[str, ...]:
         """The kinds of reduction the package's ops use (each gets a reference helper)."""
-        return tuple(sorted({op.reduction.kind for op in self.ops if op.reduction}))
+        return tuple(sorted({op.body.reduction.kind for op in self.ops if isinstance(op.body, RowReduction)}))
 
     @property
     def has_optional_inputs(self) -> bool:
@@ -406,21 +534,17 @@ class Package:
         return f"{SCHEMA_MODELINE}\n{self.spec_text}"
 
     @property
-    def routes(self) -> tuple[str, ...]:
-        return tuple(sorted({op.registration for op in self.ops}))
-
-    @property
     def compiled_ops(self) -> tuple[Op, ...]:
         return tuple(op for op in self.ops if op.is_compiled)
 
     @property
-    def compiled_route(self) -> str | None:
+    def compiled_route(self) -> Route | None:
         """torch_library or stable_abi (one per package), None without compiled ops."""
         return self.compiled_ops[0].registration if self.compiled_ops else None
 
     @property
     def stable_abi(self) -> bool:
-        return self.compiled_route == "stable_abi"
+        return self.compiled_route is Route.STABLE_ABI
 
     @property
     def cpp_ops(self) -> tuple[Op, ...]:

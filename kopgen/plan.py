@@ -49,10 +49,9 @@ def plan(package: Package) -> list[OutputFile]:
             OutputFile(f"{pkg}/csrc/cuda/pointwise.cuh", "package/csrc/cuda/pointwise.cuh.j2", KOPGEN),
         ]
     for op in package.ops:
-        if op.custom:  # the user writes its kernel: a skeleton, created once
-            files.append(OutputFile(f"{pkg}/kernels/{op.name}.py", "package/kernels/custom.py.j2", USER, {"op": op}))
-        elif op.python_kernels:
-            files.append(OutputFile(f"{pkg}/kernels/{op.name}.py", "package/kernels/op.py.j2", KOPGEN, {"op": op}))
+        if op.python_kernels:  # the template of the op's kind; where the user writes the kernel, a skeleton created once
+            owner = USER if op.body.user_writes_kernel else KOPGEN
+            files.append(OutputFile(f"{pkg}/kernels/{op.name}.py", op.body.templates["kernels"], owner, {"op": op}))
         files.append(OutputFile(f"tests/test_{op.name}.py", "tests/test_op.py.j2", KOPGEN, {"op": op}))
     return sorted(files, key=lambda f: f.path)
 

@@ -12,19 +12,20 @@ from . import __version__
 from .backward import mark_not_twice_differentiable, resolve_backward
 from .errors import Diagnostics, Position
 from .expr import ExprError
-from .kinds import ResolvedKind, resolve_kind
+from .kinds import resolve_kind
 from .loader import Mapping, Node, Scalar, plain
 from .model import (
-    AVAILABLE_ROUTES,
     BUILTIN_DEFAULTS,
-    COMPILED_ROUTES,
     DEFAULT_SHAPE,
-    PYTHON_KERNELS,
-    PYTHON_ROUTES,
     Arg,
+    Body,
+    CustomKernel,
+    Device,
     Kernel,
+    Language,
     Op,
     Package,
+    Route,
 )
 from .names import check_argument_names, check_cpp_names, check_op_name, check_package_names
 from .schema import FunctionSchema, SchemaError, parse_schema
@@ -48,7 +49,7 @@ def resolve(root: Mapping, spec_text: str, diagnostics: Diagnostics) -> Package 
         op = resolver.resolve()
         if op is None:
             continue
-        if op.registration in COMPILED_ROUTES:
+        if op.registration.is_compiled:
             # One extension per package: its ops are either all TORCH_LIBRARY or all stable ABI.
             compiled_route = compiled_route or op.registration
             if op.registration != compiled_route:
@@ -155,18 +156,18 @@ class OpResolver:
         if schema is None:
             return None
         args = tuple(Arg(a, i) for i, a in enumerate(schema.arguments))
-        kind = resolve_kind(self, schema, args)
+        body = resolve_kind(self, schema, args)
         registration = self.resolve_registration()
-        if registration in COMPILED_ROUTES:
+        if registration.is_compiled:
             check_cpp_names(self.namespace, self.namespace_at, schema_node, schema, self.error)
             self.check_stable_abi_tags()
-            if kind.custom:
+            if isinstance(body, CustomKernel):
                 self.error(
                     self.setting("registration").value_position,
                     f"`kernel: custom` ops take Python kernels in kopgen {__version__}: use registration custom_op or library",
                 )
-        if registration == "triton_op":
-            self.check_triton_op(kind)
+        if registration is Route.TRITON_OP:
+            self.check_triton_op(body)
         kernels = self.resolve_backends(registration)
         backward = resolve_backward(self, schema, args)
         shapes, atol, rtol = self.resolve_tests(args)
@@ -179,7 +180,7 @@ class OpResolver:
             schema=schema,
             doc=doc.value if doc is not None and doc.value.strip() else f"{self.namespace}::{schema.name}",
             args=args,
-            writes=kind.writes,
+            body=body,
             registration=registration,
             kernels=kernels,
             dtypes=tuple(plain(self.setting("dtypes")) if self.setting("dtypes") else BUILTIN_DEFAULTS["dtypes"]),
@@ -188,8 +189,6 @@ class OpResolver:
             atol=atol,
             rtol=rtol,
             backward=backward,
-            reduction=kind.reduction,
-            custom=kind.custom,
         )
 
     # -- schema
@@ -225,10 +224,10 @@ class OpResolver:
                 self.error(at, f"ops return Tensors; '{ret.type}' returns are not supported")
         return schema
 
-    def check_triton_op(self, kind: ResolvedKind) -> None:
+    def check_triton_op(self, body: Body | None) -> None:
         """What torch.library.triton_op cannot take: a kernel kopgen does not write, tags."""
         at = self.setting("registration").value_position
-        if kind.custom:
+        if isinstance(body, CustomKernel):
             self.error(at, "a triton_op launches kopgen's Triton kernel through wrap_triton; "
                            "`kernel: custom` ops take registration custom_op or library")
         tags = self.setting("tags")
@@ -246,22 +245,17 @@ class OpResolver:
 
     # -- registration and backends
 
-    def resolve_registration(self) -> str:
+    def resolve_registration(self) -> Route:
         node = self.setting("registration")
-        route = node.value if node else BUILTIN_DEFAULTS["registration"]
-        if route not in AVAILABLE_ROUTES:
-            self.error(
-                node.value_position,
-                f"registration '{route}' is not supported by kopgen {__version__} yet; use one of {', '.join(AVAILABLE_ROUTES)}",
-            )
-        return route
+        return Route(node.value if node else BUILTIN_DEFAULTS["registration"])  # check_format allows only Routes
 
-    def resolve_backends(self, registration: str) -> tuple[Kernel, ...]:
+    def resolve_backends(self, registration: Route) -> tuple[Kernel, ...]:
         node = self.setting("backends")
         backends = plain(node) if node else BUILTIN_DEFAULTS["backends"]
         kernels = []
         for device, language in sorted(backends.items()):
-            if registration in PYTHON_ROUTES and language not in PYTHON_KERNELS:
+            device, language = Device(device), Language(language)  # check_format allows only these
+            if not registration.is_compiled and language.is_compiled:
                 compiled = "torch_library or stable_abi"
                 self.error(
                     node.get(device).position,  # only a spec's own backends can conflict
@@ -269,14 +263,14 @@ class OpResolver:
                     f"{device}: {language} needs registration: {compiled}",
                 )
             kernels.append(Kernel(device, language))
-        if registration == "triton_op" and backends.get("cuda") != "triton":
+        if registration is Route.TRITON_OP and backends.get("cuda") != "triton":
             where = node.position if node is not None else self.setting("registration").value_position
             self.error(
                 where,
                 "registration 'triton_op' wraps a CUDA Triton kernel (wrap_triton) for torch.compile to trace into: "
                 "set cuda: triton, or use registration: library",
             )
-        if registration in COMPILED_ROUTES and kernels and not any(k.is_compiled for k in kernels):
+        if registration.is_compiled and kernels and not any(k.is_compiled for k in kernels):
             where = node.position if node is not None else self.setting("registration").value_position
             self.error(
                 where,
@@ -311,7 +305,7 @@ class OpResolver:
         return tuple(shapes), atol.value if atol else None, rtol.value if rtol else None
 
 
-def _default_tags(registration: str) -> tuple[str, ...]:
+def _default_tags(registration: Route) -> tuple[str, ...]:
     """Tags of an op whose spec sets none: pt2_compliant_tag, which its generated suite proves
     (opcheck, fullgraph compiles, export), on the routes whose definition takes tags."""
-    return () if registration in ("triton_op", "stable_abi") else ("pt2_compliant_tag",)
+    return () if registration in (Route.TRITON_OP, Route.STABLE_ABI) else ("pt2_compliant_tag",)

@@ -13,13 +13,26 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..model import Op, Package
+from ..model import Op, Package, PointwiseCompute, RowReduction
 
 LINE_LENGTH = 100  # generated C++/CUDA lines stay within it (but for very long names or expressions)
 # C++ types of the scalar arguments, as the host functions and launchers take them.
 SCALAR_TYPES = {"float": "double", "int": "int64_t", "bool": "bool"}
 # The reductions of csrc/pointwise.h and cuda/pointwise.cuh, by reduce op.
 REDUCERS = {"sum": "Sum", "mean": "Mean", "max": "Max", "min": "Min"}
+
+
+@dataclass(frozen=True)
+class Loop:
+    """How csrc/ runs the functor of an op kind: the loop of pointwise.h and pointwise.cuh."""
+
+    name: str  # KernelCall's <name>_cpu, cuda::<name>
+    allocate: str  # the KernelCall method that allocates each output
+    reduces: bool  # the functor gives one value per element, which a reducer (Sum, ...) combines over a row
+
+
+# The one place this module chooses by op kind (kernel: custom ops have no C++).
+LOOPS = {PointwiseCompute: Loop("pointwise", "output", False), RowReduction: Loop("rows", "row_output", True)}
 
 
 @dataclass(frozen=True)
@@ -98,6 +111,10 @@ class CppOp:
     def name(self) -> str:
         return self.op.name
 
+    @property
+    def _loop(self) -> Loop:
+        return LOOPS[type(self.op.body)]
+
     # -- the host function (csrc/ops.cpp and csrc/cuda/ops.cpp)
 
     @property
@@ -133,8 +150,7 @@ class CppOp:
                 statements.append(f'call.{method}({arg.name}, "{arg.name}");')
             elif arg.name in read:
                 statements.append(f"call.read({arg.name});")
-        allocate = "row_output" if self.op.reduction else "output"
-        statements += [f"Tensor {name} = call.{allocate}();" for name in self.op.output_names]
+        statements += [f"Tensor {name} = call.{self._loop.allocate}();" for name in self.op.output_names]
         statements.append(self._cpu_run if device == "cpu" else self._cuda_run)
         names = self.op.output_names
         if names:
@@ -151,12 +167,11 @@ class CppOp:
     def _functor_template(self) -> str:
         """`functors::muladd`, or `Sum, functors::rowsum` for a row reduction."""
         functor = f"functors::{self.name}"
-        return f"{REDUCERS[self.op.reduction.kind]}, {functor}" if self.op.reduction else functor
+        return f"{REDUCERS[self.op.body.reduction.kind]}, {functor}" if self._loop.reduces else functor
 
     @property
     def _cpu_run(self) -> str:
-        method = "rows_cpu" if self.op.reduction else "pointwise_cpu"
-        return wrap(f"call.{method}<{self._functor_template}>(", self._scalar_arguments, ");", indent=2)
+        return wrap(f"call.{self._loop.name}_cpu<{self._functor_template}>(", self._scalar_arguments, ");", indent=2)
 
     @property
     def _cuda_run(self) -> str:
@@ -171,7 +186,7 @@ class CppOp:
         return members + [f"bool has_{a.name}" for a in self.op.tested_optionals]
 
     def _operator(self, prefix: str) -> str:
-        result = "acc_t" if self.op.reduction else f"Values<acc_t, {len(self._written_exprs)}>"
+        result = "acc_t" if self._loop.reduces else f"Values<acc_t, {len(self._written_exprs)}>"
         parameters = [f"acc_t {a.name}" for a in self.op.read_args]
         return wrap(f"{prefix}{result} operator()(", parameters, ") const", indent=2, after=2)
 
@@ -195,7 +210,7 @@ class CppOp:
     @property
     def functor_return(self) -> str:
         """`return {a * b + c};`, or the value of a reduction's element: `return x * x;`."""
-        if self.op.reduction:
+        if self._loop.reduces:
             return f"return {wrap_expression(self._written_exprs[0], 11, 8)};"
         exprs = self._written_exprs
         one_line = f"return {{{', '.join(exprs)}}};"
@@ -215,9 +230,8 @@ class CppOp:
 
     @property
     def launcher_return(self) -> str:
-        kernel = "rows" if self.op.reduction else "pointwise"
         names = [a.name for a in self.op.kernel_scalars] + [f"has_{a.name}" for a in self.op.tested_optionals]
-        return wrap(f"return cuda::{kernel}<{self._functor_template}>(", ["launch", *names], ");", indent=2)
+        return wrap(f"return cuda::{self._loop.name}<{self._functor_template}>(", ["launch", *names], ");", indent=2)
 
     # -- registration
 

@@ -18,12 +18,15 @@ import itertools
 import tokenize
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
 
 LINE_LENGTH = 88  # ruff format's default
 
 
 def literal(value: object) -> str:
     """`value` as Python source, with ruff's quotes: `("cpu", "cuda")`, `"kbook::muladd"`."""
+    if isinstance(value, Enum):  # a Device, Route, ...: its value
+        return literal(value.value)
     if isinstance(value, str) and type(value) is str:
         return _string(value)
     if isinstance(value, tuple):

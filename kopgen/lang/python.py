@@ -1,6 +1,6 @@
 """This module translates the model into the generated Python: the typed API (ops.py), the
-registration with its fake kernels and autograd (_registration.py), the shared helpers
-(_support.py), the PyTorch references (reference.py), the `python` kernels and the benchmark.
+registration with its fake kernels and autograd (_registration.py), the PyTorch references
+(reference.py), the `python` kernels and the benchmark (the shared helpers are lang/support.py's).
 
 As torchgen's api/python.py does for its bindings: functions over the model's Op and Package
 that return Python source, which the templates print. Layout follows `ruff format`'s defaults
@@ -10,9 +10,10 @@ as they are written.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
-from ..model import Backward, Op, Package, Saved
+from ..model import Arg, Backward, CustomKernel, Op, Package, PointwiseCompute, RowReduction, Saved
 from ..schema import ListType, OptionalType, python_annotation, python_default
 from . import layout, tests
 from .layout import LINE_LENGTH, literal, wrap
@@ -287,7 +288,7 @@ def fake_body(op: Op) -> list[str]:
     if op.is_mutating:
         return ["    # Only checks: the op writes its arguments in place and returns nothing.",
                 "    " + check_written(op, indent=4)]
-    if op.num_outputs == 1 or op.custom:  # a custom op's allocator returns all its outputs
+    if op.num_outputs == 1 or _kind(op).allocates_all:
         noun = "outputs" if op.num_outputs > 1 else "output"
         return [f"    # Only metadata: the same {noun} the launcher allocates, never reading data.",
                 "    " + layout.assign("return", allocate(op), 4)]
@@ -310,17 +311,17 @@ def check_written(op: Op, indent: int) -> str:
 
 def output_allocator(op: Op) -> str:
     """The _support function that allocates (and fake kernels describe) the output."""
-    if op.custom:
-        return f"{op.stem}_output"
-    return "reduction_output" if op.reduction else "pointwise_output"
+    return _kind(op).allocator(op)
 
 
 def allocate(op: Op) -> str:
-    """The call that allocates the op's output (each of them: outputs share their shape)."""
-    if op.custom:
-        return call_text(f"_support.{output_allocator(op)}", op)
-    tensors = [a.name for a in op.tensor_args]
-    return f"_support.{output_allocator(op)}({', '.join([literal(op.qualname), *tensors])})"
+    """The call that allocates the op's output (each of them: outputs share their shape), or all its outputs."""
+    return f"_support.{output_allocator(op)}({', '.join(_kind(op).allocator_args(op))})"
+
+
+def _qualname_and_tensors(op: Op) -> list[str]:
+    """What the shared allocators take: the op's name for messages, and its Tensors."""
+    return [literal(op.qualname), *(a.name for a in op.tensor_args)]
 
 
 def autograd_template(op: Op) -> str:
@@ -426,63 +427,6 @@ def backward_body(op: Op) -> list[str]:
     return lines
 
 
-# -- _support.py
-
-
-def support_imports(package: Package) -> list[str]:
-    """The standard modules _support.py imports (a blank line after them where there are some)."""
-    modules = []
-    if package.uses_compiled_triton:
-        modules.append("contextlib")
-    if package.needs_tensor_metadata or {"max", "min"} & set(package.reductions):
-        modules.append("math")
-    return [f"import {module}" for module in modules] + ([""] if modules else [])
-
-
-def tensors_parameter(package: Package) -> str:
-    """The `*tensors` of the shared helpers, which skip Nones where some op takes a `Tensor?`."""
-    return "*tensors: Tensor | None" if package.has_optional_inputs else "*tensors: Tensor"
-
-
-def first_tensor(package: Package) -> str:
-    return "given(tensors)[0]" if package.has_optional_inputs else "tensors[0]"
-
-
-def row_helper_template(kind: str) -> str:
-    """The _support helper that reduces rows the way `kind` does (empty rows as the SPEC says)."""
-    return "package/_support/row_mean_sum.py.j2" if kind in ("sum", "mean") else "package/_support/row_max_min.py.j2"
-
-
-def row_helper_doc(kind: str) -> str:
-    return {
-        "sum": "Sums over the last dimension; an empty row sums to 0.",
-        "mean": "Means over the last dimension; an empty row has mean nan, as in torch.mean.",
-        "max": "The maximum over the last dimension; an empty row gives -inf, the identity.",
-        "min": "The minimum over the last dimension; an empty row gives inf, the identity.",
-    }[kind]
-
-
-def row_identity(kind: str) -> str:
-    """What row_max and row_min give for an empty row."""
-    return "-math.inf" if kind == "max" else "math.inf"
-
-
-def custom_ops(package: Package) -> list[Op]:
-    return [op for op in package.ops if op.custom]
-
-
-def custom_output(op: Op) -> list[str]:
-    """The body of a custom op's `<op>_output`: each output allocated as its spec's `fake` describes."""
-    device = f"{op.lead.name}.device"
-    outputs = [f"torch.empty({shape}, dtype={dtype}, device={device})" for shape, dtype in op.custom.outputs]
-    noun = "outputs" if len(outputs) > 1 else "output"
-    pronoun = "them" if len(outputs) > 1 else "it"
-    lines = [f'    """The {noun} of {op.qualname}, as its spec\'s `fake` describes {pronoun} (its kernel is the user\'s)."""']
-    if len(outputs) == 1:
-        return lines + ["    " + layout.assign("return", outputs[0], 4)]
-    return lines + ["    " + wrap("return (", outputs, ")", 4, explode=True)]
-
-
 # -- reference.py
 
 
@@ -490,7 +434,7 @@ def reference_imports(package: Package) -> list[str]:
     """reference.py's imports: the modules its expressions call into, recorded when they were parsed."""
     modules = set()
     for op in package.ops:
-        modules |= op.custom.reference.imports if op.custom else {m for w in op.writes for m in w.expr.imports}
+        modules |= op.body.imports
     lines = ["import math", ""] if "math" in modules else []
     lines += ["import torch"] if "torch" in modules else []
     helpers = sorted([f"row_{kind}" for kind in package.reductions] + ["upcast"])
@@ -499,7 +443,7 @@ def reference_imports(package: Package) -> list[str]:
 
 def reference_define(op: Op) -> str:
     """The reference returns what the op returns, or what a mutating op writes."""
-    count = op.num_outputs if op.custom else len(op.writes)
+    count = len(op.writes) if op.is_mutating else op.num_outputs
     return define(op.name, op, returns=_tensors(count))
 
 
@@ -512,18 +456,26 @@ def reference_doc(op: Op) -> str:
 
 def upcast(op: Op) -> str:
     """The Tensors the reference computes with, in float32 at least."""
-    names = [a.name for a in (op.tensor_args if op.custom else op.read_args)]
+    names = [a.name for a in _kind(op).reference_inputs(op)]
     return wrap(f"{_unpacked(names)} = upcast(", names, ")", 4)
 
 
 def reference_return(op: Op) -> str:
     """What the reference returns, in the dtype of the op's lead input."""
-    if op.custom:
-        if op.num_outputs == 1:
-            return layout.assign("return", f"{layout.operand(op.custom.reference.python)}.to(dtype)", 4)
-        return layout.assign("return", f"tuple(output.to(dtype) for output in {op.custom.reference.python})", 4)
-    if op.reduction:
-        return layout.assign("return", f"row_{op.reduction.kind}({op.writes[0].expr.to_torch()}).to(dtype)", 4)
+    return _kind(op).reference_return(op)
+
+
+def _custom_return(op: Op) -> str:
+    if op.num_outputs == 1:
+        return layout.assign("return", f"{layout.operand(op.body.reference.python)}.to(dtype)", 4)
+    return layout.assign("return", f"tuple(output.to(dtype) for output in {op.body.reference.python})", 4)
+
+
+def _reduction_return(op: Op) -> str:
+    return layout.assign("return", f"row_{op.body.reduction.kind}({op.writes[0].expr.to_torch()}).to(dtype)", 4)
+
+
+def _pointwise_return(op: Op) -> str:
     values = [f"{layout.operand(w.expr.to_torch())}.to(dtype)" for w in op.writes]
     if len(values) == 1:
         return layout.assign("return", values[0], 4)
@@ -538,7 +490,12 @@ def python_kernel(op: Op) -> str:
 
 
 def python_kernel_body(op: Op) -> list[str]:
-    """The PyTorch reference as a kernel: written into the mutated arguments, or into fresh outputs."""
+    """The PyTorch reference as a kernel, as the op's kind has it."""
+    return _kind(op).python_kernel_body(op)
+
+
+def _written_kernel_body(op: Op) -> list[str]:
+    """The reference written into the mutated arguments, or into fresh outputs (pointwise ops, row reductions)."""
     reference = call_text(f"reference.{op.name}", op)
     if op.is_mutating:
         lines = ['    """The PyTorch reference as a kernel, written into the mutated arguments."""',
@@ -547,14 +504,6 @@ def python_kernel_body(op: Op) -> list[str]:
             return lines + ["    " + layout.statement(f"{op.writes[0].name}.copy_({reference})", 4)]
         lines.append("    " + layout.assign("expected", reference, 4))
         return lines + [f"    {w.name}.copy_(expected[{i}])" for i, w in enumerate(op.writes)]
-    if op.custom:
-        lines = ['    """The PyTorch reference as a kernel, written into outputs allocated as `fake` describes."""']
-        if op.num_outputs == 1:
-            return lines + ["    " + layout.assign("out", allocate(op), 4),
-                            "    " + layout.assign("return", f"out.copy_({reference})", 4)]
-        return lines + ["    " + layout.assign("outputs", allocate(op), 4),
-                        "    " + layout.assign("expected", reference, 4),
-                        "    return tuple(output.copy_(want) for output, want in zip(outputs, expected, strict=True))"]
     lines = ['    """The PyTorch reference as a kernel, written into fresh contiguous output."""']
     lines += ["    " + layout.assign(out, allocate(op), 4) for out in op.output_names]
     if len(op.output_names) == 1:
@@ -562,6 +511,18 @@ def python_kernel_body(op: Op) -> list[str]:
     lines.append("    " + layout.assign("expected", reference, 4))
     copies = [f"{out}.copy_(expected[{i}])" for i, out in enumerate(op.output_names)]
     return lines + ["    " + returns(copies, 4)]
+
+
+def _custom_kernel_body(op: Op) -> list[str]:
+    """The reference written into the outputs of the op's own allocator."""
+    reference = call_text(f"reference.{op.name}", op)
+    lines = ['    """The PyTorch reference as a kernel, written into outputs allocated as `fake` describes."""']
+    if op.num_outputs == 1:
+        return lines + ["    " + layout.assign("out", allocate(op), 4),
+                        "    " + layout.assign("return", f"out.copy_({reference})", 4)]
+    return lines + ["    " + layout.assign("outputs", allocate(op), 4),
+                    "    " + layout.assign("expected", reference, 4),
+                    "    return tuple(output.copy_(want) for output, want in zip(outputs, expected, strict=True))"]
 
 
 # -- the benchmark
@@ -595,3 +556,29 @@ def bench_make_args(op: Op) -> str:
     """An op's entry of make_args: a large tensor for each Tensor argument, a sample value for the others."""
     values = [_Code("make()" if a.is_tensor else tests.sample_value(a)) for a in op.args]
     return layout.statement(f"{literal(op.name)}: lambda: {literal(tuple(values))},", 8)
+
+
+# -- what differs between op kinds: one row per kind, the one place this module chooses by kind
+
+
+class _Kind(NamedTuple):
+    allocator: Callable[[Op], str]  # the _support function that allocates (and fake kernels describe) its outputs
+    allocator_args: Callable[[Op], list[str]]  # what that function is called with
+    reference_inputs: Callable[[Op], tuple[Arg, ...]]  # the Tensors its reference upcasts
+    reference_return: Callable[[Op], str]  # the reference's `return`
+    python_kernel_body: Callable[[Op], list[str]]
+    allocates_all: bool = False  # one call allocates all its outputs (else one call per output)
+
+
+_KINDS = {
+    PointwiseCompute: _Kind(lambda op: "pointwise_output", _qualname_and_tensors, lambda op: op.read_args,
+                            _pointwise_return, _written_kernel_body),
+    RowReduction: _Kind(lambda op: "reduction_output", _qualname_and_tensors, lambda op: op.read_args,
+                        _reduction_return, _written_kernel_body),
+    CustomKernel: _Kind(lambda op: f"{op.stem}_output", call_args, lambda op: op.tensor_args,
+                        _custom_return, _custom_kernel_body, allocates_all=True),
+}
+
+
+def _kind(op: Op) -> _Kind:
+    return _KINDS[type(op.body)]

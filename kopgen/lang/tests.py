@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import itertools
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
-from ..model import Arg, Op, Package
+from ..model import Arg, CustomKernel, Op, Package, PointwiseCompute, RowReduction
 
 LINE_LENGTH = 88  # ruff format's default
 INDENT = "    "
@@ -49,8 +51,7 @@ def samples(op: Op) -> tuple[Sample, ...]:
     result.append(
         _sample(op, "empty", lambda a: _make((0,) + first[a.name][1:] if len(first[a.name]) == rank else first[a.name]), True)
     )
-    if op.reduction and len(first[op.lead.name]) > 1:
-        result.append(_sample(op, "empty_rows", lambda a: _make(first[a.name][:-1] + (0,)), True))
+    result += _KINDS[type(op.body)].samples(op)
     result.append(_sample(op, "noncontiguous", lambda a: _make(first[a.name], "make.strided")))
     # Inputs after the first broadcast from their last dimension; written arguments always have the full shape.
     lead = op.lead
@@ -173,13 +174,7 @@ def op_data(op: Op, package: Package) -> tuple[str, ...]:
         arguments.append(["positive_inputs=True,"])
     if gradient_args(op):
         arguments.append(_keyword("gradient_inputs", "(", [str(a.index) for a in gradient_args(op)], ")"))
-    if op.reduction and op.reduction.is_mean:
-        labels = [_str(s.label) for s in samples(op) if s.label != "empty_rows"]
-        arguments += [
-            ["# opcheck compares without equal_nan: not on empty rows, whose mean is nan."],
-            _keyword("opcheck_samples", "(", labels, ")"),
-            ["equal_nan=True,"],
-        ]
+    arguments += _KINDS[type(op.body)].data(op)
     if op.has_gradients:
         labels = [s.label for s in samples(op)]
         counts = [f"{wanted!r}: {count}" for wanted, count in saved_tensor_counts(op).items()]
@@ -248,3 +243,42 @@ def _call(head: str, items, close: str, column: int) -> list[str]:
     if len(items) == 1 or _fits(INDENT + inline, column):
         return [head, INDENT + inline, close]
     return [head, *(f"{INDENT}{item}," for item in items), close]
+
+
+# -- what differs between op kinds: one row per kind, the one place this module chooses by kind
+
+
+class _KindTests(NamedTuple):
+    samples: Callable[[Op], list[Sample]]  # the kind's own samples, after `empty`
+    data: Callable[[Op], list[list[str]]]  # the kind's own OpData arguments (lines of each)
+
+
+def _nothing(op: Op) -> list:
+    return []
+
+
+def _row_samples(op: Op) -> list[Sample]:
+    """Rows of no elements, where the inputs have rows."""
+    first = op.shapes[0]
+    if len(first[op.lead.name]) < 2:
+        return []
+    return [_sample(op, "empty_rows", lambda a: _make(first[a.name][:-1] + (0,)), True)]
+
+
+def _row_data(op: Op) -> list[list[str]]:
+    """A mean's empty rows give nan, which opcheck does not compare as equal."""
+    if not op.body.reduction.is_mean:
+        return []
+    labels = [_str(s.label) for s in samples(op) if s.label != "empty_rows"]
+    return [
+        ["# opcheck compares without equal_nan: not on empty rows, whose mean is nan."],
+        _keyword("opcheck_samples", "(", labels, ")"),
+        ["equal_nan=True,"],
+    ]
+
+
+_KINDS = {
+    PointwiseCompute: _KindTests(_nothing, _nothing),
+    RowReduction: _KindTests(_row_samples, _row_data),
+    CustomKernel: _KindTests(_nothing, _nothing),
+}

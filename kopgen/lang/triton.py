@@ -1,8 +1,8 @@
 """This module translates the model into the generated Triton: the kernels of kernels/<op>.py and
 the launchers that allocate, broadcast and launch them.
 
-Functions over the model's Op, which the templates print; `kernel_template` names the template of
-the op's kind (pointwise or row reduction), the one place that chooses between kinds.
+Functions over the model's Op, which the templates print; `kernel_template` takes the template of
+the op's kind (pointwise or row reduction) from its body, the one place that chooses between kinds.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from .layout import literal, wrap
 
 def kernel_template(op: Op) -> str:
     """The template of the op's kind: its Triton kernel and launcher."""
-    return "package/kernels/_reduction.py.j2" if op.reduction else "package/kernels/_pointwise.py.j2"
+    return op.body.templates["triton"]
 
 
 def module_doc(op: Op) -> str:

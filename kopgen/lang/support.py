@@ -1,0 +1,69 @@
+"""This module translates the model into the generated _support.py: the helpers that launchers,
+fake kernels, references and autograd share, and those of each op kind its ops need (a row
+reduction's output and row references, each custom op's output allocator).
+"""
+
+from __future__ import annotations
+
+from ..model import CustomKernel, Op, Package
+from . import layout
+from .layout import wrap
+
+
+def support_templates(package: Package) -> list[str]:
+    """The helpers of the package's op kinds: each kind's "support" template, where it has one."""
+    return [kind.templates["support"] for kind in package.kinds if "support" in kind.templates]
+
+
+def support_imports(package: Package) -> list[str]:
+    """The standard modules _support.py imports (a blank line after them where there are some)."""
+    modules = []
+    if package.uses_compiled_triton:
+        modules.append("contextlib")
+    if package.needs_tensor_metadata or {"max", "min"} & set(package.reductions):
+        modules.append("math")
+    return [f"import {module}" for module in modules] + ([""] if modules else [])
+
+
+def tensors_parameter(package: Package) -> str:
+    """The `*tensors` of the shared helpers, which skip Nones where some op takes a `Tensor?`."""
+    return "*tensors: Tensor | None" if package.has_optional_inputs else "*tensors: Tensor"
+
+
+def first_tensor(package: Package) -> str:
+    return "given(tensors)[0]" if package.has_optional_inputs else "tensors[0]"
+
+
+def row_helper_template(kind: str) -> str:
+    """The _support helper that reduces rows the way `kind` does (empty rows as the SPEC says)."""
+    return "package/_support/row_mean_sum.py.j2" if kind in ("sum", "mean") else "package/_support/row_max_min.py.j2"
+
+
+def row_helper_doc(kind: str) -> str:
+    return {
+        "sum": "Sums over the last dimension; an empty row sums to 0.",
+        "mean": "Means over the last dimension; an empty row has mean nan, as in torch.mean.",
+        "max": "The maximum over the last dimension; an empty row gives -inf, the identity.",
+        "min": "The minimum over the last dimension; an empty row gives inf, the identity.",
+    }[kind]
+
+
+def row_identity(kind: str) -> str:
+    """What row_max and row_min give for an empty row."""
+    return "-math.inf" if kind == "max" else "math.inf"
+
+
+def custom_ops(package: Package) -> list[Op]:
+    return [op for op in package.ops if isinstance(op.body, CustomKernel)]
+
+
+def custom_output(op: Op) -> list[str]:
+    """The body of a custom op's `<op>_output`: each output allocated as its spec's `fake` describes."""
+    device = f"{op.lead.name}.device"
+    outputs = [f"torch.empty({shape}, dtype={dtype}, device={device})" for shape, dtype in op.body.outputs]
+    noun = "outputs" if len(outputs) > 1 else "output"
+    pronoun = "them" if len(outputs) > 1 else "it"
+    lines = [f'    """The {noun} of {op.qualname}, as its spec\'s `fake` describes {pronoun} (its kernel is the user\'s)."""']
+    if len(outputs) == 1:
+        return lines + ["    " + layout.assign("return", outputs[0], 4)]
+    return lines + ["    " + wrap("return (", outputs, ")", 4, explode=True)]
