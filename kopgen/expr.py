@@ -19,6 +19,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from .names import optional_flags
+
 MAX_CHARS = 2000
 MAX_DEPTH = 50
 # Triton's x ** 8 and tan(x) repeat their argument: this stops nested ones from exploding.
@@ -436,9 +438,10 @@ class _Emitter:
 
     funcs = _CPP
 
-    def __init__(self, text: str, kinds: dict[ast.AST, _Kind]):
+    def __init__(self, text: str, kinds: dict[ast.AST, _Kind], flags: Mapping[str, str]):
         self.text, self.kinds = text, kinds
         self.imports: set[str] = set()  # the modules the translation calls into (torch, math)
+        self.flags = flags  # the kernels' flags of the optional Tensors (names.optional_flags)
 
     def emit(self, node: ast.AST) -> tuple[str, int]:
         code, prec = getattr(self, "emit_" + type(node).__name__)(node)
@@ -459,7 +462,10 @@ class _Emitter:
     def apply(self, name: str, args: list[ast.AST], node: ast.AST) -> tuple[str, int]:
         template, prec, arg_prec = self.table(node)[name]
         self.imports.update(_MODULE_CALL.findall(template))
-        return template.format(*(self.sub(a, arg_prec) for a in args)), prec
+        code = template.format(*(self.sub(a, arg_prec) for a in args))
+        if name == "present":  # the kernels' flag, renamed where an argument has its name
+            code = self.flags.get(code, code)
+        return code, prec
 
     def emit_Name(self, node: ast.Name) -> tuple[str, int]:
         return node.id, _ATOM
@@ -608,7 +614,8 @@ def parse_pointwise(text: str, args: Mapping[str, str]) -> Pointwise:
         tensors = ", ".join(n for n, k in args.items() if k == "tensor") or "none"
         raise _error(text, body, f"the expression must use a tensor argument ({tensors})")
     names = tuple(dict.fromkeys(name for _, _, name in sorted(checker.uses)))
-    emitters = [emitter(text, checker.kinds) for emitter in (_TorchEmitter, _TritonEmitter, _Emitter)]
+    flags = optional_flags(args, [name for name, kind in args.items() if kind == "optional"])
+    emitters = [emitter(text, checker.kinds, flags) for emitter in (_TorchEmitter, _TritonEmitter, _Emitter)]
     codes = [emitter.emit(body)[0] for emitter in emitters]
     return Pointwise(text, names, tuple(sorted(checker.tested)), *codes, imports=frozenset(emitters[0].imports))
 

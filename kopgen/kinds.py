@@ -9,6 +9,7 @@ from . import __version__
 from .expr import ExprError, FormulaContext, parse_formula, parse_metadata, parse_pointwise
 from .loader import Mapping, Node, Scalar, Sequence
 from .model import Arg, Custom, Reduction, Write
+from .names import output_names
 from .schema import FunctionSchema
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ def _resolve_compute(resolver: OpResolver, schema: FunctionSchema, args: tuple[A
                 f"compute gives {len(expressions)} expression(s) but the schema returns {len(schema.returns)} Tensor(s)",
             )
             return NOTHING
-        names = ["out"] if len(expressions) == 1 else [f"out{i}" for i in range(len(expressions))]
+        names = output_names([a.name for a in args], len(expressions))
         targets = [(name, None, expression) for name, expression in zip(names, expressions)]
     kinds_by_name = {a.name: a.kind for a in args}
     writes = []
@@ -169,7 +170,8 @@ def _resolve_reduction(resolver: OpResolver, schema: FunctionSchema, args: tuple
             resolver.error(node.position, f"Tensor argument '{arg.name}' is not used by reduce")
     if any(a.is_mutated for a in args) or len(schema.returns) != 1:
         return NOTHING
-    return ResolvedKind((Write(expr, "out"),), reduction=Reduction(node.get("op").value))
+    (out,) = output_names([a.name for a in args], 1)
+    return ResolvedKind((Write(expr, out),), reduction=Reduction(node.get("op").value))
 
 
 def _resolve_mutation(resolver: OpResolver, schema: FunctionSchema, node: Node, mutated: list[Arg]) -> list:

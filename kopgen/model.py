@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from . import __version__
 from .expr import Formula, Pointwise
+from .names import output_names
 from .schema import Argument, FunctionSchema
 
 BUILTIN_DEFAULTS = {
@@ -60,11 +61,6 @@ class Arg:
     @property
     def is_mutated(self) -> bool:
         return self.schema.is_mutated
-
-    @property
-    def pointer(self) -> str:
-        """The kernel parameter through which a Tensor is read (and written, if mutated)."""
-        return f"{self.name}_ptr"
 
 
 @dataclass(frozen=True)
@@ -143,10 +139,6 @@ class KernelTensor:
     written: bool
     optional: bool = False  # a Tensor? input: None (a null pointer in C++) when not given
 
-    @property
-    def pointer(self) -> str:
-        return f"{self.name}_ptr"
-
 
 @dataclass(frozen=True)
 class Write:
@@ -155,10 +147,6 @@ class Write:
     expr: Pointwise
     name: str  # `out`, `out0`, ... for returns; the argument's name for a mutated argument
     arg: Arg | None = None  # the mutated argument
-
-    @property
-    def pointer(self) -> str:
-        return f"{self.name}_ptr"
 
     @property
     def buffer(self) -> str:
@@ -281,7 +269,7 @@ class Op:
     @property
     def output_names(self) -> tuple[str, ...]:
         if self.custom:
-            return ("out",) if self.num_outputs == 1 else tuple(f"out{i}" for i in range(self.num_outputs))
+            return output_names([a.name for a in self.args], self.num_outputs)
         return tuple(w.name for w in self.writes if w.arg is None)
 
     @property
@@ -303,11 +291,6 @@ class Op:
     @property
     def uses_triton(self) -> bool:
         return "triton" in self.kernel_languages
-
-    @property
-    def kernel_parameters(self) -> tuple[str, ...]:
-        """Kernel parameters (Triton, and CUDA by name): tensor pointers, then the scalars the expressions read."""
-        return tuple([t.pointer for t in self.kernel_tensors] + [a.name for a in self.kernel_scalars])
 
     @property
     def is_triton_op(self) -> bool:
