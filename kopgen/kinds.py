@@ -11,6 +11,7 @@ from . import __version__
 from .expr import ExprError, FormulaContext, parse_formula, parse_metadata, parse_pointwise
 from .loader import Mapping, Node, Scalar, Sequence
 from .model import Arg, Body, CustomKernel, PointwiseCompute, Reduction, RowReduction, Write
+from .names import output_names
 from .schema import FunctionSchema
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ def _resolve_compute(resolver: OpResolver, schema: FunctionSchema, args: tuple[A
                 f"compute gives {len(expressions)} expression(s) but the schema returns {len(schema.returns)} Tensor(s)",
             )
             return None
-        names = ["out"] if len(expressions) == 1 else [f"out{i}" for i in range(len(expressions))]
+        names = output_names([a.name for a in args], len(expressions))
         targets = [(name, None, expression) for name, expression in zip(names, expressions)]
     kinds_by_name = {a.name: a.kind for a in args}
     writes = []
@@ -125,7 +126,7 @@ def _resolve_custom(resolver: OpResolver, schema: FunctionSchema, args: tuple[Ar
         outputs.append(tuple(metadata))
     if len(resolver.diagnostics.items) > errors_before:
         return None
-    return CustomKernel(formula, tuple(outputs))
+    return CustomKernel(formula, tuple(outputs), output_names([a.name for a in args], len(outputs)))
 
 
 def _resolve_reduction(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, ...]) -> RowReduction | None:
@@ -160,7 +161,8 @@ def _resolve_reduction(resolver: OpResolver, schema: FunctionSchema, args: tuple
             resolver.error(node.position, f"Tensor argument '{arg.name}' is not used by reduce")
     if any(a.is_mutated for a in args) or len(schema.returns) != 1:
         return None
-    return RowReduction(Reduction(node.get("op").value), Write(expr, "out"))
+    (out,) = output_names([a.name for a in args], 1)
+    return RowReduction(Reduction(node.get("op").value), Write(expr, out))
 
 
 def _resolve_mutation(resolver: OpResolver, schema: FunctionSchema, node: Node, mutated: list[Arg]) -> list:

@@ -117,11 +117,6 @@ class Arg:
     def is_mutated(self) -> bool:
         return self.schema.is_mutated
 
-    @property
-    def pointer(self) -> str:
-        """The kernel parameter through which a Tensor is read (and written, if mutated)."""
-        return f"{self.name}_ptr"
-
 
 @dataclass(frozen=True)
 class Saved:
@@ -192,10 +187,6 @@ class KernelTensor:
     written: bool
     optional: bool = False  # a Tensor? input: None (a null pointer in C++) when not given
 
-    @property
-    def pointer(self) -> str:
-        return f"{self.name}_ptr"
-
 
 @dataclass(frozen=True)
 class Write:
@@ -204,10 +195,6 @@ class Write:
     expr: Pointwise
     name: str  # `out`, `out0`, ... for returns; the argument's name for a mutated argument
     arg: Arg | None = None  # the mutated argument
-
-    @property
-    def pointer(self) -> str:
-        return f"{self.name}_ptr"
 
     @property
     def buffer(self) -> str:
@@ -277,6 +264,7 @@ class CustomKernel:
 
     reference: Formula  # PyTorch over the arguments: the test oracle
     outputs: tuple[tuple[str, str], ...]  # (shape, dtype) as Python source, per returned Tensor
+    output_names: tuple[str, ...]  # `out`, or `out0`, `out1`, ..., renamed past the op's arguments (names.py)
     templates: ClassVar[Mapping[str, str]] = MappingProxyType(
         {"kernels": "package/kernels/custom.py.j2", "support": "package/_support/custom_outputs.py.j2"}
     )
@@ -285,10 +273,6 @@ class CustomKernel:
     @property
     def writes(self) -> tuple[Write, ...]:
         return ()  # kopgen writes no kernel of it
-
-    @property
-    def output_names(self) -> tuple[str, ...]:
-        return ("out",) if len(self.outputs) == 1 else tuple(f"out{i}" for i in range(len(self.outputs)))
 
     @property
     def imports(self) -> frozenset[str]:
@@ -433,11 +417,6 @@ class Op:
     @property
     def uses_triton(self) -> bool:
         return "triton" in self.kernel_languages
-
-    @property
-    def kernel_parameters(self) -> tuple[str, ...]:
-        """Kernel parameters (Triton, and CUDA by name): tensor pointers, then the scalars the expressions read."""
-        return tuple([t.pointer for t in self.kernel_tensors] + [a.name for a in self.kernel_scalars])
 
     @property
     def is_triton_op(self) -> bool:

@@ -1,8 +1,11 @@
-"""Every name the generated code reserves, and the checks that keep a spec's names out of their way.
+"""Every name the generated code uses, the renaming of its own locals, and the checks of a spec's names.
 
 A spec's names become Python modules and functions, C++ identifiers, file names and torch
-namespaces. The tables below say which names the generated code, Python, C++ and torch keep for
-themselves; the checks report a spec name that collides, at its position.
+namespaces. Where an argument (or the op) takes a name the generated code binds itself (`result`,
+`grad`, `mask`, `out1`, ...), the generated code renames its local, as torchgen's api/cpp.py does:
+`Locals` holds every such name of an op, and the templates and lang/ modules take them from it.
+The names Python, C++ and torch keep for themselves, and those the generated functions read from
+their modules, cannot be renamed: the checks report a spec name that takes one, at its position.
 """
 
 from __future__ import annotations
@@ -11,7 +14,9 @@ import errno
 import keyword
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
+from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
@@ -19,34 +24,185 @@ from .errors import Diagnostics, Position
 from .loader import Mapping, Scalar
 from .schema import FunctionSchema
 
+if TYPE_CHECKING:
+    from .model import Op
+
 Report = Callable[[Position, str], None]  # where and what: Diagnostics.error
 
-# Names the generated code uses beside the op's arguments (locals of launchers, kernels,
-# references and autograd functions, and the modules they import).
-RESERVED_NAMES = frozenset(
+# Names the generated functions of an op read from their module or from Python, beside the op's
+# arguments: an argument of that name would hide them there, so it is refused. Names starting with
+# `_` are the generated modules' private names (_support, _lib, _C, the op handles _<op>).
+MODULE_NAMES = frozenset(
     {
-        *("ctx", "grad", "grads", "result", "results", "inputs", "output", "self", "expected", "dtype", "out"),
-        *("torch", "tl", "triton", "math", "Tensor", "reference", "wrap_triton"),
-        *("kernel", "grid", "n_elements", "compute_dtype", "offsets", "mask", "BLOCK_SIZE", "COMPUTE_DTYPE"),
-        *("shape", "n_rows", "n_cols", "rows", "cols", "row_mask", "total", "values"),
-        *("block_rows", "block_cols", "BLOCK_ROWS", "BLOCK_COLS", "COL_BLOCKS", "block"),
+        *("torch", "tl", "triton", "math", "Tensor", "reference", "wrap_triton", "upcast"),
+        *("row_sum", "row_mean", "row_max", "row_min"),
+        *("min", "max", "int", "float", "len", "range", "tuple", "zip"),  # builtins the functions call
     }
 )
-RESERVED_PATTERN = re.compile(r"^(_.*|out\d+(_.*)?|grad_.*|.*_ptr|.*_shape|.*_dense|.*_kernels)$")
-# Names the generated C++ and CUDA code uses (locals and helpers of csrc/), which arguments
-# of compiled ops must not shadow, and the keywords of C++, which no C++ name may be.
-CPP_RESERVED_NAMES = frozenset(
+MODULE_PATTERN = re.compile(r"^(_.*|.*_kernels)$")  # private names; _registration's kernels modules
+# Types the generated C++ of an op names unqualified in its host function, functor and launcher: an
+# argument of that name would hide them there (`Tensor` is one of MODULE_NAMES already).
+CPP_TYPE_NAMES = frozenset({"KernelCall", "Values", "Sum", "Mean", "Max", "Min", "acc_t"})
+
+# -- the generated code's own names, renamed where the op's names take them
+
+# Every local the generated code binds where an op's argument names are in scope too, and the few
+# module-level names of kernels/<op>.py its functions read. Python: the launchers and Triton kernels
+# of kernels/<op>.py, the `python` kernels, references, fake kernels, setup_context and backward.
+PYTHON_LOCALS = (
+    *("kernel", "grid", "n_elements", "compute_dtype", "BLOCK_SIZE", "COMPUTE_DTYPE", "offsets", "mask"),
+    *("shape", "n_rows", "n_cols", "block_rows", "block_cols", "BLOCK_ROWS", "BLOCK_COLS", "COL_BLOCKS"),
+    *("rows", "row_mask", "total", "block", "cols", "values"),
+    *("dtype", "expected", "outputs", "output", "want"),
+    *("ctx", "grad", "grads", "result", "results", "needs_input_grad", "_"),  # `_`: an input setup_context skips
+)
+# C++ and CUDA: the host functions (csrc/ops.cpp, cuda/ops.cpp) and launchers (cuda/kernels.cu).
+CPP_LOCALS = ("call", "launch")
+# Names derived from an argument, an output or the op (its stem in Python names): `{}` stands for it.
+DERIVED_NAMES = {
+    "output": "out{}",  # the outputs: `out`, or out0, out1, ...
+    "pointer": "{}_ptr",  # Triton: a Tensor's kernel parameter
+    "numel": "{}_numel",  # a custom kernel's skeleton: an output's size
+    "mask": "{}_mask",  # ... and mask
+    "dense": "{}_dense",  # a written argument's dense buffer
+    "flag": "HAS_{}",  # Triton: whether an optional Tensor is given (a constexpr)
+    "cpp_flag": "has_{}",  # C++ and CUDA: the same (a functor member)
+    "gradient": "grad_{}",  # backward: an input's gradient
+    "shape": "{}_shape",  # setup_context: an input's shape, as an attribute of ctx
+    "result": "result{}",  # backward: the saved outputs, `result` or result0, result1, ...
+    "kernel": "{}_kernel",  # kernels/<op>.py: the Triton kernel,
+    "interpreted": "{}_kernel_interpreted",  # ... its interpreted form,
+    "launch": "{}_launch",  # ... and a triton_op's launch
+}
+# torch calls setup_context(ctx=, inputs=, output=, keyword_only_inputs=) by keyword: these parameter
+# names cannot change, so an argument of one of them is unpacked there under another name.
+SETUP_CONTEXT_PARAMETERS = ("ctx", "inputs", "output", "keyword_only_inputs")
+# The attributes of the ctx that setup_context and backward share, which it must not overwrite.
+CTX_MEMBERS = frozenset(
     {
-        *("n", "i", "k", "v", "m", "tile", "vectors", "shape", "error", "guard", "stream", "zero", "dtype"),
-        *("rows", "cols", "row", "col", "total", "partial", "width", "out_shape"),
-        *("scalar_t", "acc_t", "compute_t", "Compute", "V", "VEC", "Vec", "Tensor", "ScalarType", "Half", "BFloat16"),
-        *("data", "mutable_data", "check", "check_written", "check_launch", "dense", "new_empty", "write_back"),
-        *("dispatch_floating", "broadcast_shape", "sizes_of", "shape_text", "to_compute", "from_compute"),
-        *("aligned", "blocks_for", "kThreads", "kMaxBlocks", "kernel_dtype", "current_stream", "Dtype", "std", "cuda"),
-        *("call", "KernelCall", "launch", "Launch", "Values", "functors", "kernels", "Sum", "Mean", "Max", "Min"),
+        *("apply", "apply_boxed", "apply_jvp", "dirty_tensors", "mark_dirty", "mark_non_differentiable"),
+        *("mark_shared_storage", "materialize_grads", "maybe_clear_saved_tensors", "metadata", "name"),
+        *("needs_input_grad", "next_functions", "non_differentiable", "register_hook", "register_prehook"),
+        *("requires_grad", "save_for_backward", "save_for_forward", "saved_for_forward", "saved_tensors"),
+        *("saved_variables", "set_materialize_grads", "to_save"),
     }
 )
-CPP_RESERVED_PATTERN = re.compile(r"^(.*_vec)$")
+
+
+def fresh(name: str, taken: set[str] | frozenset[str]) -> str:
+    """`name`, with `_` appended until no name in `taken` is it (as torchgen's api/cpp.py renames a
+    generated local that meets an argument)."""
+    while name in taken:
+        name += "_"
+    return name
+
+
+def output_names(arg_names: Iterable[str], count: int) -> tuple[str, ...]:
+    """What the generated code calls the op's outputs: `out`, or out0, out1, ..., each renamed off the
+    argument names (an input may be called `out`)."""
+    taken = set(arg_names)
+    outputs = []
+    for i in range(count):
+        outputs.append(fresh(DERIVED_NAMES["output"].format("" if count == 1 else i), taken))
+        taken.add(outputs[-1])
+    return tuple(outputs)
+
+
+def optional_flags(arg_names: Iterable[str], optionals: Iterable[str]) -> dict[str, str]:
+    """The kernels' flags for the optional Tensors (`HAS_x` in Triton, `has_x` in C++), each renamed
+    off the op's argument names and the flags before it. The pointwise language's translations
+    (expr.py) and Locals both take them from here, so they agree."""
+    taken = set(arg_names)
+    flags = {}
+    for optional in optionals:
+        for pattern in (DERIVED_NAMES["flag"], DERIVED_NAMES["cpp_flag"]):
+            natural = pattern.format(optional)
+            flags[natural] = fresh(natural, taken)
+            taken.add(flags[natural])
+    return flags
+
+
+class Locals:
+    """The generated code's own names for one op: each as the tables above have it, or with `_`
+    appended where a name the op brings (an argument's, the op's) takes it. The names are settled
+    once, in a fixed order, each avoiding the op's names and those settled before it: the same
+    spec always gets the same names, and no two meet (but setup_context's, settled among its own
+    names only). The user's names stay as written."""
+
+    def __init__(self, op_name: str, stem: str, args: Sequence[tuple[str, bool]], outputs: Sequence[str],
+                 results: Sequence[str]):
+        """`args`: (name, is an optional Tensor) per argument; `outputs`: the outputs' names (settled
+        by output_names); `results`: the natural names of the saved outputs in backward (result, ...)."""
+        arg_names = [name for name, _ in args]
+        flags = optional_flags(arg_names, [name for name, optional in args if optional])
+        taken = {*arg_names, *flags.values(), *outputs, op_name}
+        self._names: dict[tuple[str, str], str] = {("flag", n): f for n, f in flags.items()}
+
+        def settle(kind: str, natural: str, avoid: frozenset[str] = frozenset()) -> None:
+            if (kind, natural) in self._names:  # `result` is a local and the single saved output
+                return
+            final = fresh(natural, taken | avoid)
+            self._names[(kind, natural)] = final
+            taken.add(final)
+
+        for name in (*PYTHON_LOCALS, *CPP_LOCALS):
+            settle("local", name)
+        for output in outputs:
+            for kind in ("pointer", "numel", "mask"):
+                settle(kind, DERIVED_NAMES[kind].format(output))
+        for name in arg_names:
+            for kind in ("pointer", "dense", "gradient"):
+                settle(kind, DERIVED_NAMES[kind].format(name))
+            settle("shape", DERIVED_NAMES["shape"].format(name), CTX_MEMBERS)
+            if name in CTX_MEMBERS:  # kept on ctx under its own name elsewhere (a scalar the formulas read)
+                settle("attribute", name, CTX_MEMBERS)
+        for result in results:
+            settle("local", result)
+        for kind in ("kernel", "interpreted", "launch"):
+            settle(kind, DERIVED_NAMES[kind].format(stem))
+        # setup_context's names for the arguments it unpacks: only its own names are in the way there (the
+        # arguments, torch's parameters, its needs_input_grad and `_`), so `ctx` becomes ctx_ as in backward.
+        in_setup = {*arg_names, *SETUP_CONTEXT_PARAMETERS, self.needs_input_grad, self._}
+        for name in arg_names:
+            if name in SETUP_CONTEXT_PARAMETERS:
+                self._names[("unpacked", name)] = fresh(name, in_setup)
+                in_setup.add(self._names[("unpacked", name)])
+
+    def __getattr__(self, name: str) -> str:
+        """A local of PYTHON_LOCALS or CPP_LOCALS: `local.grad`."""
+        try:
+            return self.__dict__["_names"][("local", name)]
+        except KeyError:
+            raise AttributeError(f"'{name}' is not a generated local of names.py's tables") from None
+
+    def result(self, natural: str) -> str:
+        """A saved output in backward: `result`, or result0, result1, ..."""
+        return self._names[("local", natural)]
+
+    def derived(self, kind: str, name: str) -> str:
+        """The name DERIVED_NAMES[kind] derives from `name` (an argument, an output or the op's stem)."""
+        natural = DERIVED_NAMES[kind].format(name)
+        return self._names[("flag" if kind in ("flag", "cpp_flag") else kind, natural)]
+
+    def pointer(self, name: str) -> str:
+        return self.derived("pointer", name)
+
+    def flag(self, name: str) -> str:
+        return self.derived("flag", name)
+
+    def cpp_flag(self, name: str) -> str:
+        return self.derived("cpp_flag", name)
+
+    def unpacked(self, name: str) -> str:
+        """An argument as setup_context unpacks it from `inputs`: its own name, but where torch's
+        parameters of setup_context have it."""
+        return self._names.get(("unpacked", name), name)
+
+    def attribute(self, name: str) -> str:
+        """An argument kept on ctx (a scalar or a tensor's metadata): its name, but where ctx has it."""
+        return self._names.get(("attribute", name), name)
+
+
 CPP_KEYWORDS = frozenset(
     (
         "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch", "char",
@@ -111,6 +267,20 @@ OP_RESERVED_NAMES = frozenset(
 DUNDER_PATTERN = re.compile(r"^__.*__$")
 
 
+def locals_for(op: Op) -> Locals:
+    """The generated code's own names for `op` (templates: `local(op).grad`)."""
+    args = tuple((a.name, a.is_optional) for a in op.args)
+    count = op.num_outputs
+    results = ("result",) if count == 1 else tuple(DERIVED_NAMES["result"].format(i) for i in range(count))
+    return _locals(op.name, op.stem, args, op.output_names, results)
+
+
+@lru_cache(maxsize=256)
+def _locals(op_name: str, stem: str, args: tuple[tuple[str, bool], ...], outputs: tuple[str, ...],
+            results: tuple[str, ...]) -> Locals:
+    return Locals(op_name, stem, args, outputs, results)
+
+
 def check_package_names(root: Mapping, namespace: str, namespace_at: Position, diagnostics: Diagnostics) -> None:
     """The package becomes an import name and a folder, the namespace torch.ops.<namespace>, the
     version the distribution's: each must be one that works there."""
@@ -166,7 +336,8 @@ def check_op_name(name: str, at: Position, report: Report) -> None:
 
 
 def check_argument_names(schema: FunctionSchema, at: Position, report: Report) -> None:
-    """Arguments become Python parameters beside the generated code's own locals."""
+    """Arguments become Python parameters. The generated code's own locals make way for them
+    (Locals); the names its functions read from their module or from Python cannot."""
     for arg in schema.arguments:
         name, arg_at = arg.name, at.shifted(0, arg.column)
         if keyword.iskeyword(name) or keyword.issoftkeyword(name):
@@ -174,20 +345,24 @@ def check_argument_names(schema: FunctionSchema, at: Position, report: Report) -
         elif len(name) > MAX_NAME_LENGTH:
             report(arg_at, f"argument name '{name[:20]}...' is too long ({len(name)} characters, "
                            f"at most {MAX_NAME_LENGTH})")
-        elif name == "out" and arg.is_mutated:
-            pass  # `Tensor(a!) out` of out= ops: the generated code uses no local `out` beside it
-        elif name in RESERVED_NAMES or RESERVED_PATTERN.match(name):
-            report(arg_at, f"argument name '{name}' is reserved for the generated code; rename it")
-    names = {a.name for a in schema.arguments}
-    for arg in schema.arguments:
-        flags = {f"has_{arg.name}", f"HAS_{arg.name}"} & names if str(arg.type) == "Tensor?" else set()
-        if flags:
-            report(at, f"argument name '{flags.pop()}' is the kernels' flag for whether '{arg.name}' is given; rename it")
+        elif name in MODULE_NAMES or MODULE_PATTERN.match(name):
+            report(arg_at, f"argument name '{name}' {_hidden(name)}; rename it")
+
+
+def _hidden(name: str) -> str:
+    """Why an argument cannot be named `name` (a MODULE_NAMES one)."""
+    if name.startswith("_"):
+        return "starts with '_', which the generated modules keep for their own names (_support, _lib, _<op>)"
+    if name.endswith("_kernels"):
+        return "would hide a kernels module of _registration.py (imported as <op>_kernels)"
+    if name in ("min", "max", "int", "float", "len", "range", "tuple", "zip"):
+        return f"would hide the builtin '{name}', which the generated functions call"
+    return f"would hide '{name}', which the generated functions import"
 
 
 def check_cpp_names(namespace: str, namespace_at: Position, node: Scalar, schema: FunctionSchema,
                     report: Report) -> None:
-    """Compiled ops become C++ functions and parameters: no C++ keywords, macros or generated names."""
+    """Compiled ops become C++ functions and parameters: no C++ keywords, macros, or types their code names."""
     at = node.value_position
     if namespace in CPP_KEYWORDS:
         report(at, f"namespace '{namespace}' is a C++ keyword; compiled ops need another namespace")
@@ -202,5 +377,6 @@ def check_cpp_names(namespace: str, namespace_at: Position, node: Scalar, schema
         elif name in C_STD_NAMES or C_STD_PATTERN.match(name):
             report(name_at, f"'{name}' is a macro or type of the C/C++ standard library; compiled routes "
                             "turn ops and arguments into C++ names: rename it")
-        elif name != schema.name and (name in CPP_RESERVED_NAMES or CPP_RESERVED_PATTERN.match(name)):
-            report(name_at, f"argument name '{name}' is reserved for the generated C++ code; rename it")
+        elif name in CPP_TYPE_NAMES:
+            report(name_at, f"'{name}' would hide the type '{name}', which the generated C++ names inside "
+                            "the op's functions; rename it")

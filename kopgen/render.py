@@ -9,9 +9,9 @@ from pathlib import Path
 import jinja2
 from jinja2.sandbox import SandboxedEnvironment
 
-from . import __version__
+from . import __version__, names
 from .format import SPEC_SCHEMA
-from .lang import cpp, python, support, tests, triton
+from .lang import autograd, cpp, python, support, tests, triton
 from .model import Package
 from .plan import KOPGEN, OutputFile
 
@@ -54,11 +54,14 @@ def render(file: OutputFile, package: Package) -> str:
         package=package,
         header=header(file.path, file.owner),
         schema_json=json.dumps(SPEC_SCHEMA, indent=2),
+        autograd=autograd,
         cpp=cpp,
         python=python,
         support=support,
         tests=tests,
         triton=triton,
         **file.context,
+        # An op's file names the generated code's own locals as `local.<name>` (renamed where the op's names take them).
+        **({"local": names.locals_for(file.context["op"])} if "op" in file.context else {}),
     )
     return text

@@ -15,7 +15,6 @@ import pytest
 import torch
 
 from kopgen import generate
-from kopgen.errors import SpecError
 from kopgen.lang import tests, triton
 from kopgen.pipeline import load_spec, load_spec_text, render_repo
 
@@ -170,11 +169,15 @@ def test_custom_skeleton_stores_each_output_under_its_own_mask():
     assert re.search(r"\n\s+out0\.numel\(\),\n\s+out1\.numel\(\),\n", text)  # the sizes the kernel is launched with
 
 
-def test_names_of_the_skeletons_output_sizes_and_masks_are_reserved():
-    """`out0_numel` is a kernel parameter of the skeleton above: an argument of that name would repeat it."""
+def test_the_skeletons_output_sizes_and_masks_make_way_for_arguments_of_their_names():
+    """`out0_numel` is a kernel parameter of the skeleton above: an argument of that name keeps it, and the
+    skeleton's own becomes out0_numel_."""
     text = CUSTOM_TWO_SHAPES.read_text().replace("pairsum_double(Tensor x)", "pairsum_double(Tensor x, int out0_numel)")
-    with pytest.raises(SpecError, match="argument name 'out0_numel' is reserved for the generated code"):
-        load_spec_text(text, "spec.yaml")
+    package = load_spec_text(text, "spec.yaml")
+    kernel = render_repo(package)["ktwo/kernels/pairsum_double.py"][1]
+    compile(kernel, "pairsum_double.py", "exec")
+    assert "    out0_mask = offsets < out0_numel_\n" in kernel
+    assert re.search(r"\n    out1_ptr,\n    out0_numel,\n    out0_numel_,\n    out1_numel,\n", kernel)
 
 
 def write_pairsum_double_kernel(path: Path) -> None:

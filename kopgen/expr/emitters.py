@@ -89,9 +89,10 @@ class Emitter:
 
     funcs: Mapping[str, tuple[str, int, int]]  # the target's translation table
 
-    def __init__(self, text: str, kinds: dict[ast.AST, Kind]):
+    def __init__(self, text: str, kinds: dict[ast.AST, Kind], flags: Mapping[str, str]):
         self.text, self.kinds = text, kinds
         self.imports: set[str] = set()  # the modules the translation calls into (torch, math)
+        self.flags = flags  # the kernels' flags of the optional Tensors (names.optional_flags)
 
     def emit(self, node: ast.AST) -> tuple[str, int]:
         code, prec = getattr(self, "emit_" + type(node).__name__)(node)
@@ -112,7 +113,10 @@ class Emitter:
     def apply(self, name: str, args: list[ast.AST], node: ast.AST) -> tuple[str, int]:
         template, prec, arg_prec = self.table(node)[name]
         self.imports.update(_MODULE_CALL.findall(template))
-        return template.format(*(self.sub(a, arg_prec) for a in args)), prec
+        code = template.format(*(self.sub(a, arg_prec) for a in args))
+        if name == "present":  # the kernels' flag, renamed where an argument has its name
+            code = self.flags.get(code, code)
+        return code, prec
 
     def emit_Name(self, node: ast.Name) -> tuple[str, int]:
         return node.id, _ATOM

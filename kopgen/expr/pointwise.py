@@ -11,6 +11,7 @@ import ast
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ..names import optional_flags
 from .emitters import UNARY_FUNCS, CppEmitter, TorchEmitter, TritonEmitter
 from .syntax import OP_SYMBOLS, TOO_LARGE, Checker, ExprError, check_constants, did_you_mean, node_error, parse
 
@@ -233,7 +234,8 @@ def parse_pointwise(text: str, args: Mapping[str, str]) -> Pointwise:
         tensors = ", ".join(n for n, k in args.items() if k == "tensor") or "none"
         raise node_error(text, body, f"the expression must use a tensor argument ({tensors})")
     names = tuple(dict.fromkeys(name for _, _, name in sorted(checker.uses)))
-    emitters = [emitter(text, checker.kinds) for emitter in (TorchEmitter, TritonEmitter, CppEmitter)]
+    flags = optional_flags(args, [name for name, kind in args.items() if kind == "optional"])
+    emitters = [emitter(text, checker.kinds, flags) for emitter in (TorchEmitter, TritonEmitter, CppEmitter)]
     codes = [emitter.emit(body)[0] for emitter in emitters]
     return Pointwise(text, names, tuple(sorted(checker.tested)), *codes, imports=frozenset(emitters[0].imports),
                      calls=frozenset(checker.calls))

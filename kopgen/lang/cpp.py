@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..model import Op, Package, PointwiseCompute, RowReduction
+from ..names import locals_for
 
 LINE_LENGTH = 100  # generated C++/CUDA lines stay within it (but for very long names or expressions)
 # C++ types of the scalar arguments, as the host functions and launchers take them.
@@ -140,17 +141,18 @@ class CppOp:
     def host_body(self, device: str) -> list[str]:
         """The statements of the host function: the call's tensors, in the order the functor reads
         and writes them, then the kernel's run."""
+        call = locals_for(self.op).call
         tensors = "{" + ", ".join(a.name for a in self.op.tensor_args) + "}"
-        statements = [wrap("KernelCall call(", [f'"{self.op.qualname}"', tensors], ");", indent=2)]
+        statements = [wrap(f"KernelCall {call}(", [f'"{self.op.qualname}"', tensors], ");", indent=2)]
         written = {w.arg.name for w in self.op.mutated_writes}
         read = {a.name for a in self.op.read_args}
         for arg in self.op.tensor_args:
             if arg.name in written:
                 method = "update" if arg.name in read else "write"
-                statements.append(f'call.{method}({arg.name}, "{arg.name}");')
+                statements.append(f'{call}.{method}({arg.name}, "{arg.name}");')
             elif arg.name in read:
-                statements.append(f"call.read({arg.name});")
-        statements += [f"Tensor {name} = call.{self._loop.allocate}();" for name in self.op.output_names]
+                statements.append(f"{call}.read({arg.name});")
+        statements += [f"Tensor {name} = {call}.{self._loop.allocate}();" for name in self.op.output_names]
         statements.append(self._cpu_run if device == "cpu" else self._cuda_run)
         names = self.op.output_names
         if names:
@@ -164,6 +166,11 @@ class CppOp:
         return [a.name for a in self.op.kernel_scalars] + [f"{a.name}.has_value()" for a in self.op.tested_optionals]
 
     @property
+    def _flags(self) -> list[str]:
+        """The functor's and launcher's has_x flag of each optional Tensor the expression tests."""
+        return [locals_for(self.op).cpp_flag(a.name) for a in self.op.tested_optionals]
+
+    @property
     def _functor_template(self) -> str:
         """`functors::muladd`, or `Sum, functors::rowsum` for a row reduction."""
         functor = f"functors::{self.name}"
@@ -171,11 +178,16 @@ class CppOp:
 
     @property
     def _cpu_run(self) -> str:
-        return wrap(f"call.{self._loop.name}_cpu<{self._functor_template}>(", self._scalar_arguments, ");", indent=2)
+        call = locals_for(self.op).call
+        return wrap(f"{call}.{self._loop.name}_cpu<{self._functor_template}>(", self._scalar_arguments, ");", indent=2)
 
     @property
     def _cuda_run(self) -> str:
-        return wrap("launch(", ["call", f"kernels::{self.name}", *self._scalar_arguments], ");", indent=2)
+        # The namespace's launch helper, qualified where an argument or the op itself hides it.
+        hidden = "launch" in {self.op.name, *(a.name for a in self.op.args)}
+        launch = f"{self.op.namespace}::launch" if hidden else "launch"
+        arguments = [locals_for(self.op).call, f"kernels::{self.name}", *self._scalar_arguments]
+        return wrap(f"{launch}(", arguments, ");", indent=2)
 
     # -- the functor: the op's expression over compute-type values (acc_t)
 
@@ -183,7 +195,7 @@ class CppOp:
     def functor_members(self) -> list[str]:
         """The scalars in the compute type (bools as they are), then the has_x flags."""
         members = [f"{'bool' if a.kind == 'bool' else 'acc_t'} {a.name}" for a in self.op.kernel_scalars]
-        return members + [f"bool has_{a.name}" for a in self.op.tested_optionals]
+        return members + [f"bool {flag}" for flag in self._flags]
 
     def _operator(self, prefix: str) -> str:
         result = "acc_t" if self._loop.reduces else f"Values<acc_t, {len(self._written_exprs)}>"
@@ -225,13 +237,14 @@ class CppOp:
     @property
     def launcher_signature(self) -> str:
         scalars = [f"{SCALAR_TYPES[a.kind]} {a.name}" for a in self.op.kernel_scalars]
-        flags = [f"bool has_{a.name}" for a in self.op.tested_optionals]
-        return wrap(f"cudaError_t {self.name}(", ["const Launch& launch", *scalars, *flags], ")", after=2)
+        flags = [f"bool {flag}" for flag in self._flags]
+        launch = f"const Launch& {locals_for(self.op).launch}"
+        return wrap(f"cudaError_t {self.name}(", [launch, *scalars, *flags], ")", after=2)
 
     @property
     def launcher_return(self) -> str:
-        names = [a.name for a in self.op.kernel_scalars] + [f"has_{a.name}" for a in self.op.tested_optionals]
-        return wrap(f"return cuda::{self._loop.name}<{self._functor_template}>(", ["launch", *names], ");", indent=2)
+        names = [locals_for(self.op).launch] + [a.name for a in self.op.kernel_scalars] + self._flags
+        return wrap(f"return cuda::{self._loop.name}<{self._functor_template}>(", names, ");", indent=2)
 
     # -- registration
 

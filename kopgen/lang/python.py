@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from ..model import Arg, Backward, CustomKernel, Op, Package, PointwiseCompute, RowReduction, Saved
+from ..model import Arg, CustomKernel, Op, Package, PointwiseCompute, RowReduction
+from ..names import locals_for
 from ..schema import ListType, OptionalType, python_annotation, python_default
 from . import layout, tests
 from .layout import LINE_LENGTH, literal, wrap
@@ -209,7 +210,8 @@ def cpu_handle(op: Op) -> str:
 def traced_launch(op: Op) -> str:
     """A triton_op's body on CUDA: the kernel launched through wrap_triton, which torch.compile traces."""
     kernels = kernels_module(op)
-    return call(f"{kernels}.{op.stem}_launch", op, 4, first=[f"wrap_triton({kernels}.{op.stem}_kernel)"], prefix="return ")
+    launch, kernel = (locals_for(op).derived(kind, op.stem) for kind in ("launch", "kernel"))
+    return call(f"{kernels}.{launch}", op, 4, first=[f"wrap_triton({kernels}.{kernel})"], prefix="return ")
 
 
 def triton_op_decorator(op: Op) -> str:
@@ -292,7 +294,7 @@ def fake_body(op: Op) -> list[str]:
         noun = "outputs" if op.num_outputs > 1 else "output"
         return [f"    # Only metadata: the same {noun} the launcher allocates, never reading data.",
                 "    " + layout.assign("return", allocate(op), 4)]
-    names = [f"out{i}" for i in range(op.num_outputs)]
+    names = op.output_names
     return ["    # Only metadata: the same outputs the launcher allocates, never reading data.",
             *("    " + layout.assign(name, allocate(op), 4) for name in names),
             "    " + returns(names, 4)]
@@ -331,17 +333,7 @@ def autograd_template(op: Op) -> str:
     return "package/_registration/no_autograd.py.j2" if op.is_mutating else "package/_registration/not_differentiable.py.j2"
 
 
-def register_autograd(op: Op) -> str:
-    return wrap("torch.library.register_autograd(",
-                [literal(op.qualname), f"_{op.stem}_backward", f"setup_context=_{op.stem}_setup_context"])
-
-
-def setup_context_define(op: Op) -> str:
-    keyword_only = ["keyword_only_inputs"] if op.keyword_only_names else []
-    return wrap(f"def _{op.stem}_setup_context(", ["ctx", "inputs", *keyword_only, "output"], "):")
-
-
-def _unpacked(names: Sequence[str]) -> str:
+def tuple_target(names: Sequence[str]) -> str:
     """The target of an unpacking assignment, as ruff writes a single one: `(x,)`."""
     return f"({names[0]},)" if len(names) == 1 else ", ".join(names)
 
@@ -350,81 +342,6 @@ def returns(values: Sequence[str], indent: int) -> str:
     """`return a, b`: a tuple, `(a,)` where it has one value."""
     value = f"({values[0]},)" if len(values) == 1 else ", ".join(values)
     return layout.statement(f"return {value}", indent)
-
-
-def _needs_input_grad(backward: Backward) -> str:
-    """What setup_context and backward test: ctx's own tuple, or one padded to every input."""
-    return "needs_input_grad" if backward.droppable_inputs else "ctx.needs_input_grad"
-
-
-def _padded_needs_input_grad(backward: Backward) -> list[str]:
-    """ctx.needs_input_grad has one entry per input the call passed on: padded to every input."""
-    count = len(backward.arg_names)
-    return ["    # The dispatcher drops trailing arguments left at their defaults (None): they want no gradient.",
-            "    " + layout.assign("needs_input_grad", f"ctx.needs_input_grad + (False,) * ({count} - len(ctx.needs_input_grad))", 4)]
-
-
-def _metadata(saved: Saved) -> str:
-    """What setup_context keeps of a tensor read only for its metadata (None for an absent optional)."""
-    value = f"_support.TensorMetadata({saved.source})"
-    return f"None if {saved.source} is None else {value}" if saved.optional else value
-
-
-def setup_context_body(op: Op) -> list[str]:
-    """setup_context: what backward reads, kept on ctx; tensors saved only where a wanted gradient reads them."""
-    bw = op.backward
-    kept = {s.source for s in bw.saved_tensors + bw.saved_metadata} | set(bw.scalars)
-    kept |= {g.arg.name for g in bw.gradients if g.formula}
-    lines = [f"    {_unpacked([n if n in kept else '_' for n in bw.arg_names])} = inputs"]
-    if bw.droppable_inputs and bw.saved_tensors:
-        lines += _padded_needs_input_grad(bw)
-    lines += [f'    {name} = keyword_only_inputs["{name}"]' for name in bw.scalars if name in bw.keyword_only]
-    for gradient in bw.gradients:
-        if gradient.formula:
-            name = gradient.arg.name
-            shape = f"None if {name} is None else {name}.shape" if gradient.arg.is_optional else f"{name}.shape"
-            lines.append(f"    ctx.{name}_shape = {shape}")
-    lines += [f"    ctx.{name} = {name}" for name in bw.scalars]
-    lines += ["    " + layout.assign(f"ctx.{s.name}", _metadata(s), 4) for s in bw.saved_metadata]
-    if bw.saved_tensors:
-        needs = _needs_input_grad(bw)
-        lines.append("    # Save only what the formulas read, and only when a gradient that reads it is wanted.")
-        saved = [f"{s.source} if {' or '.join(f'{needs}[{i}]' for i in s.needed_by)} else None" for s in bw.saved_tensors]
-        lines.append("    " + wrap("ctx.save_for_backward(", saved, ")", 4, explode=True))
-    return lines
-
-
-def backward_define(op: Op) -> str:
-    return f"def _{op.stem}_backward(ctx, {'grad' if op.backward.num_outputs == 1 else '*grads'}):"
-
-
-def backward_body(op: Op) -> list[str]:
-    """backward: the saved values unpacked, then each wanted gradient summed back to its input's shape."""
-    bw = op.backward
-    lines = []
-    if bw.saved_tensors:
-        lines.append(f"    {_unpacked([s.name for s in bw.saved_tensors])} = ctx.saved_tensors")
-    saved = {s.name for s in bw.saved_tensors}
-    if bw.num_outputs > 1 and any(name.startswith("result") for name in saved):
-        results = [f"result{i}" if f"result{i}" in saved else "None" for i in range(bw.num_outputs)]
-        lines.append("    " + layout.statement(f"results = ({', '.join(results)})", 4))
-    lines += [f"    {name} = ctx.{name}" for name in bw.scalars]
-    lines += [f"    {s.name} = ctx.{s.name}" for s in bw.saved_metadata]
-    if bw.droppable_inputs:
-        lines += _padded_needs_input_grad(bw)
-    gradients = [g for g in bw.gradients if g.formula]
-    lines += [f"    grad_{g.arg.name} = None" for g in gradients]
-    lines.append("    # Each gradient is summed back to its input's shape, where the input was broadcast.")
-    for g in gradients:
-        lines.append(f"    if {_needs_input_grad(bw)}[{g.arg.index}]:")
-        summed = f"{layout.operand(g.formula.python)}.sum_to_size(ctx.{g.arg.name}_shape)"
-        lines.append("        " + layout.assign(f"grad_{g.arg.name}", summed, 8))
-    gradients_returned = []
-    for arg in op.args[: op.positional_count]:
-        gradient = bw.gradient_for(arg)
-        gradients_returned.append(f"grad_{arg.name}" if gradient and gradient.formula else "None")
-    lines.append("    " + returns(gradients_returned, 4))
-    return lines
 
 
 # -- reference.py
@@ -454,10 +371,15 @@ def reference_doc(op: Op) -> str:
     return f"{op.qualname} in plain PyTorch, computed in float32 at least."
 
 
+def reference_dtype(op: Op) -> str:
+    """The dtype the reference returns: its lead input's."""
+    return f"{locals_for(op).dtype} = {op.lead.name}.dtype"
+
+
 def upcast(op: Op) -> str:
     """The Tensors the reference computes with, in float32 at least."""
     names = [a.name for a in _kind(op).reference_inputs(op)]
-    return wrap(f"{_unpacked(names)} = upcast(", names, ")", 4)
+    return wrap(f"{tuple_target(names)} = upcast(", names, ")", 4)
 
 
 def reference_return(op: Op) -> str:
@@ -466,17 +388,20 @@ def reference_return(op: Op) -> str:
 
 
 def _custom_return(op: Op) -> str:
+    dtype, output = locals_for(op).dtype, locals_for(op).output
     if op.num_outputs == 1:
-        return layout.assign("return", f"{layout.operand(op.body.reference.python)}.to(dtype)", 4)
-    return layout.assign("return", f"tuple(output.to(dtype) for output in {op.body.reference.python})", 4)
+        return layout.assign("return", f"{layout.operand(op.body.reference.python)}.to({dtype})", 4)
+    return layout.assign("return", f"tuple({output}.to({dtype}) for {output} in {op.body.reference.python})", 4)
 
 
 def _reduction_return(op: Op) -> str:
-    return layout.assign("return", f"row_{op.body.reduction.kind}({op.writes[0].expr.to_torch()}).to(dtype)", 4)
+    dtype = locals_for(op).dtype
+    return layout.assign("return", f"row_{op.body.reduction.kind}({op.writes[0].expr.to_torch()}).to({dtype})", 4)
 
 
 def _pointwise_return(op: Op) -> str:
-    values = [f"{layout.operand(w.expr.to_torch())}.to(dtype)" for w in op.writes]
+    dtype = locals_for(op).dtype
+    values = [f"{layout.operand(w.expr.to_torch())}.to({dtype})" for w in op.writes]
     if len(values) == 1:
         return layout.assign("return", values[0], 4)
     return wrap("return (", values, ")", 4, explode=True)
@@ -497,32 +422,37 @@ def python_kernel_body(op: Op) -> list[str]:
 def _written_kernel_body(op: Op) -> list[str]:
     """The reference written into the mutated arguments, or into fresh outputs (pointwise ops, row reductions)."""
     reference = call_text(f"reference.{op.name}", op)
+    local, outs = locals_for(op), op.output_names
+    expected = local.expected
     if op.is_mutating:
         lines = ['    """The PyTorch reference as a kernel, written into the mutated arguments."""',
                  "    " + check_written(op, 4)]
         if len(op.writes) == 1:
             return lines + ["    " + layout.statement(f"{op.writes[0].name}.copy_({reference})", 4)]
-        lines.append("    " + layout.assign("expected", reference, 4))
-        return lines + [f"    {w.name}.copy_(expected[{i}])" for i, w in enumerate(op.writes)]
+        lines.append("    " + layout.assign(expected, reference, 4))
+        return lines + [f"    {w.name}.copy_({expected}[{i}])" for i, w in enumerate(op.writes)]
     lines = ['    """The PyTorch reference as a kernel, written into fresh contiguous output."""']
-    lines += ["    " + layout.assign(out, allocate(op), 4) for out in op.output_names]
-    if len(op.output_names) == 1:
-        return lines + ["    " + layout.assign("return", f"out.copy_({reference})", 4)]
-    lines.append("    " + layout.assign("expected", reference, 4))
-    copies = [f"{out}.copy_(expected[{i}])" for i, out in enumerate(op.output_names)]
+    lines += ["    " + layout.assign(out, allocate(op), 4) for out in outs]
+    if len(outs) == 1:
+        return lines + ["    " + layout.assign("return", f"{outs[0]}.copy_({reference})", 4)]
+    lines.append("    " + layout.assign(expected, reference, 4))
+    copies = [f"{out}.copy_({expected}[{i}])" for i, out in enumerate(outs)]
     return lines + ["    " + returns(copies, 4)]
 
 
 def _custom_kernel_body(op: Op) -> list[str]:
     """The reference written into the outputs of the op's own allocator."""
     reference = call_text(f"reference.{op.name}", op)
+    local, outs = locals_for(op), op.output_names
     lines = ['    """The PyTorch reference as a kernel, written into outputs allocated as `fake` describes."""']
     if op.num_outputs == 1:
-        return lines + ["    " + layout.assign("out", allocate(op), 4),
-                        "    " + layout.assign("return", f"out.copy_({reference})", 4)]
-    return lines + ["    " + layout.assign("outputs", allocate(op), 4),
-                    "    " + layout.assign("expected", reference, 4),
-                    "    return tuple(output.copy_(want) for output, want in zip(outputs, expected, strict=True))"]
+        return lines + ["    " + layout.assign(outs[0], allocate(op), 4),
+                        "    " + layout.assign("return", f"{outs[0]}.copy_({reference})", 4)]
+    output, want, outputs, expected = local.output, local.want, local.outputs, local.expected
+    pairs = f"zip({outputs}, {expected}, strict=True)"
+    return lines + ["    " + layout.assign(outputs, allocate(op), 4),
+                    "    " + layout.assign(expected, reference, 4),
+                    "    " + layout.statement(f"return tuple({output}.copy_({want}) for {output}, {want} in {pairs})", 4)]
 
 
 # -- the benchmark

@@ -53,8 +53,9 @@ def samples(op: Op) -> tuple[Sample, ...]:
     )
     result += _KINDS[type(op.body)].samples(op)
     result.append(_sample(op, "noncontiguous", lambda a: _make(first[a.name], "make.strided")))
-    # Inputs after the first broadcast from their last dimension; written arguments always have the full shape.
-    lead = op.lead
+    # Inputs after the first broadcast from their last dimension; written arguments always have the full shape
+    # (the first input keeps it too, so that the reference, which reads only inputs, has the written shape).
+    lead = next((a for a in op.tensor_args if not a.is_mutated and not a.is_optional), op.lead)
     if first[lead.name] and any(a is not lead and not a.is_mutated for a in op.tensor_args):
         result.append(
             _sample(op, "broadcast", lambda a: _make(first[a.name] if a is lead or a.is_mutated else first[a.name][-1:]))

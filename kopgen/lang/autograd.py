@@ -1,0 +1,145 @@
+"""This module translates an op's backward formulas into the generated autograd of _registration.py:
+setup_context, which keeps on ctx what the formulas read, and backward, which evaluates them and sums
+each gradient back to its input's shape (as torchgen's api/autograd.py does for derivatives.yaml).
+
+The formulas' names (grad, grads, result, results) and backward's locals are those of names.Locals:
+renamed where an argument of the op takes them.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ..model import Backward, Op, Saved
+from ..names import Locals, locals_for
+from . import layout
+from .layout import literal, wrap
+from .python import returns, tuple_target
+
+
+def register_autograd(op: Op) -> str:
+    return wrap("torch.library.register_autograd(",
+                [literal(op.qualname), f"_{op.stem}_backward", f"setup_context=_{op.stem}_setup_context"])
+
+
+def setup_context_define(op: Op) -> str:
+    # torch calls setup_context by keyword: its parameters keep torch's names (names.SETUP_CONTEXT_PARAMETERS).
+    keyword_only = ["keyword_only_inputs"] if op.keyword_only_names else []
+    return wrap(f"def _{op.stem}_setup_context(", ["ctx", "inputs", *keyword_only, "output"], "):")
+
+
+def _needs_input_grad(backward: Backward, local: Locals, ctx: str) -> str:
+    """What setup_context and backward test: ctx's own tuple, or one padded to every input."""
+    return local.needs_input_grad if backward.droppable_inputs else f"{ctx}.needs_input_grad"
+
+
+def _padded_needs_input_grad(backward: Backward, local: Locals, ctx: str) -> list[str]:
+    """ctx.needs_input_grad has one entry per input the call passed on: padded to every input."""
+    count = len(backward.arg_names)
+    padded = f"{ctx}.needs_input_grad + (False,) * ({count} - len({ctx}.needs_input_grad))"
+    return ["    # The dispatcher drops trailing arguments left at their defaults (None): they want no gradient.",
+            "    " + layout.assign(local.needs_input_grad, padded, 4)]
+
+
+def _metadata(saved: Saved, source: str) -> str:
+    """What setup_context keeps of a tensor read only for its metadata (None for an absent optional)."""
+    value = f"_support.TensorMetadata({source})"
+    return f"None if {source} is None else {value}" if saved.optional else value
+
+
+def _source(local: Locals, saved: Saved) -> str:
+    """How setup_context reaches a saved value: an argument as it unpacked it, or torch's `output`."""
+    return local.unpacked(saved.source) if saved.source == saved.name else saved.source
+
+
+def _saved_name(local: Locals, saved: Saved) -> str:
+    """A saved value's name in backward: an argument's own, or the local of a saved output (result, ...)."""
+    return saved.name if saved.source == saved.name else local.result(saved.name)
+
+
+def setup_context_body(op: Op) -> list[str]:
+    """setup_context: what backward reads, kept on ctx; tensors saved only where a wanted gradient reads them."""
+    bw, local = op.backward, locals_for(op)
+    kept = {s.source for s in bw.saved_tensors + bw.saved_metadata} | set(bw.scalars)
+    kept |= {g.arg.name for g in bw.gradients if g.formula}
+    lines = [f"    {tuple_target([local.unpacked(n) if n in kept else local._ for n in bw.arg_names])} = inputs"]
+    if bw.droppable_inputs and bw.saved_tensors:
+        lines += _padded_needs_input_grad(bw, local, "ctx")
+    lines += [f'    {local.unpacked(name)} = keyword_only_inputs["{name}"]' for name in bw.scalars if name in bw.keyword_only]
+    for gradient in bw.gradients:
+        if gradient.formula:
+            name, arg = local.unpacked(gradient.arg.name), gradient.arg.name
+            shape = f"None if {name} is None else {name}.shape" if gradient.arg.is_optional else f"{name}.shape"
+            lines.append(f"    ctx.{local.derived('shape', arg)} = {shape}")
+    lines += [f"    ctx.{local.attribute(name)} = {local.unpacked(name)}" for name in bw.scalars]
+    lines += ["    " + layout.assign(f"ctx.{local.attribute(s.name)}", _metadata(s, _source(local, s)), 4)
+              for s in bw.saved_metadata]
+    if bw.saved_tensors:
+        needs = _needs_input_grad(bw, local, "ctx")
+        lines.append("    # Save only what the formulas read, and only when a gradient that reads it is wanted.")
+        saved = [f"{_source(local, s)} if {' or '.join(f'{needs}[{i}]' for i in s.needed_by)} else None"
+                 for s in bw.saved_tensors]
+        lines.append("    " + wrap("ctx.save_for_backward(", saved, ")", 4, explode=True))
+    return lines
+
+
+def backward_define(op: Op) -> str:
+    local = locals_for(op)
+    return f"def _{op.stem}_backward({local.ctx}, {local.grad if op.backward.num_outputs == 1 else '*' + local.grads}):"
+
+
+class _FormulaNames(ast.NodeTransformer):
+    """A formula's grad, grads, result and results as backward binds them: renamed where the op's names
+    take them; with one output, grads[0] and results[0] are grad and result."""
+
+    def __init__(self, local: Locals, args: set[str], one: bool):
+        names = {"grad": local.grad, "grads": local.grads, "results": local.results}
+        if one:
+            names["result"] = local.result("result")
+        self.names = {name: value for name, value in names.items() if name not in args}
+        self.local, self.args, self.one = local, args, one
+
+    def visit_Name(self, node: ast.Name) -> ast.Name:
+        return ast.Name(self.names.get(node.id, node.id), node.ctx)
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        base = node.value
+        if self.one and isinstance(base, ast.Name) and base.id in ("grads", "results") and base.id not in self.args:
+            return ast.Name(self.local.grad if base.id == "grads" else self.local.result("result"), ast.Load())
+        return self.generic_visit(node)
+
+
+def _formula(op: Op, python: str) -> str:
+    """A formula's Python (over the arguments, grad(s) and result(s)) in the names of backward."""
+    args = {a.name for a in op.args}
+    return ast.unparse(_FormulaNames(locals_for(op), args, op.backward.num_outputs == 1).visit(ast.parse(python)))
+
+
+def backward_body(op: Op) -> list[str]:
+    """backward: the saved values unpacked, then each wanted gradient summed back to its input's shape."""
+    bw, local = op.backward, locals_for(op)
+    ctx = local.ctx
+    lines = []
+    if bw.saved_tensors:
+        lines.append(f"    {tuple_target([_saved_name(local, s) for s in bw.saved_tensors])} = {ctx}.saved_tensors")
+    saved = {s.name for s in bw.saved_tensors if s.source != s.name}
+    if bw.num_outputs > 1 and saved:
+        results = [local.result(f"result{i}") if f"result{i}" in saved else "None" for i in range(bw.num_outputs)]
+        lines.append("    " + layout.statement(f"{local.results} = ({', '.join(results)})", 4))
+    lines += [f"    {name} = {ctx}.{local.attribute(name)}" for name in bw.scalars]
+    lines += [f"    {s.name} = {ctx}.{local.attribute(s.name)}" for s in bw.saved_metadata]
+    if bw.droppable_inputs:
+        lines += _padded_needs_input_grad(bw, local, ctx)
+    gradients = [g for g in bw.gradients if g.formula]
+    lines += [f"    {local.derived('gradient', g.arg.name)} = None" for g in gradients]
+    lines.append("    # Each gradient is summed back to its input's shape, where the input was broadcast.")
+    for g in gradients:
+        lines.append(f"    if {_needs_input_grad(bw, local, ctx)}[{g.arg.index}]:")
+        summed = f"{layout.operand(_formula(op, g.formula.python))}.sum_to_size({ctx}.{local.derived('shape', g.arg.name)})"
+        lines.append("        " + layout.assign(local.derived("gradient", g.arg.name), summed, 8))
+    gradients_returned = []
+    for arg in op.args[: op.positional_count]:
+        gradient = bw.gradient_for(arg)
+        gradients_returned.append(local.derived("gradient", arg.name) if gradient and gradient.formula else "None")
+    lines.append("    " + returns(gradients_returned, 4))
+    return lines
