@@ -3,10 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-
-import pytest
-
 from .conftest import ROOT
 
 GOLDEN = ROOT / "tests" / "golden"
@@ -25,19 +21,3 @@ def test_golden_cpp_lines_fit_in_100_characters():
         if len(line) > 100
     ]
     assert not long, "\n".join(long)
-
-
-def template_logic():
-    """benchmarks/template_logic.py, the counter the closing notes print."""
-    spec = importlib.util.spec_from_file_location("template_logic", ROOT / "benchmarks" / "template_logic.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.mark.parametrize("template", CPP_TEMPLATES, ids=lambda p: str(p.relative_to(TEMPLATES)))
-def test_cpp_templates_only_print(template):
-    counts = template_logic().count(template.read_text())
-    assert {kind: counts[kind] for kind in ("set", "macro", "arith", "length", "in_str", "concat")} == dict.fromkeys(
-        ("set", "macro", "arith", "length", "in_str", "concat"), 0
-    )

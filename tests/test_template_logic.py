@@ -1,5 +1,7 @@
-"""Templates only print: the Python and Triton templates hold no arithmetic, no `|length`, no tests of
-rendered strings and no string building; the lang/ modules decide (counted by benchmarks/template_logic.py)."""
+"""Templates only print: no template holds arithmetic, `|length`, tests of rendered strings, string
+building, assignments or macros; kopgen/lang/ decides (counted by benchmarks/template_logic.py, whose
+table the closing notes print). Their remaining `if`s only say whether a block exists at all, and
+tests/test_kinds.py checks that none branches on an op kind."""
 
 from __future__ import annotations
 
@@ -10,13 +12,12 @@ import pytest
 from .conftest import ROOT
 
 TEMPLATES = ROOT / "templates"
-# The templates of the Python and Triton code (the tests' and the C++ templates are counted apart).
-PYTHON_TEMPLATES = sorted(
+EVERY_TEMPLATE = sorted(
     path.relative_to(TEMPLATES).as_posix()
-    for pattern in ("package/*.py.j2", "package/_registration/*.j2", "package/_support/*.j2", "package/kernels/*.j2",
-                    "benchmarks/*.j2")
-    for path in TEMPLATES.glob(pattern)
+    for path in TEMPLATES.rglob("*")
+    if path.is_file() and path.suffix in (".j2", ".jinja")
 )
+FORBIDDEN = ("arith", "length", "in_str", "concat", "set", "macro")
 
 
 def _counter():
@@ -26,14 +27,22 @@ def _counter():
     return module.count
 
 
-@pytest.mark.parametrize("template", PYTHON_TEMPLATES)
-def test_python_templates_only_print(template):
+@pytest.mark.parametrize("template", EVERY_TEMPLATE)
+def test_templates_only_print(template):
     counts = _counter()((TEMPLATES / template).read_text(encoding="utf-8"))
-    found = {kind: counts[kind] for kind in ("arith", "length", "in_str", "concat", "set", "macro") if counts[kind]}
+    found = {kind: counts[kind] for kind in FORBIDDEN if counts[kind]}
     assert not found, f"{template}: {found}; compute it in kopgen/lang/ instead"
 
 
+def test_the_test_templates_do_not_branch():
+    """The generated tests are one contract and per-op data: the generator decided, the templates print."""
+    for template in (t for t in EVERY_TEMPLATE if t.startswith("tests/")):
+        assert _counter()((TEMPLATES / template).read_text(encoding="utf-8"))["if"] == 0, template
+
+
 def test_the_scan_sees_logic():
-    """The counter finds what the test above forbids (else that test would pass on anything)."""
-    counts = _counter()('{% set x = 1 %}{{ "-" * (97 - name | length) }}{{ "," if "," in text }}{{ a ~ b }}')
-    assert [counts[kind] for kind in ("set", "arith", "length", "in_str", "concat")] == [1, 2, 1, 1, 1]
+    """The counter finds what the tests above forbid (else they would pass on anything)."""
+    counts = _counter()(
+        '{% set x = 1 %}{% macro m() %}{% endmacro %}{{ "-" * (97 - name | length) }}{{ "," if "," in text }}{{ a ~ b }}'
+    )
+    assert [counts[kind] for kind in ("set", "macro", "arith", "length", "in_str", "concat", "if")] == [1, 1, 2, 1, 1, 1, 1]
