@@ -40,21 +40,33 @@ def resolve_kind(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, 
                 f"keyword-only Tensor arguments are not supported ('{arg.name}'): autograd formulas "
                 "differentiate positional inputs only; make it positional",
             )
-        if arg.kind == "other":
-            resolver.error(
-                at.shifted(0, arg.schema.column),
-                f"compute ops take Tensor, Tensor?, float, int and bool arguments; '{arg.name}' is {arg.schema.type}",
-            )
+        # (custom kernels refuse mutation and Tensor? below, in their own words)
+        if arg.kind == "other" or (arg.is_mutated and arg.kind != "tensor" and kind != "kernel"):
+            resolver.error(at.shifted(0, arg.schema.column), _untaken(kind, arg))
     if not any(a.kind == "tensor" for a in args):
         resolver.error(at, "an op needs a Tensor argument that is not optional: its output takes that Tensor's dtype and device")
         return None
-    if any(a.kind == "other" for a in args):  # the expression languages have no value of that type
+    # the expression languages have no value of that type, nor write a Tensor? or a list
+    if any(a.kind == "other" or (a.is_mutated and a.kind != "tensor") for a in args):
         return None
     if kind == "reduce":
         return _resolve_reduction(resolver, schema, args)
     if kind == "kernel":
         return _resolve_custom(resolver, schema, args)
     return _resolve_compute(resolver, schema, args)
+
+
+def _untaken(kind: str, arg: Arg) -> str:
+    """Why the op's kind cannot take `arg`: the expression languages have values of a few types only,
+    and write only plain Tensors."""
+    declared = str(arg.schema).split(" ")[0]  # its type as written: Tensor(a!)?, int[2]
+    if kind == "kernel":  # the custom kernels' argument types come with their C++ types
+        return (f"`kernel: custom` ops take Tensor, float, int and bool arguments in kopgen {__version__}; "
+                f"'{arg.name}' is {declared}")
+    if arg.kind == "other":
+        return (f"{kind} ops take Tensor, Tensor?, float, int and bool arguments; '{arg.name}' is {declared}: "
+                "a `kernel: custom` op takes it")
+    return f"{kind} ops write plain Tensors; '{arg.name}' is {declared}: a `kernel: custom` op writes it"
 
 
 def _resolve_compute(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, ...]) -> PointwiseCompute | None:

@@ -214,14 +214,22 @@ class OpResolver:
             self.error(at, f"write the schema without a namespace; it comes from `namespace:` ('{self.namespace}')")
         if schema.overload is not None:
             self.error(at, "overload names are not supported; give the op its own name")
+        alias_sets: dict[str, str] = {}
         for arg in schema.arguments:
             if arg.annotation is not None and not arg.annotation.is_write:
                 self.error(at, f"argument '{arg.name}' is annotated as an alias; only mutation, `Tensor(a!)`, is allowed")
+            elif arg.annotation is not None and arg.annotation.alias_set is not None:
+                # One alias set for two arguments says they may be the same memory, which no kernel handles.
+                first = alias_sets.setdefault(arg.annotation.alias_set, arg.name)
+                if first != arg.name:
+                    self.error(at.shifted(0, arg.column), f"arguments '{first}' and '{arg.name}' share the alias set "
+                                                          f"'{arg.annotation.alias_set}'; give each its own, or write `Tensor!`")
         for ret in schema.returns:
             if ret.annotation is not None:
                 self.error(at, "operators must not return (views of) their inputs: return a new Tensor, or `()` from a mutating op")
             elif str(ret.type) != "Tensor":
-                self.error(at, f"ops return Tensors; '{ret.type}' returns are not supported")
+                hint = ": return a fixed number, `-> (Tensor, Tensor)`" if ret.type.is_tensor_like else ""
+                self.error(at, f"ops return Tensors in kopgen {__version__}; '{ret.type}' returns are not supported{hint}")
         return schema
 
     def check_triton_op(self, body: Body | None) -> None:

@@ -96,16 +96,20 @@ Type = BaseType | OptionalType | ListType
 
 @dataclass(frozen=True)
 class Annotation:
-    alias_set: str  # a single lowercase letter
+    alias_set: str | None  # a lowercase name (a, a0); None for the shorthand `Tensor!`, a fresh set
     is_write: bool
 
     def __str__(self) -> str:
+        if self.alias_set is None:
+            return "!"  # the user's spelling: torch would print Tensor($0! -> )
         return f"({self.alias_set}{'!' if self.is_write else ''})"
 
 
 def _type_text(type: Type, annotation: Annotation | None) -> str:
-    # The parser only allows annotations on plain Tensor, so appending is enough.
-    return f"{type}{annotation or ''}"
+    # The parser only allows an annotation right after `Tensor`: Tensor(a!), Tensor(a!)?, Tensor![].
+    if annotation is None:
+        return str(type)
+    return f"Tensor{annotation}{str(type).removeprefix('Tensor')}"
 
 
 @dataclass(frozen=True)
@@ -180,20 +184,38 @@ class FunctionSchema:
 
 # ------------------------------------------------------------------- parsing
 
-BASE_TYPES = ("Tensor", "int", "float", "bool", "str", "SymInt", "ScalarType", "Scalar")
-LIST_ELEMS = ("Tensor", "int", "float", "SymInt")
+# The types a custom operator's schema can declare: what torch.library's custom ops take (its
+# infer_schema) and what torch's own C++ operators declare (bool[3], Generator?, MemoryFormat?).
+BASE_TYPES = (
+    "Tensor", "int", "float", "bool", "str", "SymInt", "ScalarType", "Scalar",
+    "Device", "Layout", "MemoryFormat", "Generator",
+)  # fmt: skip
+LIST_ELEMS = ("Tensor", "Tensor?", "int", "SymInt", "float", "bool", "str", "Scalar")
 SUPPORTED = (
-    "Tensor, int, float, bool, str, SymInt, ScalarType, Scalar, "
-    "T? of those, Tensor[], int[], float[], SymInt[], int[N], SymInt[N], and optional lists"
+    "Tensor, int, SymInt, float, bool, str, Scalar, ScalarType, Device, Layout, MemoryFormat, "
+    "Generator, T? of those, lists of Tensor, Tensor?, int, SymInt, float, bool, str and Scalar "
+    "(T[], T[N], T[]?)"
 )
-ALIASES = "Tensor(a) and Tensor(a!) with a one-letter alias set"
-# Real torch types kopgen does not support; any other unknown name is a typo.
-TORCH_TYPES = {
-    "Layout", "Device", "DeviceIndex", "Generator", "MemoryFormat", "QScheme", "Dimname",
-    "Storage", "Stream", "SymBool", "SymFloat", "complex", "number", "Any", "AnyEnumType",
-    "AnyClassType", "NoneType", "Capsule", "Dict", "Future", "RRef", "Await", "Union",
-    "Tuple", "t", "t1", "t2", "tVal", "__torch__", "PyObject",
+ALIASES = "Tensor(a), Tensor(a!) and Tensor! right after `Tensor`, as in Tensor(a!)? or Tensor(a!)[]"
+# Real torch types that custom operators cannot have, by why; any other unknown name is a typo.
+TORCHSCRIPT_TYPES = {
+    "Any", "AnyEnumType", "AnyClassType", "NoneType", "Capsule", "Dict", "Future", "RRef",
+    "Await", "Union", "Tuple", "t", "t1", "t2", "tVal", "PyObject", "number",
 }  # fmt: skip
+TORCH_TYPES = {
+    "DeviceIndex", "QScheme", "Dimname", "Storage", "Stream", "SymBool", "SymFloat", "complex",
+}  # fmt: skip
+# The names torch's schema parser reads as a ScalarType default, and the enum number it prints for each.
+DTYPES = {
+    "uint8": 0, "int8": 1, "int16": 2, "short": 2, "int32": 3, "int": 3, "int64": 4, "long": 4,
+    "float16": 5, "half": 5, "float32": 6, "float": 6, "float64": 7, "double": 7,
+    "complex32": 8, "chalf": 8, "complex64": 9, "cfloat": 9, "complex128": 10, "cdouble": 10,
+    "bool": 11, "qint8": 12, "quint8": 13, "qint32": 14, "bfloat16": 15, "float8_e5m2": 23,
+    "float8_e4m3fn": 24, "float8_e5m2fnuz": 25, "float8_e4m3fnuz": 26, "uint16": 27,
+    "uint32": 28, "uint64": 29,
+}  # fmt: skip
+# Layout and MemoryFormat defaults torch reads: one name each, or the enum number 0 it prints.
+ENUM_DEFAULTS = {"Layout": ("strided", "0"), "MemoryFormat": ("contiguous_format", "0")}
 
 _TOKEN = re.compile(
     r"""(?P<ws>\s+)
@@ -350,11 +372,17 @@ class _Parser:
         while name.startswith("__torch__") and self.accept("."):  # a TorchScript class
             name += "." + self.ident("class name").text
         if name not in BASE_TYPES:
-            if name.split(".")[0] in TORCH_TYPES:
-                raise _unsupported(f"unsupported type {name!r}", start.col)
+            if name.startswith("__torch__"):
+                raise _unsupported(f"unsupported type {name!r}: a TorchBind class", start.col)
+            if name in TORCHSCRIPT_TYPES:
+                raise _unsupported(f"unsupported type {name!r}: TorchScript's, not an operator's", start.col)
+            if name in TORCH_TYPES:
+                raise _unsupported(f"unsupported type {name!r}: not one torch.library infers for custom ops", start.col)
             raise SchemaError(f"unknown type {name!r}", start.col)
         type: Type = BaseType(name)
-        annotation = self.annotation(name) if self.tok.text == "(" else None
+        annotation = None
+        if self.tok.text in ("(", "!"):
+            annotation = self.annotation(name)
         while True:
             col = self.tok.col
             if self.accept("?"):
@@ -367,23 +395,28 @@ class _Parser:
                 type = ListType(type, size)
                 if str(type.elem) not in LIST_ELEMS:
                     raise _unsupported(f"unsupported type '{type}'", start.col)
-            elif self.tok.text == "(":  # torch's int[](a): an alias on a list
-                raise _unsupported("alias annotation on a list or optional", col, ALIASES)
+            elif self.tok.text in ("(", "!"):  # torch's int[](a), Tensor[]!: an alias after a suffix
+                if name != "Tensor":  # TorchScript's list aliasing
+                    raise _unsupported(f"alias annotation on '{type}'", col, ALIASES)
+                raise _unsupported("alias annotation after '?' or '[]'", col, ALIASES)
             else:
                 break
-            if annotation:
-                raise _unsupported("alias annotation on a list or optional", col, ALIASES)
         return type, annotation
 
     def annotation(self, base: str) -> Annotation:
-        # Skip to ')' so torch-only forms ((a -> *), (a|b), (*)) are reported whole.
         start = self.take()
+        if start.text == "!":  # torch's shorthand: Tensor! is Tensor(a!) with a fresh alias set
+            if base != "Tensor":
+                raise _unsupported(f"unsupported alias annotation '{base}!'", start.col, ALIASES)
+            return Annotation(None, True)
+        # Skip to ')' so torch-only forms ((a -> *), (a|b), (*)) are reported whole.
         parts = []
         while not self.accept(")"):
             if self.tok.kind == "eof":
                 raise SchemaError("expected ')' after alias annotation", self.tok.col)
             parts.append(self.take().text)
-        if base != "Tensor" or not re.fullmatch(r"[a-z]!?", "".join(parts)):
+        # torch.library's own schemas name alias sets a0, a1, ...
+        if base != "Tensor" or not re.fullmatch(r"[a-z][a-z0-9]*!?", "".join(parts)):
             source = self.text[start.col : self.toks[self.i - 1].col + 1]
             raise _unsupported(f"unsupported alias annotation '{base}{source}'", start.col, ALIASES)
         return Annotation(parts[0], len(parts) == 2)
@@ -442,13 +475,14 @@ def _check_default(type: Type, text: str, is_list: bool, arg: str, col: int) -> 
     if isinstance(type, ListType):
         if not is_list and type.size is None:
             raise bad(": use a list literal like [1, 2]")
+        if str(type.elem) not in ("int", "SymInt", "float", "bool"):  # torch reads no other list default
+            raise bad(f": torch reads no default for {type} but None (on '{type}?')")
         items = [item for item in (text[1:-1].split(", ") if is_list else [text]) if item]
         if not all(_scalar_ok(type.elem, item) for item in items):
             raise out_of_range(items) or bad()
     elif is_list or not _scalar_ok(type, text):
-        if str(type) == "ScalarType" and _INT.fullmatch(text):
-            # torch writes dtype defaults as enum numbers (ScalarType? dtype=4).
-            raise _unsupported("ScalarType defaults other than None", col, "ScalarType? x=None")
+        if str(type) in ENUM_DEFAULTS:
+            raise bad(f": torch reads {' or '.join(ENUM_DEFAULTS[str(type)])}")
         raise (not is_list and out_of_range([text])) or bad()
 
 
@@ -460,12 +494,19 @@ def _scalar_ok(type: Type, text: str) -> bool:
         return bool(_FLOAT.fullmatch(text)) and _finite(text)
     if name == "bool":
         return text in ("True", "False")
-    if name == "str" and text[0] in "\"'":
+    if name in ("str", "Device") and text[0] in "\"'":
         try:
-            return isinstance(ast.literal_eval(text), str)
+            value = ast.literal_eval(text)
         except (ValueError, SyntaxError):
             return False
-    return False  # ScalarType: only None (handled by the caller)
+        return isinstance(value, str) and (name == "str" or bool(_DEVICE.fullmatch(value)))
+    if name == "ScalarType":  # a dtype name, or the enum number torch prints (ScalarType? dtype=4)
+        return text in DTYPES or text in map(str, DTYPES.values())
+    return text in ENUM_DEFAULTS.get(name, ())  # Generator: only None (handled by the caller)
+
+
+# The device strings torch's schema parser reads: a device type and an optional index.
+_DEVICE = re.compile(r"(cpu|cuda|mps|xpu|meta|hip|mtia|privateuseone)(:\d+)?")
 
 
 def _int64(text: str) -> bool:
@@ -495,6 +536,8 @@ def parse_schema(text: str, problems: list[SchemaError] | None = None) -> Functi
 _PY_TYPES = {
     "Tensor": "Tensor", "int": "int", "SymInt": "int", "float": "float", "bool": "bool",
     "str": "str", "ScalarType": "torch.dtype", "Scalar": "int | float | bool",
+    "Device": "torch.device", "Layout": "torch.layout", "MemoryFormat": "torch.memory_format",
+    "Generator": "torch.Generator",
 }  # fmt: skip
 
 
@@ -514,6 +557,13 @@ def python_default(argument: Argument) -> str | None:
         return text
     if isinstance(type, OptionalType):
         type = type.elem
+    if str(type) == "ScalarType":
+        number = int(text) if _INT.fullmatch(text) else DTYPES[text]
+        return f"torch.{next(name for name, n in DTYPES.items() if n == number)}"
+    if str(type) in ENUM_DEFAULTS:
+        return f"torch.{ENUM_DEFAULTS[str(type)][0]}"
+    if str(type) == "Device":
+        return f"torch.device({_py_scalar(text)})"
     if isinstance(type, ListType):
         if text.startswith("["):
             items = [_py_scalar(item) for item in text[1:-1].split(", ") if item]
