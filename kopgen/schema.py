@@ -7,6 +7,8 @@ Text format: ``[namespace::]name[.overload](args) -> returns``, e.g.
 ``str(torch._C.FunctionSchema)`` prints, so ``str(parse_schema(t)) == t`` for any
 schema text torch prints and kopgen supports.  Defaults are kept as source text
 (only whitespace inside list literals is normalised) so printing is lossless.
+The one spelling torch prints differently is the `Tensor!` shorthand: torch prints
+``Tensor($0! -> )``, which it cannot read back; kopgen keeps ``Tensor!`` as written.
 
 This module must never import torch: code generation runs without it.
 
