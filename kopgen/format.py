@@ -30,7 +30,7 @@ _SHAPE = {"type": "array", "items": {"type": "integer", "minimum": 0}, "descript
 _FAKE = {
     "title": "fake",
     "type": "object",
-    "properties": {"shape": _STRING, "dtype": _STRING},
+    "properties": {"shape": _STRING, "dtype": _STRING, "strides": _STRING},
     "required": ["shape"],
     "additionalProperties": False,
 }

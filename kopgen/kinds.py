@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from . import __version__
 from .expr import ExprError, FormulaContext, parse_formula, parse_metadata, parse_pointwise
 from .loader import Mapping, Node, Scalar, Sequence
-from .model import Arg, Body, CustomKernel, PointwiseCompute, Reduction, RowReduction, Write
+from .model import Arg, Body, CustomKernel, FakeOutput, PointwiseCompute, Reduction, RowReduction, Write
 from .names import output_names
 from .schema import FunctionSchema
 
@@ -129,13 +129,14 @@ def _resolve_custom(resolver: OpResolver, schema: FunctionSchema, args: tuple[Ar
     ints = [a.name for a in args if a.kind == "int"]
     for entry in entries:
         metadata = []
-        for key, default in (("shape", None), ("dtype", f"{tensors[0]}.dtype")):
+        for key, default in (("shape", None), ("dtype", f"{tensors[0]}.dtype"), ("strides", None)):
             node = entry.get(key)
             try:
                 metadata.append(parse_metadata(node.value, tensors, ints) if node else default)
             except ExprError as error:
                 resolver.expr_errors(node, error)
-        outputs.append(tuple(metadata))
+                metadata.append(None)  # reported: no CustomKernel is made
+        outputs.append(FakeOutput(*metadata))
     if len(resolver.diagnostics.items) > errors_before:
         return None
     return CustomKernel(formula, tuple(outputs), output_names([a.name for a in args], len(outputs)))

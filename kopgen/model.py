@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from types import MappingProxyType
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 from . import __version__
 from .expr import Formula, Pointwise
@@ -258,12 +258,20 @@ class RowReduction:
         return self.write.expr.imports
 
 
+class FakeOutput(NamedTuple):
+    """An output of a custom kernel as its `fake` describes it: Python source over the arguments."""
+
+    shape: str
+    dtype: str
+    strides: str | None = None  # None: contiguous
+
+
 @dataclass(frozen=True)
 class CustomKernel:
     """`kernel: custom`: the user writes the kernel; the spec gives its oracle and its outputs' metadata."""
 
     reference: Formula  # PyTorch over the arguments: the test oracle
-    outputs: tuple[tuple[str, str], ...]  # (shape, dtype) as Python source, per returned Tensor
+    outputs: tuple[FakeOutput, ...]  # per returned Tensor
     output_names: tuple[str, ...]  # `out`, or `out0`, `out1`, ..., renamed past the op's arguments (names.py)
     templates: ClassVar[Mapping[str, str]] = MappingProxyType(
         {"kernels": "package/kernels/custom.py.j2", "support": "package/_support/custom_outputs.py.j2"}
@@ -276,7 +284,9 @@ class CustomKernel:
 
     @property
     def imports(self) -> frozenset[str]:
-        return self.reference.imports
+        # The reference returns the dtypes `fake` gives, torch.int64 and the like.
+        fake_dtypes = {"torch"} if any(o.dtype.startswith("torch.") for o in self.outputs) else set()
+        return self.reference.imports | fake_dtypes
 
 
 Body = PointwiseCompute | RowReduction | CustomKernel

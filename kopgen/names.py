@@ -53,7 +53,7 @@ PYTHON_LOCALS = (
     *("kernel", "grid", "n_elements", "compute_dtype", "BLOCK_SIZE", "COMPUTE_DTYPE", "offsets", "mask"),
     *("shape", "n_rows", "n_cols", "block_rows", "block_cols", "BLOCK_ROWS", "BLOCK_COLS", "COL_BLOCKS"),
     *("rows", "row_mask", "total", "block", "cols", "values"),
-    *("dtype", "expected", "outputs", "output", "want"),
+    *("dtype", "expected", "outputs", "output", "want", "dtypes"),
     *("ctx", "grad", "grads", "result", "results", "needs_input_grad", "_"),  # `_`: an input setup_context skips
 )
 # C++ and CUDA: the host functions (csrc/ops.cpp, cuda/ops.cpp) and launchers (cuda/kernels.cu).

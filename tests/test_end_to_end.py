@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -137,6 +138,53 @@ def test_custom_kernel_skeleton_names_its_file_then_passes_once_written(tmp_path
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
     passed = re.search(r"(\d+) passed", result.stdout)
     assert passed and int(passed.group(1)) >= 25
+
+
+# Hand-written CPU kernels for tests/specs/custom_metadata.yaml, in place of the `python` kernels
+# that run the reference: each writes into the output `fake` describes.
+METADATA_KERNELS = {
+    "argmax_positive": """
+    outputs = _support.argmax_positive_output(x)
+    torch.argmax(x, -1, out=outputs[0])
+    torch.gt(x, 0, out=outputs[1])
+    return outputs
+""",
+    "pairsum": """
+    out = _support.pairsum_output(x)
+    return torch.add(x[..., 0::2], x[..., 1::2], out=out)
+""",
+    "transposed": """
+    out = _support.transposed_output(x)
+    for column in range(x.size(0)):  # the output's columns are contiguous
+        out[:, column] = x[column]
+    return out
+""",
+}
+
+
+def write_metadata_kernels(package: Path) -> None:
+    """Replace each `<op>_python` body (the reference copied into the output) by a kernel of its own."""
+    for name, body in METADATA_KERNELS.items():
+        path = package / "kernels" / f"{name}.py"
+        text = path.read_text()
+        start = text.index(f"def {name}_python(")
+        header = text[start:text.index(":\n", start) + 2]
+        path.write_text(text[:start] + header + textwrap.dedent(body).replace("\n", "\n    ").rstrip() + "\n")
+
+
+def test_custom_kernel_outputs_of_other_dtypes_shapes_and_strides(tmp_path_factory):
+    """int64 and bool outputs, a halved last dimension and a transposed output, each as `fake` says:
+    hand-written kernels pass the generated suite (opcheck compares fake and real strides)."""
+    root = tmp_path_factory.mktemp("metadata")
+    repo = generate(ROOT / "tests/specs/custom_metadata.yaml", root / "repo")
+    write_metadata_kernels(repo / "kmeta")
+    site = root / "site"
+    pip_install(repo, site)
+    result = run_suite(repo, {**os.environ, "PYTHONPATH": str(site)})
+    print(result.stdout[-2000:])
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
+    passed = re.search(r"(\d+) passed", result.stdout)
+    assert passed and int(passed.group(1)) >= 60
 
 
 CASE_1 = textwrap.dedent(

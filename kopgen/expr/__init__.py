@@ -9,12 +9,13 @@
 """
 
 from .formula import Formula, FormulaContext, parse_formula
-from .metadata import parse_metadata
+from .metadata import NOT_DIFFERENTIABLE_DTYPES, parse_metadata
 from .pointwise import ARG_KINDS, Pointwise, parse_pointwise
 from .syntax import ExprError
 
 __all__ = [
     "ARG_KINDS",
+    "NOT_DIFFERENTIABLE_DTYPES",
     "ExprError",
     "Formula",
     "FormulaContext",

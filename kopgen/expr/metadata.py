@@ -1,7 +1,9 @@
-"""The output metadata of `kernel: custom` ops (`fake: {shape: EXPR, dtype: EXPR}`).
+"""The output metadata of `kernel: custom` ops (`fake: {shape: EXPR, dtype: EXPR, strides: EXPR}`).
 
-Shapes and dtypes computed from the arguments' metadata, such as x.shape[:-1] + (2,), x.size(0)
-or torch.float32; `parse_metadata` checks one and returns it as Python source.
+Shapes, strides and dtypes computed from the arguments' metadata and int arguments, such as
+x.shape[:-1] + (x.shape[-1] // 2,), (n, x.size(0)), x.numel() * 2 or torch.float8_e4m3fn;
+`parse_metadata` checks one and returns it as Python source. An allow-list: nothing but metadata
+reads, int arithmetic, tuples and torch's dtypes.
 """
 
 from __future__ import annotations
@@ -9,9 +11,25 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 
-from .syntax import METADATA_ATTRIBUTES, METADATA_METHODS, Checker, ExprError, parse
+from .syntax import METADATA_ATTRIBUTES, METADATA_METHODS, Checker, ExprError, did_you_mean, parse
 
-_TORCH_DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64", "bool")
+# Every torch.<dtype> of torch 2.11 and 2.13 (`isinstance(getattr(torch, n), torch.dtype)`), kept
+# here so that kopgen needs no torch import; aliases (torch.float, torch.long, ...) included.
+TORCH_DTYPES = frozenset({
+    "bfloat16", "bit", "bits16", "bits1x8", "bits2x4", "bits4x2", "bits8", "bool", "cdouble", "cfloat",
+    "chalf", "complex128", "complex32", "complex64", "double", "float", "float16", "float32",
+    "float4_e2m1fn_x2", "float64", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+    "float8_e8m0fnu", "half", "int", "int1", "int16", "int2", "int3", "int32", "int4", "int5", "int6",
+    "int64", "int7", "int8", "long", "qint32", "qint8", "quint2x4", "quint4x2", "quint8", "short",
+    "uint1", "uint16", "uint2", "uint3", "uint32", "uint4", "uint5", "uint6", "uint64", "uint7", "uint8",
+})
+# Those whose tensors autograd never differentiates: integers, bool, quantized and bit types.
+NOT_DIFFERENTIABLE_DTYPES = frozenset(
+    name for name in TORCH_DTYPES if not name.startswith(("float", "bfloat", "complex", "c", "double", "half"))
+)
+
+# What a shape or strides may call: the metadata methods, and stride() (`strides: x.stride()`).
+_METHODS = (*METADATA_METHODS, "stride")
 
 
 class _MetadataChecker(Checker):
@@ -30,13 +48,19 @@ class _MetadataChecker(Checker):
     def visit_Name(self, node: ast.Name) -> None:
         if node.id in self.tensors:
             raise self.error(node, f"use {node.id}.shape or {node.id}.dtype: a shape or dtype reads metadata only")
-        if node.id not in self.ints:
-            raise self.error(node, f"unknown name {node.id!r}; use the op's Tensor and int arguments")
+        if node.id in self.ints:
+            return
+        if node.id in TORCH_DTYPES:
+            raise self.error(node, f"write a dtype as torch.{node.id}")
+        raise self.error(node, f"unknown name {node.id!r}; use the op's Tensor and int arguments")
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         base = node.value
-        if isinstance(base, ast.Name) and base.id == "torch" and node.attr in _TORCH_DTYPES:
-            return
+        if isinstance(base, ast.Name) and base.id == "torch":
+            if node.attr in TORCH_DTYPES:
+                return
+            close = did_you_mean(f"torch.{node.attr}", [f"torch.{name}" for name in sorted(TORCH_DTYPES)])
+            raise self.error(node, f"unknown dtype torch.{node.attr}{close}")
         if isinstance(base, ast.Name) and base.id in self.tensors and node.attr in METADATA_ATTRIBUTES:
             return
         raise self.error(node, f"only {', '.join(METADATA_ATTRIBUTES)} of a Tensor argument, or torch.<dtype>, "
@@ -68,16 +92,15 @@ class _MetadataChecker(Checker):
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
-        if not (isinstance(func, ast.Attribute) and func.attr in METADATA_METHODS
+        if not (isinstance(func, ast.Attribute) and func.attr in _METHODS
                 and isinstance(func.value, ast.Name) and func.value.id in self.tensors) or node.keywords:
-            raise self.error(node, f"the only calls allowed are x.{'(), x.'.join(METADATA_METHODS)}() of a "
-                                   "Tensor argument")
+            raise self.error(node, f"the only calls allowed are x.{'(), x.'.join(_METHODS)}() of a Tensor argument")
         for arg in node.args:
             self.check(arg)
 
 
 def parse_metadata(text: str, tensors: Iterable[str], ints: Iterable[str]) -> str:
-    """Check an output shape or dtype expression of a custom op; returns it as Python source."""
+    """Check an output shape, strides or dtype expression of a custom op; returns it as Python source."""
     body = parse(text)
     checker = _MetadataChecker(text, frozenset(tensors), frozenset(ints))
     checker.check(body)

@@ -372,8 +372,28 @@ def reference_doc(op: Op) -> str:
 
 
 def reference_dtype(op: Op) -> str:
-    """The dtype the reference returns: its lead input's."""
+    """The dtype the reference returns (its lead input's, or the dtypes of a custom op's `fake`),
+    read before upcast() changes the inputs' dtypes."""
+    return _kind(op).reference_dtype(op)
+
+
+def _lead_dtype(op: Op) -> str:
     return f"{locals_for(op).dtype} = {op.lead.name}.dtype"
+
+
+def _fake_dtypes(op: Op) -> list[str] | None:
+    """The dtypes of a custom op's outputs where `fake` gives one other than the lead input's, else None."""
+    dtypes = [output.dtype for output in op.body.outputs]
+    return None if all(d == f"{op.lead.name}.dtype" for d in dtypes) else dtypes
+
+
+def _custom_dtype(op: Op) -> str:
+    dtypes = _fake_dtypes(op)
+    if dtypes is None:
+        return _lead_dtype(op)
+    if len(dtypes) == 1:
+        return layout.assign(locals_for(op).dtype, dtypes[0], 4)
+    return layout.assign(locals_for(op).dtypes, f"({', '.join(dtypes)})", 4)
 
 
 def upcast(op: Op) -> str:
@@ -388,10 +408,14 @@ def reference_return(op: Op) -> str:
 
 
 def _custom_return(op: Op) -> str:
-    dtype, output = locals_for(op).dtype, locals_for(op).output
+    local = locals_for(op)
+    dtype, output, reference = local.dtype, local.output, op.body.reference.python
     if op.num_outputs == 1:
-        return layout.assign("return", f"{layout.operand(op.body.reference.python)}.to({dtype})", 4)
-    return layout.assign("return", f"tuple({output}.to({dtype}) for {output} in {op.body.reference.python})", 4)
+        return layout.assign("return", f"{layout.operand(reference)}.to({dtype})", 4)
+    if _fake_dtypes(op) is None:
+        return layout.assign("return", f"tuple({output}.to({dtype}) for {output} in {reference})", 4)
+    pairs = f"zip({reference}, {local.dtypes}, strict=True)"
+    return layout.assign("return", f"tuple({output}.to({dtype}) for {output}, {dtype} in {pairs})", 4)
 
 
 def _reduction_return(op: Op) -> str:
@@ -498,6 +522,7 @@ class _Kind(NamedTuple):
     reference_return: Callable[[Op], str]  # the reference's `return`
     python_kernel_body: Callable[[Op], list[str]]
     allocates_all: bool = False  # one call allocates all its outputs (else one call per output)
+    reference_dtype: Callable[[Op], str] = _lead_dtype  # the reference's line that reads the dtype(s) it returns
 
 
 _KINDS = {
@@ -506,7 +531,7 @@ _KINDS = {
     RowReduction: _Kind(lambda op: "reduction_output", _qualname_and_tensors, lambda op: op.read_args,
                         _reduction_return, _written_kernel_body),
     CustomKernel: _Kind(lambda op: f"{op.stem}_output", call_args, lambda op: op.tensor_args,
-                        _custom_return, _custom_kernel_body, allocates_all=True),
+                        _custom_return, _custom_kernel_body, allocates_all=True, reference_dtype=_custom_dtype),
 }
 
 

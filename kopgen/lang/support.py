@@ -5,7 +5,7 @@ reduction's output and row references, each custom op's output allocator).
 
 from __future__ import annotations
 
-from ..model import CustomKernel, Op, Package
+from ..model import CustomKernel, FakeOutput, Op, Package
 from . import layout
 from .layout import wrap
 
@@ -60,10 +60,17 @@ def custom_ops(package: Package) -> list[Op]:
 def custom_output(op: Op) -> list[str]:
     """The body of a custom op's `<op>_output`: each output allocated as its spec's `fake` describes."""
     device = f"{op.lead.name}.device"
-    outputs = [f"torch.empty({shape}, dtype={dtype}, device={device})" for shape, dtype in op.body.outputs]
+    outputs = [_empty(output, device) for output in op.body.outputs]
     noun = "outputs" if len(outputs) > 1 else "output"
     pronoun = "them" if len(outputs) > 1 else "it"
     lines = [f'    """The {noun} of {op.qualname}, as its spec\'s `fake` describes {pronoun} (its kernel is the user\'s)."""']
     if len(outputs) == 1:
         return lines + ["    " + layout.assign("return", outputs[0], 4)]
     return lines + ["    " + wrap("return (", outputs, ")", 4, explode=True)]
+
+
+def _empty(output: FakeOutput, device: str) -> str:
+    """One output's allocation: contiguous, or with the strides `fake` gives (a kernel that writes it transposed)."""
+    if output.strides is None:
+        return f"torch.empty({output.shape}, dtype={output.dtype}, device={device})"
+    return f"torch.empty_strided({output.shape}, {output.strides}, dtype={output.dtype}, device={device})"

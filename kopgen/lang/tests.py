@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from ..expr import NOT_DIFFERENTIABLE_DTYPES
 from ..model import Arg, CustomKernel, Op, Package, PointwiseCompute, RowReduction
 
 LINE_LENGTH = 88  # ruff format's default
@@ -101,7 +102,7 @@ def checks(op: Op) -> tuple[str, ...]:
     """The contract's classes an op's test class derives from: the checks that apply to it."""
     mixins = [
         ("Differentiable", op.has_gradients),
-        ("NotDifferentiable", op.backward is None and not op.is_mutating),
+        ("NotDifferentiable", op.backward is None and not op.is_mutating and _KINDS[type(op.body)].differentiable(op)),
         ("Mutating", op.is_mutating),
         ("OnCuda", "cuda" in op.devices),
         ("Tagged", bool(op.tags)),
@@ -152,7 +153,8 @@ def data_name(op: Op) -> str:
 def class_statement(op: Op) -> tuple[str, ...]:
     """`class TestMuladd(Differentiable, OnCuda, Tagged, Contract):`: the op's checks as bases."""
     name = "Test" + "".join(part[:1].upper() + part[1:] for part in op.name.split("_"))
-    return tuple(_call(f"class {name}(", checks(op), "):", 0))
+    statement = tuple(_call(f"class {name}(", checks(op), "):", 0))
+    return (*statement, *_KINDS[type(op.body)].class_body(op))
 
 
 def op_data(op: Op, package: Package) -> tuple[str, ...]:
@@ -252,6 +254,8 @@ def _call(head: str, items, close: str, column: int) -> list[str]:
 class _KindTests(NamedTuple):
     samples: Callable[[Op], list[Sample]]  # the kind's own samples, after `empty`
     data: Callable[[Op], list[list[str]]]  # the kind's own OpData arguments (lines of each)
+    class_body: Callable[[Op], list[str]] = lambda op: []  # lines of the test class before `data =`
+    differentiable: Callable[[Op], bool] = lambda op: True  # whether autograd could track an output at all
 
 
 def _nothing(op: Op) -> list:
@@ -278,8 +282,20 @@ def _row_data(op: Op) -> list[list[str]]:
     ]
 
 
+def _custom_class_body(op: Op) -> list[str]:
+    """Outputs that `fake` gives strides are not contiguous: opcheck compares their strides instead."""
+    if all(output.strides is None for output in op.body.outputs):
+        return []
+    return ["    contiguous_outputs = False  # `fake` gives the strides, which opcheck compares"]
+
+
+def _some_float_output(op: Op) -> bool:
+    """Integer and bool outputs never require grad: an op of only those has no gradient to refuse."""
+    return any(o.dtype.removeprefix("torch.") not in NOT_DIFFERENTIABLE_DTYPES for o in op.body.outputs)
+
+
 _KINDS = {
     PointwiseCompute: _KindTests(_nothing, _nothing),
     RowReduction: _KindTests(_row_samples, _row_data),
-    CustomKernel: _KindTests(_nothing, _nothing),
+    CustomKernel: _KindTests(_nothing, _nothing, _custom_class_body, _some_float_output),
 }

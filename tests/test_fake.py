@@ -1,0 +1,83 @@
+"""The `fake` language of `kernel: custom` ops: shapes, strides and dtypes from metadata (kopgen.expr.metadata)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kopgen import generate
+from kopgen.expr import ExprError
+from kopgen.expr.metadata import TORCH_DTYPES, parse_metadata
+
+TENSORS, INTS = ("x", "w"), ("n", "head_size")
+
+
+def test_kopgen_knows_every_dtype_of_the_installed_torch():
+    installed = {name for name in dir(torch) if isinstance(getattr(torch, name), torch.dtype)}
+    assert installed <= TORCH_DTYPES, sorted(installed - TORCH_DTYPES)
+
+
+@pytest.mark.parametrize("text", [
+    "x.shape[:-1] + (x.shape[-1] // 2,)",
+    "(n, head_size)",
+    "x.shape[0] * 2",
+    "(x.size(0), n * head_size)",
+    "(x.numel(),)",
+    "x.shape[:-1] + w.shape[1:]",
+    "(1, x.size(1))",
+    "x.stride()",
+    "torch.float8_e4m3fn",
+    "torch.float8_e5m2",
+    "torch.int8",
+    "torch.int64",
+    "torch.bool",
+    "torch.complex64",
+    "torch.uint8",
+    "w.dtype",
+])
+def test_metadata_accepts(text):
+    assert parse_metadata(text, TENSORS, INTS) == text
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("torch.flaot8_e4m3fn", "unknown dtype torch.flaot8_e4m3fn (did you mean 'torch.float8_e4m3fn'?)"),
+    ("int64", "write a dtype as torch.int64"),
+    ("torch.empty(3)", "the only calls allowed are x.size(), x.dim(), x.numel(), x.stride() of a Tensor argument"),
+    ("(max(n, 2),)", "the only calls allowed are"),
+    ("x.sum()", "the only calls allowed are"),
+    ("x.shape[0] / 2", "only + - * // are allowed in a shape"),
+    ("(m,)", "unknown name 'm'"),
+    ("x", "use x.shape or x.dtype"),
+])
+def test_metadata_refuses(text, message):
+    with pytest.raises(ExprError) as error:
+        parse_metadata(text, TENSORS, INTS)
+    assert str(error.value).startswith(message)
+
+
+SPEC = """\
+kopgen: 1
+package: kfake
+defaults: {{backends: {{cpu: python}}}}
+ops:
+  - schema: "f(Tensor x) -> (Tensor, Tensor)"
+    kernel: custom
+    reference: "(x > 0, x.transpose(0, 1))"
+    fake:
+      - {{shape: x.shape, dtype: {dtype}}}
+      - {{shape: "(x.size(1), x.size(0))", strides: "(1, x.size(1))"}}
+"""
+
+
+def test_outputs_are_allocated_and_referenced_as_fake_says(tmp_path):
+    """The allocator (which the fake kernel and the launcher share) takes the dtype and the strides;
+    the reference returns each output in the dtype `fake` gives."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC.format(dtype="torch.bool"))
+    repo = generate(spec, tmp_path / "repo")
+    support = " ".join((repo / "kfake/_support.py").read_text().split())  # as one line, whatever the layout
+    assert "torch.empty(x.shape, dtype=torch.bool, device=x.device)" in support
+    assert "torch.empty_strided( (x.size(1), x.size(0)), (1, x.size(1)), dtype=x.dtype, device=x.device )" in support
+    reference = (repo / "kfake/reference.py").read_text()
+    assert "import torch\n" in reference and "dtypes = (torch.bool, x.dtype)" in reference
+    assert "contiguous_outputs = False" in (repo / "tests/test_f.py").read_text()
