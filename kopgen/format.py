@@ -35,6 +35,20 @@ _FAKE = {
     "additionalProperties": False,
 }
 
+# How the tests draw one argument: a Tensor's own dtype and value bounds, or a scalar's fixed value.
+_SAMPLE_ARG = {
+    "title": "test argument",
+    "type": "object",
+    "properties": {
+        "dtype": {**_STRING, "description": "a Tensor's own torch dtype (int64, bool, ...), kept in every sample"},
+        "low": {"type": "number", "description": "a Tensor's values are drawn from [low, high)"},
+        "high": {"type": "number"},
+        "value": {"description": "a scalar argument's value in every sample"},
+    },
+    "additionalProperties": False,
+    "minProperties": 1,
+}
+
 OP_PROPERTIES: dict[str, Any] = {
     "schema": {**_STRING, "description": "PyTorch function schema without namespace: name(args) -> returns"},
     "doc": {**_STRING, "description": "docstring of the generated Python function"},
@@ -84,6 +98,11 @@ OP_PROPERTIES: dict[str, Any] = {
             },
             "atol": {"type": "number", "minimum": 0},
             "rtol": {"type": "number", "minimum": 0},
+            "args": {
+                "type": "object",
+                "description": "argument name -> how the tests draw it",
+                "additionalProperties": _SAMPLE_ARG,
+            },
         },
         "additionalProperties": False,
     },

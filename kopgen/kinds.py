@@ -114,7 +114,8 @@ def _resolve_custom(resolver: OpResolver, schema: FunctionSchema, args: tuple[Ar
     for arg in args:
         if arg.is_optional:
             resolver.error(at, f"`kernel: custom` ops take no optional Tensors (Tensor? {arg.name}) in kopgen {__version__} yet")
-    context = FormulaContext({a.name: a.kind for a in args}, 0, resolver.namespace, resolver.own_ops, resolver.mutating_ops)
+    context = FormulaContext({a.name: a.kind for a in args}, 0, resolver.namespace, resolver.own_ops, resolver.mutating_ops,
+                             string_keywords=True)
     formula, outputs = None, []
     if reference is not None:
         try:

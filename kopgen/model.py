@@ -119,6 +119,17 @@ class Arg:
 
 
 @dataclass(frozen=True)
+class SampleArg:
+    """How the tests draw one argument (`tests: args: {name: ...}`); None: as for any other argument."""
+
+    name: str
+    dtype: str | None = None  # a Tensor's own dtype, kept in every sample (never the op's dtypes)
+    low: float | None = None  # a Tensor's values drawn from [low, high)
+    high: float | None = None
+    value: bool | int | float | None = None  # a scalar's value in every sample
+
+
+@dataclass(frozen=True)
 class Saved:
     """A value that setup_context keeps for backward, and when it is needed."""
 
@@ -310,6 +321,7 @@ class Op:
     rtol: float | None
     backward: Backward | None
     stem: str = ""  # the op in generated names (`scale` for `scale_`), unique in its package; see resolve.with_stems
+    sample_args: tuple[SampleArg, ...] = ()  # the arguments the spec's `tests: args:` sets
 
     @property
     def qualname(self) -> str:

@@ -28,6 +28,7 @@ from .model import (
     Route,
 )
 from .names import check_argument_names, check_cpp_names, check_op_name, check_package_names
+from .samples import resolve_sample_args
 from .schema import FunctionSchema, SchemaError, parse_schema
 
 
@@ -171,6 +172,7 @@ class OpResolver:
         kernels = self.resolve_backends(registration)
         backward = resolve_backward(self, schema, args)
         shapes, atol, rtol = self.resolve_tests(args)
+        sample_args = resolve_sample_args(self, args, body)
         if len(self.diagnostics.items) > errors_before:
             return None
         doc = self.setting("doc")
@@ -189,6 +191,7 @@ class OpResolver:
             atol=atol,
             rtol=rtol,
             backward=backward,
+            sample_args=sample_args,
         )
 
     # -- schema

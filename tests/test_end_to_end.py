@@ -187,6 +187,21 @@ def test_custom_kernel_outputs_of_other_dtypes_shapes_and_strides(tmp_path_facto
     assert passed and int(passed.group(1)) >= 60
 
 
+def test_custom_kernel_samples_the_spec_sets(tmp_path_factory):
+    """tests/specs/custom_samples.yaml: a per-row cross-entropy whose int64 target in [0, C) keeps its
+    dtype in every sample and whose reference passes reduction="none"; its `python` kernel (the
+    reference) passes the generated suite, opcheck included."""
+    root = tmp_path_factory.mktemp("samples")
+    repo = generate(ROOT / "tests/specs/custom_samples.yaml", root / "repo")
+    site = root / "site"
+    pip_install(repo, site)
+    result = run_suite(repo, {**os.environ, "PYTHONPATH": str(site)})
+    print(result.stdout[-2000:])
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
+    passed = re.search(r"(\d+) passed", result.stdout)
+    assert passed and int(passed.group(1)) >= 20
+
+
 CASE_1 = textwrap.dedent(
     """
     import torch

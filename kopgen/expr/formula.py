@@ -8,6 +8,7 @@ save, and returns it as executable Python.
 from __future__ import annotations
 
 import ast
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -33,6 +34,8 @@ class FormulaContext:
     namespace: str
     own_ops: frozenset[str]  # op names in the same namespace
     mutating_ops: frozenset[str] = frozenset()  # those of own_ops whose schema mutates an argument
+    # A custom kernel's `reference` may pass strings by keyword (reduction="none"); formulas take none.
+    string_keywords: bool = False
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,8 @@ class _FormulaChecker(Checker):
     visit_Tuple = visit_List = visit_children
 
     def visit_Constant(self, node: ast.Constant) -> None:
+        if type(node.value) is str and self.ctx.string_keywords:
+            raise self.error(node, 'a reference takes strings only as keyword values, like reduction="none"')
         if node.value is not None and type(node.value) not in (bool, int, float):
             raise self.forbidden(node)
 
@@ -96,6 +101,8 @@ class _FormulaChecker(Checker):
         if node.arg in _MUTATING_KEYWORDS:
             raise self.error(node, f"'{node.arg}=' is not allowed in a derivative formula: a formula computes "
                                    "new tensors and writes none")
+        if self.ctx.string_keywords and isinstance(node.value, ast.Constant) and type(node.value.value) is str:
+            return
         self.check(node.value)
 
     def visit_Name(self, node: ast.Name) -> None:
@@ -215,6 +222,10 @@ def parse_formula(text: str, ctx: FormulaContext) -> Formula:
             for part in ("ops", ctx.namespace, node.func.id, "default"):
                 func = ast.Attribute(func, part, ast.Load())
             node.func = func
+    for node in ast.walk(body):  # strings (a reference's reduction="none") in double quotes, as ruff writes them
+        for keyword in getattr(node, "keywords", ()):
+            if isinstance(keyword.value, ast.Constant) and type(keyword.value.value) is str:
+                keyword.value = ast.Name(json.dumps(keyword.value.value), ast.Load())
     python = ast.unparse(body)
     order = list(ctx.arg_kinds)
     return Formula(

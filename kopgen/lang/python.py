@@ -407,6 +407,11 @@ def reference_return(op: Op) -> str:
     return _kind(op).reference_return(op)
 
 
+def _custom_reference_inputs(op: Op) -> tuple[Arg, ...]:
+    """The Tensors a custom op's reference upcasts: not those of their own dtype (an int64 target stays int64)."""
+    return tuple(a for a in op.tensor_args if not tests.own_dtype(op, a))
+
+
 def _custom_return(op: Op) -> str:
     local = locals_for(op)
     dtype, output, reference = local.dtype, local.output, op.body.reference.python
@@ -508,7 +513,7 @@ def bench_keyword_only(package: Package) -> str:
 
 def bench_make_args(op: Op) -> str:
     """An op's entry of make_args: a large tensor for each Tensor argument, a sample value for the others."""
-    values = [_Code("make()" if a.is_tensor else tests.sample_value(a)) for a in op.args]
+    values = [_Code("make()" if a.is_tensor else tests.sample_value(a, op)) for a in op.args]
     return layout.statement(f"{literal(op.name)}: lambda: {literal(tuple(values))},", 8)
 
 
@@ -530,7 +535,7 @@ _KINDS = {
                             _pointwise_return, _written_kernel_body),
     RowReduction: _Kind(lambda op: "reduction_output", _qualname_and_tensors, lambda op: op.read_args,
                         _reduction_return, _written_kernel_body),
-    CustomKernel: _Kind(lambda op: f"{op.stem}_output", call_args, lambda op: op.tensor_args,
+    CustomKernel: _Kind(lambda op: f"{op.stem}_output", call_args, _custom_reference_inputs,
                         _custom_return, _custom_kernel_body, allocates_all=True, reference_dtype=_custom_dtype),
 }
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from ..expr import NOT_DIFFERENTIABLE_DTYPES
-from ..model import Arg, CustomKernel, Op, Package, PointwiseCompute, RowReduction
+from ..model import Arg, CustomKernel, Op, Package, PointwiseCompute, RowReduction, SampleArg
 
 LINE_LENGTH = 88  # ruff format's default
 INDENT = "    "
@@ -38,34 +38,77 @@ class Sample:
 # -- what the tests run on
 
 
-def sample_value(arg: Arg) -> str:
-    """The value the tests (and the benchmark) pass for a scalar argument."""
+def sample_value(arg: Arg, op: Op | None = None) -> str:
+    """The value the tests (and the benchmark) pass for a scalar argument: the spec's `value`, if it sets one."""
+    setting = sample_setting(op, arg) if op is not None else None
+    if setting is not None and setting.value is not None:
+        return repr(setting.value)
     return SAMPLE_SCALARS[arg.kind]
+
+
+def sample_setting(op: Op, arg: Arg) -> SampleArg | None:
+    """How the spec's `tests: args:` draws `arg`, if it says."""
+    return next((s for s in op.sample_args if s.name == arg.name), None)
+
+
+def own_dtype(op: Op, arg: Arg) -> bool:
+    """A Tensor of its own dtype (an int64 target, a bool mask): not varied over `dtypes`, never requiring grad."""
+    setting = sample_setting(op, arg)
+    return setting is not None and setting.dtype is not None
+
+
+# Make.drawn, in the contract of a package where some Tensor has its own dtype or bounds.
+MAKE_DRAWN = '''
+    def drawn(self, *shape: int, dtype=None, low=None, high=None, strided=False):
+        """A tensor the spec's `tests: args:` sets: its own dtype (None: the op's) and
+        values in [low, high) (None: make_tensor's bounds), non-contiguous if `strided`."""
+        if self.grown:
+            shape = tuple(n if n == 1 else n + 2 for n in shape)
+        return torch.testing.make_tensor(
+            shape,
+            dtype=dtype or self.dtype,
+            device=self.device,
+            low=low,
+            high=high,
+            noncontiguous=strided,
+        )'''
+
+
+def make_drawn(package: Package) -> tuple[str, ...]:
+    """The lines of Make.drawn (after a blank line) where the package's samples call it, else none."""
+    drawn = any(s.dtype or s.low is not None or s.high is not None for op in package.ops for s in op.sample_args)
+    return tuple(MAKE_DRAWN.split("\n")) if drawn else ()
 
 
 def samples(op: Op) -> tuple[Sample, ...]:
     """normal, empty, non-contiguous and broadcast inputs (where the op has such)."""
-    result = [_sample(op, _normal_label(op, i), lambda a, s=shapes: _make(s[a.name])) for i, shapes in enumerate(op.shapes)]
+    result = [_sample(op, _normal_label(op, i), lambda a, s=shapes: (s[a.name],)) for i, shapes in enumerate(op.shapes)]
     first = op.shapes[0]
     rank = max(len(shape) for shape in first.values())
-    # No rows: the leading dimension of the full-rank arguments is 0; the others broadcast.
-    result.append(
-        _sample(op, "empty", lambda a: _make((0,) + first[a.name][1:] if len(first[a.name]) == rank else first[a.name]), True)
-    )
+    rows = first[op.lead.name][:1]
+    # No rows: the leading dimension of the full-rank arguments is 0 (and, for custom kernels, of those
+    # with the same rows: a target per row of the logits); the others broadcast.
+    empties = _KINDS[type(op.body)].empties
+
+    def empty(a: Arg) -> tuple:
+        shape = first[a.name]
+        return ((0,) + shape[1:] if len(shape) == rank or (empties and rows and shape[:1] == rows) else shape,)
+
+    result.append(_sample(op, "empty", empty, True))
     result += _KINDS[type(op.body)].samples(op)
-    result.append(_sample(op, "noncontiguous", lambda a: _make(first[a.name], "make.strided")))
+    result.append(_sample(op, "noncontiguous", lambda a: (first[a.name], True)))
     # Inputs after the first broadcast from their last dimension; written arguments always have the full shape
     # (the first input keeps it too, so that the reference, which reads only inputs, has the written shape).
     lead = next((a for a in op.tensor_args if not a.is_mutated and not a.is_optional), op.lead)
     if first[lead.name] and any(a is not lead and not a.is_mutated for a in op.tensor_args):
         result.append(
-            _sample(op, "broadcast", lambda a: _make(first[a.name] if a is lead or a.is_mutated else first[a.name][-1:]))
+            _sample(op, "broadcast", lambda a: (first[a.name] if a is lead or a.is_mutated else first[a.name][-1:],))
         )
     # Each optional Tensor left out (None), then all of them.
     absents = [[a] for a in op.optional_args] + ([list(op.optional_args)] if len(op.optional_args) > 1 else [])
     for absent in absents:
         label = "without_" + ("optionals" if len(absent) > 1 else absent[0].name)
-        result.append(_sample(op, label, lambda a, absent=absent: "None" if a in absent else _make(first[a.name])))
+        result.append(_sample(op, label, lambda a, absent=absent: None if a in absent else (first[a.name],)))
     return tuple(result)
 
 
@@ -79,7 +122,7 @@ def gradient_args(op: Op) -> tuple[Arg, ...]:
     if op.is_mutating:
         return ()
     if op.backward is None:
-        return op.tensor_args
+        return tuple(a for a in op.tensor_args if not own_dtype(op, a))
     return tuple(g.arg for g in op.backward.gradients if g.formula)
 
 
@@ -205,12 +248,25 @@ def _normal_label(op: Op, index: int) -> str:
     return "normal" if len(op.shapes) == 1 else f"normal{index}"
 
 
-def _sample(op: Op, label: str, make_tensor, empty: bool = False) -> Sample:
-    return Sample(label, tuple(make_tensor(a) if a.is_tensor else sample_value(a) for a in op.args), empty)
+def _sample(op: Op, label: str, shape_of, empty: bool = False) -> Sample:
+    """`shape_of(a)`: a Tensor's (shape,) or (shape, strided), or None where the sample leaves it out."""
+    args = []
+    for a in op.args:
+        shape = shape_of(a) if a.is_tensor else None
+        args.append(sample_value(a, op) if not a.is_tensor else "None" if shape is None else _make(op, a, *shape))
+    return Sample(label, tuple(args), empty)
 
 
-def _make(shape: tuple[int, ...], make: str = "make") -> str:
-    return f"{make}({', '.join(map(str, shape))})"
+def _make(op: Op, arg: Arg, shape: tuple[int, ...], strided: bool = False) -> str:
+    """`make(8, 6)`, `make.strided(8, 6)`, or `make.drawn(8, dtype=torch.int64, low=0, high=10)` for a
+    Tensor the spec's `tests: args:` sets."""
+    sizes = [str(n) for n in shape]
+    setting = sample_setting(op, arg)
+    if setting is None or (setting.dtype is None and setting.low is None and setting.high is None):
+        return f"{'make.strided' if strided else 'make'}({', '.join(sizes)})"
+    keywords = [f"dtype=torch.{setting.dtype}"] if setting.dtype else []
+    keywords += [f"{name}={value!r}" for name, value in (("low", setting.low), ("high", setting.high)) if value is not None]
+    return f"make.drawn({', '.join(sizes + keywords + (['strided=True'] if strided else []))})"
 
 
 # -- formatting: each statement as `ruff format` writes it, given the column it starts at
@@ -256,6 +312,7 @@ class _KindTests(NamedTuple):
     data: Callable[[Op], list[list[str]]]  # the kind's own OpData arguments (lines of each)
     class_body: Callable[[Op], list[str]] = lambda op: []  # lines of the test class before `data =`
     differentiable: Callable[[Op], bool] = lambda op: True  # whether autograd could track an output at all
+    empties: bool = False  # whether `empty` empties every Tensor with the lead's rows, not only the full-rank ones
 
 
 def _nothing(op: Op) -> list:
@@ -267,7 +324,7 @@ def _row_samples(op: Op) -> list[Sample]:
     first = op.shapes[0]
     if len(first[op.lead.name]) < 2:
         return []
-    return [_sample(op, "empty_rows", lambda a: _make(first[a.name][:-1] + (0,)), True)]
+    return [_sample(op, "empty_rows", lambda a: (first[a.name][:-1] + (0,),), True)]
 
 
 def _row_data(op: Op) -> list[list[str]]:
@@ -297,5 +354,5 @@ def _some_float_output(op: Op) -> bool:
 _KINDS = {
     PointwiseCompute: _KindTests(_nothing, _nothing),
     RowReduction: _KindTests(_row_samples, _row_data),
-    CustomKernel: _KindTests(_nothing, _nothing, _custom_class_body, _some_float_output),
+    CustomKernel: _KindTests(_nothing, _nothing, _custom_class_body, _some_float_output, empties=True),
 }

@@ -1,0 +1,55 @@
+"""Test samples the spec sets per argument (`tests: args:`): a Tensor's own dtype and bounds, a scalar's value."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import torch
+
+from kopgen import generate
+
+from .conftest import ROOT
+
+SPEC = ROOT / "tests/specs/custom_samples.yaml"
+
+
+def test_samples_draw_each_argument_as_the_spec_says(tmp_path):
+    repo = generate(SPEC, tmp_path / "repo")
+    text = (repo / "tests/test_cross_entropy_rows.py").read_text()
+    assert '"normal": lambda make: (\n            make.drawn(8, 6, low=-4, high=4),\n' in text
+    assert "make.drawn(8, dtype=torch.int64, low=0, high=6),\n            2,\n" in text
+    # No rows: the target, one per row of the logits, has none either.
+    assert "make.drawn(0, dtype=torch.int64, low=0, high=6)," in text
+    assert "make.drawn(8, dtype=torch.int64, low=0, high=6, strided=True)," in text
+    assert "gradient_inputs=(0,)," in text  # the int64 target never requires grad
+    reference = (repo / "kloss/reference.py").read_text()
+    assert "(logits,) = upcast(logits)" in reference  # the target stays int64
+    assert 'ignore_index=ignore_index, reduction="none"' in reference
+    result = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--check", "--no-cache", "--isolated", "tests", "kloss/reference.py"],
+        cwd=repo, capture_output=True, text=True, check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_make_drawn_keeps_dtype_and_bounds(tmp_path, monkeypatch):
+    """The contract's Make.drawn: the argument's own dtype whatever the op's, values in [low, high)."""
+    repo = generate(SPEC, tmp_path / "repo")
+    monkeypatch.syspath_prepend(str(repo / "tests"))
+    monkeypatch.delitem(sys.modules, "_contract", raising=False)  # this repo's, not another test's
+    from _contract import Make
+
+    make = Make("cpu", torch.float64, positive=False)
+    target = make.drawn(1000, dtype=torch.int64, low=0, high=6)
+    assert target.dtype == torch.int64 and target.min() == 0 and target.max() == 5
+    logits = make.drawn(50, 40, low=-4, high=4, strided=True)
+    assert logits.dtype == torch.float64 and not logits.is_contiguous()
+    assert logits.min() >= -4 and logits.max() < 4
+    assert make.drawn(5, dtype=torch.bool).dtype == torch.bool
+    assert Make("cpu", torch.float32, False, grown=True).drawn(8, 1, dtype=torch.int64).shape == (10, 1)
+
+
+def test_specs_without_tests_args_keep_their_make(tmp_path):
+    repo = generate(ROOT / "examples/muladd.yaml", tmp_path / "repo")
+    assert "def drawn(" not in (repo / "tests/_contract.py").read_text()
