@@ -56,11 +56,13 @@ def test_every_kopgen_file_is_headed_generated(tmp_path, muladd_spec):
     assert (repo / "kopgen.yaml").read_text().startswith("# yaml-language-server: $schema=.kopgen/schema.json\n")
 
 
-@pytest.mark.parametrize("spec", sorted(p.name for p in EXAMPLES.glob("*.yaml")))
+@pytest.mark.parametrize(
+    "spec", sorted(EXAMPLES.glob("*.yaml")) + sorted((ROOT / "tests" / "specs").glob("*.yaml")), ids=lambda p: p.name
+)
 def test_generated_python_passes_ruff(tmp_path, spec):
     """`ruff check` on the whole repo; `ruff format --check` (its defaults: the repo sets none) on every
-    Python file, which kopgen writes formatted."""
-    repo = generate(EXAMPLES / spec, tmp_path / "repo")
+    Python file, which kopgen writes formatted: the examples and the specs of kopgen's own tests."""
+    repo = generate(spec, tmp_path / "repo")
     python_files = sorted(str(path.relative_to(repo)) for path in repo.rglob("*.py"))
     for command in (["check", "."], ["format", "--check", "--diff", *python_files]):
         result = subprocess.run(

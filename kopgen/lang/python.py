@@ -225,7 +225,7 @@ def not_differentiable_error(op: Op) -> str:
 
 def register_no_autograd(op: Op) -> str:
     return wrap("torch.library.register_autograd(",
-                [literal(op.qualname), f"_{op.stem}_backward", "setup_context=lambda ctx, inputs, output: None"])
+                [literal(op.qualname), f"_{op.stem}_backward", f"setup_context=_{op.stem}_setup_context"])
 
 
 def impls(op: Op) -> list[str]:

@@ -209,6 +209,11 @@ def dense_buffers(op: Op) -> list[str]:
             *(f"    {dense(op, w)} = {w.name}.contiguous()" for w in op.mutated_writes)]
 
 
+def custom_kernel_choice(op: Op) -> str:
+    """`kernel = ...` in a custom kernel's skeleton: it follows the first output."""
+    return python.layout.statement(f"{locals_for(op).kernel} = {kernel_for(op, op.output_names[0])}", 4)
+
+
 def kernel_choice(op: Op) -> list[str]:
     """`kernel = ...`: the launcher of a triton_op takes its kernel as a parameter instead."""
     if op.is_triton_op:
