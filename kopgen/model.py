@@ -193,7 +193,6 @@ class KernelTensor:
     """A Tensor a kernel touches, and what each launcher passes for it."""
 
     name: str  # the argument or output it stands for
-    python: str  # the dense tensor the Python launcher passes
     read: bool
     written: bool
     optional: bool = False  # a Tensor? input: None (a null pointer in C++) when not given
@@ -206,11 +205,6 @@ class Write:
     expr: Pointwise
     name: str  # `out`, `out0`, ... for returns; the argument's name for a mutated argument
     arg: Arg | None = None  # the mutated argument
-
-    @property
-    def buffer(self) -> str:
-        """The dense tensor the kernel writes: a returned output itself, a copy of a strided argument."""
-        return self.name if self.arg is None else f"{self.name}_dense"
 
 
 # -- op kinds: an op's body is one of these. Each names the templates it renders, by role:
@@ -356,10 +350,6 @@ class Op:
         return tuple(a for a in self.args if a.is_optional)
 
     @property
-    def required_tensor_names(self) -> str:
-        return ", ".join(a.name for a in self.tensor_args if not a.is_optional)
-
-    @property
     def tested_optionals(self) -> tuple[Arg, ...]:
         """The optional Tensors whose presence the kernels test: a flag each (HAS_x in Triton, has_x in C++)."""
         tested = {name for w in self.writes for name in w.expr.tested}
@@ -392,16 +382,15 @@ class Op:
     @property
     def kernel_tensors(self) -> tuple[KernelTensor, ...]:
         """The Tensors a kernel reads or writes: the arguments it touches, then the returned outputs."""
-        written = {w.arg.name: w for w in self.mutated_writes}
+        written = {w.arg.name for w in self.mutated_writes}
         read = {a.name for a in self.read_args}
         tensors = []
         for arg in self.tensor_args:
             if arg.name in written:
-                buffer = written[arg.name].buffer
-                tensors.append(KernelTensor(arg.name, buffer, arg.name in read, True))
+                tensors.append(KernelTensor(arg.name, arg.name in read, True))
             elif arg.name in read:
-                tensors.append(KernelTensor(arg.name, arg.name, True, False, arg.is_optional))
-        tensors += [KernelTensor(w.name, w.name, False, True) for w in self.writes if w.arg is None]
+                tensors.append(KernelTensor(arg.name, True, False, arg.is_optional))
+        tensors += [KernelTensor(w.name, False, True) for w in self.writes if w.arg is None]
         return tuple(tensors)
 
     @property
@@ -411,10 +400,6 @@ class Op:
     @property
     def keyword_only_names(self) -> tuple[str, ...]:
         return tuple(a.name for a in self.args if a.schema.kwarg_only)
-
-    @property
-    def tensor_arg_names(self) -> str:
-        return ", ".join(a.name for a in self.tensor_args)
 
     @property
     def num_outputs(self) -> int:

@@ -51,3 +51,15 @@ def run_suite(repo: Path, env: dict, *pytest_args: str) -> subprocess.CompletedP
         [sys.executable, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", "-W", "error", *pytest_args],
         cwd=repo, env=env, capture_output=True, text=True, check=False,
     )
+
+
+def installed_suite_passes(repo: Path, site: Path, *pytest_args: str, at_least: int = 0) -> subprocess.CompletedProcess:
+    """Install `repo` into `site`, run its generated suite against it, and assert that it passes
+    (at least `at_least` tests, where given)."""
+    pip_install(repo, site)
+    result = run_suite(repo, {**os.environ, "PYTHONPATH": str(site)}, *pytest_args)
+    print(result.stdout[-3000:])
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
+    passed = re.search(r"(\d+) passed", result.stdout)
+    assert passed and int(passed.group(1)) >= at_least, result.stdout[-2000:]
+    return result

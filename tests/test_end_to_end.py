@@ -16,7 +16,7 @@ import pytest
 
 from kopgen import generate
 
-from .conftest import EXAMPLES, ROOT, pip_install, run_suite, write_pairsum_kernel
+from .conftest import EXAMPLES, ROOT, installed_suite_passes, pip_install, run_suite, write_pairsum_kernel
 
 pytestmark = pytest.mark.slow
 
@@ -117,10 +117,7 @@ def test_hostile_doc_and_description_build_and_pass(tmp_path_factory):
     assert ast.get_docstring(function, clean=False).replace("\n    ", "\n") == raw["ops"][0]["doc"]
     package_doc = ast.get_docstring(ast.parse((repo / "khostile/__init__.py").read_text(encoding="utf-8")), clean=False)
     assert package_doc.startswith(raw["description"].strip())
-    site = root / "site"
-    pip_install(repo, site)
-    result = run_suite(repo, {**os.environ, "PYTHONPATH": str(site)})
-    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
+    installed_suite_passes(repo, root / "site")
 
 
 def test_custom_kernel_skeleton_names_its_file_then_passes_once_written(tmp_path_factory):
@@ -178,13 +175,7 @@ def test_custom_kernel_outputs_of_other_dtypes_shapes_and_strides(tmp_path_facto
     root = tmp_path_factory.mktemp("metadata")
     repo = generate(ROOT / "tests/specs/custom_metadata.yaml", root / "repo")
     write_metadata_kernels(repo / "kmeta")
-    site = root / "site"
-    pip_install(repo, site)
-    result = run_suite(repo, {**os.environ, "PYTHONPATH": str(site)})
-    print(result.stdout[-2000:])
-    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
-    passed = re.search(r"(\d+) passed", result.stdout)
-    assert passed and int(passed.group(1)) >= 60
+    installed_suite_passes(repo, root / "site", at_least=60)
 
 
 def test_custom_kernel_samples_the_spec_sets(tmp_path_factory):
@@ -193,13 +184,7 @@ def test_custom_kernel_samples_the_spec_sets(tmp_path_factory):
     reference) passes the generated suite, opcheck included."""
     root = tmp_path_factory.mktemp("samples")
     repo = generate(ROOT / "tests/specs/custom_samples.yaml", root / "repo")
-    site = root / "site"
-    pip_install(repo, site)
-    result = run_suite(repo, {**os.environ, "PYTHONPATH": str(site)})
-    print(result.stdout[-2000:])
-    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
-    passed = re.search(r"(\d+) passed", result.stdout)
-    assert passed and int(passed.group(1)) >= 20
+    installed_suite_passes(repo, root / "site", at_least=20)
 
 
 CASE_1 = textwrap.dedent(
