@@ -127,6 +127,7 @@ class SampleArg:
     low: float | None = None  # a Tensor's values drawn from [low, high)
     high: float | None = None
     value: bool | int | float | None = None  # a scalar's value in every sample
+    shape: str | None = None  # a Tensor's shape from the other arguments (fake's metadata language, Python source)
 
 
 @dataclass(frozen=True)
@@ -272,12 +273,34 @@ class FakeOutput(NamedTuple):
 
 
 @dataclass(frozen=True)
+class MutationReference:
+    """What a mutated argument of a custom kernel holds after the op: PyTorch over the arguments' values before it."""
+
+    arg: Arg
+    reference: Formula
+
+
+class BoundKernel(NamedTuple):
+    """An existing function bound as an op's kernel on one device (`kernel: {source: {DEVICE: PATH:FUNCTION}}`).
+
+    It has the op's own signature; kopgen registers it and never writes PATH.
+    """
+
+    device: Device
+    path: str  # relative to the repo root
+    function: str
+
+
+@dataclass(frozen=True)
 class CustomKernel:
     """`kernel: custom`: the user writes the kernel; the spec gives its oracle and its outputs' metadata."""
 
-    reference: Formula  # PyTorch over the arguments: the test oracle
+    reference: Formula | None  # PyTorch over the arguments: the returned Tensors' oracle (None: the op returns nothing)
     outputs: tuple[FakeOutput, ...]  # per returned Tensor
     output_names: tuple[str, ...]  # `out`, or `out0`, `out1`, ..., renamed past the op's arguments (names.py)
+    mutations: tuple[MutationReference, ...] = ()  # one per mutated argument, in schema order
+    contiguous: tuple[str, ...] = ()  # the Tensor arguments the kernel receives dense (`contiguous:`)
+    bound: tuple[BoundKernel, ...] = ()  # existing functions, per device; a device not bound gets a skeleton
     templates: ClassVar[Mapping[str, str]] = MappingProxyType(
         {"kernels": "package/kernels/custom.py.j2", "support": "package/_support/custom_outputs.py.j2"}
     )
@@ -291,7 +314,8 @@ class CustomKernel:
     def imports(self) -> frozenset[str]:
         # The reference returns the dtypes `fake` gives, torch.int64 and the like.
         fake_dtypes = {"torch"} if any(o.dtype.startswith("torch.") for o in self.outputs) else set()
-        return self.reference.imports | fake_dtypes
+        references = ([self.reference] if self.reference else []) + [m.reference for m in self.mutations]
+        return frozenset(m for r in references for m in r.imports) | fake_dtypes
 
 
 Body = PointwiseCompute | RowReduction | CustomKernel
