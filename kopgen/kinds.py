@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import __version__
+from .bound import bind_sources
 from .expr import ExprError, FormulaContext, parse_formula, parse_metadata, parse_pointwise
 from .loader import Mapping, Node, Scalar, Sequence
 from .model import Arg, Body, CustomKernel, FakeOutput, PointwiseCompute, Reduction, RowReduction, Write
@@ -52,7 +53,7 @@ def resolve_kind(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, 
     if kind == "reduce":
         return _resolve_reduction(resolver, schema, args)
     if kind == "kernel":
-        return _resolve_custom(resolver, schema, args)
+        return bind_sources(resolver, _resolve_custom(resolver, schema, args))
     return _resolve_compute(resolver, schema, args)
 
 

@@ -46,7 +46,7 @@ def resolve(root: Mapping, spec_text: str, diagnostics: Diagnostics) -> Package 
     seen: dict[str, tuple[str, Position]] = {}  # by the name in lower case: files differ in case only on some systems
     compiled_route = None
     for node in op_nodes:
-        resolver = OpResolver(node, defaults, namespace, own_ops, diagnostics, mutating, namespace_at)
+        resolver = OpResolver(node, defaults, namespace, own_ops, diagnostics, mutating, namespace_at, package)
         op = resolver.resolve()
         if op is None:
             continue
@@ -126,8 +126,9 @@ class OpResolver:
     """Resolves one op entry; every problem goes to `diagnostics` at its node."""
 
     def __init__(self, node: Mapping, defaults: Mapping | None, namespace: str, own_ops, diagnostics,
-                 mutating_ops: frozenset[str] = frozenset(), namespace_at: Position | None = None):
+                 mutating_ops: frozenset[str] = frozenset(), namespace_at: Position | None = None, package: str = ""):
         self.node = node
+        self.package = package  # the import package, which holds a Python kernel bound from a file (bound.py)
         self.defaults = defaults
         self.namespace = namespace
         self.own_ops = own_ops
