@@ -146,3 +146,15 @@ def test_new_elsewhere_refuses_a_spec_that_binds_kernels(repo, tmp_path):
 def test_the_adopted_repo_with_bound_kernels_passes_its_suite(repo, tmp_path):
     assert run("adopt", repo / "kopgen.yaml").exit_code == 0
     installed_suite_passes(repo, tmp_path / "site", at_least=10)
+
+
+@pytest.mark.slow
+def test_the_adopted_extension_repo_builds_and_passes_its_suite(tmp_path):
+    """examples/adopt_muladd: an extension repo whose C++ and CUDA kernels exist before kopgen runs."""
+    repo = tmp_path / "adopt_muladd"
+    shutil.copytree(Path(__file__).parent.parent / "examples" / "adopt_muladd", repo)
+    before = hashes(repo)
+    result = run("adopt", repo / "kopgen.yaml")
+    assert result.exit_code == 0, result.output
+    assert all(hashes(repo)[path] == digest for path, digest in before.items())
+    installed_suite_passes(repo, tmp_path / "site", at_least=10)
