@@ -126,7 +126,7 @@ class SampleArg:
     dtype: str | None = None  # a Tensor's own dtype, kept in every sample (never the op's dtypes)
     low: float | None = None  # a Tensor's values drawn from [low, high)
     high: float | None = None
-    value: bool | int | float | None = None  # a scalar's value in every sample
+    value: bool | int | float | str | tuple | None = None  # a non-Tensor argument's value in every sample (lists as tuples)
     shape: str | None = None  # a Tensor's shape from the other arguments (fake's metadata language, Python source)
 
 
