@@ -389,8 +389,13 @@ class Op:
         return tuple(w for w in self.writes if w.arg is not None)
 
     @property
+    def mutated_args(self) -> tuple[Arg, ...]:
+        """The arguments the op writes in place (`Tensor(a!)`, `Tensor!`, `Tensor!?`), in schema order."""
+        return tuple(a for a in self.args if a.is_mutated)
+
+    @property
     def is_mutating(self) -> bool:
-        return bool(self.mutated_writes)
+        return bool(self.mutated_args)
 
     @property
     def read_args(self) -> tuple[Arg, ...]:
