@@ -74,6 +74,13 @@ def test_adopt_keeps_the_users_files_and_writes_kopgens(repo):
     assert not set(USERS) & set(state["generated"])
 
 
+def test_check_names_the_bound_kernels(repo):
+    result = run("check", repo / "kopgen.yaml")
+    assert result.exit_code == 0, result.output
+    assert ("kernels:  cpu: python (bound: kbook/muladd_kernels.py:muladd_cpu), "
+            "cuda: triton (bound: kbook/muladd_kernels.py:muladd_cuda)") in result.output
+
+
 def test_new_here_is_adopt(repo):
     result = run("new", "--here", repo / "kopgen.yaml")
     assert result.exit_code == 0, result.output
