@@ -165,3 +165,13 @@ def test_the_adopted_extension_repo_builds_and_passes_its_suite(tmp_path):
     assert result.exit_code == 0, result.output
     assert all(hashes(repo)[path] == digest for path, digest in before.items())
     installed_suite_passes(repo, tmp_path / "site", at_least=10)
+
+
+def test_a_device_not_bound_keeps_its_skeleton(repo):
+    spec = SPEC.replace("        cuda: kbook/muladd_kernels.py:muladd_cuda\n", "")
+    (repo / "kopgen.yaml").write_text(spec)
+    assert run("adopt", repo / "kopgen.yaml").exit_code == 0
+    registration = (repo / "kbook/_registration.py").read_text()
+    assert "muladd_cpu_kernel,\n" in registration  # the op defined with the bound CPU kernel
+    assert '_muladd.register_kernel(("cuda",), muladd_kernels.muladd_triton)' in registration
+    assert "def muladd_triton(" in (repo / "kbook/kernels/muladd.py").read_text()
