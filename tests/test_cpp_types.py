@@ -7,6 +7,8 @@ dispatcher (or TORCH_BOX) does not take fails to build or to register.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from kopgen.lang.cpp_types import (
@@ -35,6 +37,11 @@ TABLE = {
         f"const std::vector<std::optional<{_TENSOR}>>&",
     ),
     "Tensor[]?": ("std::optional<at::TensorList>", f"const std::optional<std::vector<{_TENSOR}>>&"),
+    "Tensor(a!)[]": ("at::TensorList", f"const std::vector<{_TENSOR}>&"),
+    "Tensor?[]?": (
+        "const std::optional<c10::List<std::optional<at::Tensor>>>&",
+        f"const std::optional<std::vector<std::optional<{_TENSOR}>>>&",
+    ),
     "int": ("int64_t", "int64_t"),
     "int?": ("std::optional<int64_t>", "std::optional<int64_t>"),
     "int[]": ("at::IntArrayRef", "const std::vector<int64_t>&"),
@@ -48,6 +55,7 @@ TABLE = {
     "float?": ("std::optional<double>", "std::optional<double>"),
     "float[]": ("at::ArrayRef<double>", "const std::vector<double>&"),
     "float[]?": ("std::optional<at::ArrayRef<double>>", "const std::optional<std::vector<double>>&"),
+    "float[2]": ("at::ArrayRef<double>", "const std::vector<double>&"),
     "bool": ("bool", "bool"),
     "bool?": ("std::optional<bool>", "std::optional<bool>"),
     "bool[]": ("const c10::List<bool>&", "const std::vector<bool>&"),
@@ -56,11 +64,13 @@ TABLE = {
     "str": ("c10::string_view", "std::string_view"),
     "str?": ("std::optional<c10::string_view>", "const std::optional<std::string>&"),
     "str[]": ("const c10::List<std::string>&", "const std::vector<std::string>&"),
+    "str[]?": ("const std::optional<c10::List<std::string>>&", "const std::optional<std::vector<std::string>>&"),
     "ScalarType": ("at::ScalarType", "torch::headeronly::ScalarType"),
     "ScalarType?": ("std::optional<at::ScalarType>", "std::optional<torch::headeronly::ScalarType>"),
     "Scalar": ("const at::Scalar&", None),
     "Scalar?": ("const std::optional<at::Scalar>&", None),
     "Scalar[]": ("at::ArrayRef<at::Scalar>", None),
+    "Scalar[]?": ("std::optional<at::ArrayRef<at::Scalar>>", None),
     "Device": ("at::Device", "torch::stable::Device"),
     "Device?": ("std::optional<at::Device>", "std::optional<torch::stable::Device>"),
     "Layout": ("at::Layout", "torch::headeronly::Layout"),
@@ -124,9 +134,7 @@ def _samples(torch):
         "bool[]": ([True, False], [2.0, 1.0, 0.0]), "bool[3]": ([False, True, True], [3.0, 0.0, 1.0, 1.0]),
         "str[]": (["a", "bc"], [2.0, 1.0, 97.0, 2.0, 98.0, 99.0]), "Scalar[]": ([1, 2.5], [2.0, 1.0, 2.5]),
     }  # fmt: skip
-    samples = {**scalar, **lists}
-    samples["Tensor(a!)"] = samples["Tensor!"] = samples["Tensor"]
-    return samples
+    return {**scalar, **lists}
 
 
 def _cases(torch, abi):
@@ -135,15 +143,15 @@ def _cases(torch, abi):
     samples = _samples(torch)
     cases = []
     for type_text in TABLE:
-        base = type_text.removesuffix("?")
         if TABLE[type_text][ABIS.index(abi)] is None:
             continue
+        # A mutated Tensor takes a Tensor's sample, a float[2] a float[]'s.
+        base = re.sub(r"\(a!\)|!", "", type_text.removesuffix("?"))
+        value, expected = samples.get(base) or samples[re.sub(r"\[\d+\]", "[]", base)]
         if type_text.endswith("?"):
-            base = {"Tensor!": "Tensor", "Tensor(a!)": "Tensor"}.get(base, base)
-            value, expected = samples[base]
             cases += [(type_text, value, [1.0, *expected]), (type_text, None, [0.0])]
         else:
-            cases.append((type_text, *samples[type_text]))
+            cases.append((type_text, value, expected))
     return cases
 
 

@@ -114,7 +114,7 @@ def _aten_optional(elem: Type) -> str:
         return "const std::optional<at::Tensor>&"
     if str(elem) == "Generator":
         return "std::optional<at::Generator>"
-    if isinstance(elem, ListType) and elem.elem.name in ("int", "SymInt"):
+    if isinstance(elem, ListType) and str(elem.elem) in ("int", "SymInt"):
         return "at::OptionalIntArrayRef"
     inner = _aten(elem, False)
     if inner.startswith("const "):  # Scalar?: by const reference, like the Scalar itself
