@@ -8,11 +8,13 @@ dispatcher (or TORCH_BOX) does not take fails to build or to register.
 from __future__ import annotations
 
 import re
+import subprocess
 
 import pytest
 
 from kopgen.lang.cpp_types import (
     ABIS,
+    INCLUDES,
     STABLE_ABI,
     TORCH_LIBRARY,
     NoCppType,
@@ -293,3 +295,23 @@ def test_torch_library_kernels_take_each_type(tmp_path):
 def test_stable_abi_kernels_take_each_type(tmp_path):
     count = _build_and_call(STABLE_ABI, tmp_path)
     print(f"stable_abi: {count} calls")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("abi", ABIS)
+def test_includes_declare_every_type(abi, tmp_path):
+    """A header holding only INCLUDES declares a function taking every type the ABI has."""
+    pytest.importorskip("torch")
+    from torch.utils import cpp_extension
+
+    args = [_arg(t) for t, types in TABLE.items() if types[ABIS.index(abi)] is not None]
+    header = tmp_path / "kernels.h"
+    header.write_text(
+        "".join(f"#include <{name}>\n" for name in INCLUDES[abi])
+        + "".join(f"void f{i}({cpp_parameter(arg, abi)});\n" for i, arg in enumerate(args))
+    )
+    includes = [f"-I{path}" for path in cpp_extension.include_paths()]
+    flags = ["-DTORCH_TARGET_VERSION=0x020a000000000000"] if abi == STABLE_ABI else []
+    command = ["g++", "-std=c++17", "-fsyntax-only", "-x", "c++", *includes, *flags, str(header)]
+    result = subprocess.run(command, check=False, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]

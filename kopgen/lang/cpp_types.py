@@ -8,7 +8,8 @@ conversion for gets a reason instead, which resolution reports at the argument (
 none on either ABI: a bare `Generator`, which the dispatcher passes to a kernel only as `Generator?`).
 
 Each type below was checked by building an extension that registers a kernel taking it and calling
-it through torch.ops (tests/test_cpp_types.py, torch 2.13 here and 2.11 on the GPU machine).
+it through torch.ops (tests/test_cpp_types.py, torch 2.13); torch 2.11 took the same types in a
+one-off build of one op taking most of them, on each ABI.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ _STABLE = {
     "Device": "torch::stable::Device", "Layout": "torch::headeronly::Layout",
     "MemoryFormat": "torch::headeronly::MemoryFormat",
 }  # fmt: skip
-# Why the stable ABI (as kopgen targets it, torch 2.10) cannot take the others.
+# Why a kernel cannot take a bare Generator on either ABI, and the stable ABI (as kopgen targets
+# it, torch 2.10) a Scalar or a Generator at all.
 _GENERATOR = (
     "torch passes a Generator to a C++ kernel only as an optional "
     "(std::optional<at::Generator>): declare it Generator?"
