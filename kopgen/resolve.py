@@ -18,7 +18,6 @@ from .model import (
     BUILTIN_DEFAULTS,
     DEFAULT_SHAPE,
     Arg,
-    Body,
     CustomKernel,
     Device,
     Kernel,
@@ -169,7 +168,7 @@ class OpResolver:
                     f"`kernel: custom` ops take Python kernels in kopgen {__version__}: use registration custom_op or library",
                 )
         if registration is Route.TRITON_OP:
-            self.check_triton_op(body)
+            self.check_triton_op()
         kernels = self.resolve_backends(registration)
         backward = resolve_backward(self, schema, args)
         shapes, atol, rtol = self.resolve_tests(args)
@@ -236,12 +235,8 @@ class OpResolver:
                 self.error(at, f"ops return Tensors in kopgen {__version__}; '{ret.type}' returns are not supported{hint}")
         return schema
 
-    def check_triton_op(self, body: Body | None) -> None:
-        """What torch.library.triton_op cannot take: a kernel kopgen does not write, tags."""
-        at = self.setting("registration").value_position
-        if isinstance(body, CustomKernel):
-            self.error(at, "a triton_op launches kopgen's Triton kernel through wrap_triton; "
-                           "`kernel: custom` ops take registration custom_op or library")
+    def check_triton_op(self) -> None:
+        """What torch.library.triton_op cannot take: tags."""
         tags = self.setting("tags")
         if tags is not None and tags.items:
             self.error(tags.position, "torch.library.triton_op takes no tags; use registration custom_op or library for tagged ops")

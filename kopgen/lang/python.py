@@ -223,8 +223,30 @@ def register_other_kernels(op: Op) -> list[str]:
 
 def register_kernels(op: Op) -> list[str]:
     """A triton_op's kernels, registered per device for eager calls."""
-    return [wrap(f"{handle(op)}.register_kernel(", [literal(k.device), registered_kernel(op, k)])
-            for k in op.kernels]
+    return [wrap(f"{handle(op)}.register_kernel(", [literal(k.device), _eager_kernel(op, k)]) for k in op.kernels]
+
+
+def _eager_kernel(op: Op, kernel: Kernel) -> str:
+    """The kernel eager calls of a device run: a user's launcher runs CUDA tensors inside the device guard of
+    cuda_launcher (in _registration.py); the others are registered as they are."""
+    if op.body.user_writes_kernel and kernel.device == "cuda":
+        return cuda_launcher(op)
+    return registered_kernel(op, kernel)
+
+
+def cuda_launcher(op: Op) -> str:
+    """_registration.py's eager CUDA kernel of a triton_op whose launcher is the user's."""
+    return f"_{op.stem}_cuda"
+
+
+def cuda_launcher_call(op: Op, indent: int) -> str:
+    """The user's launcher, as the eager CUDA kernel calls it (wrap left at its default)."""
+    return call(kernel_function(op, "triton"), op, indent, prefix="return ")
+
+
+def user_launcher_traced(op: Op) -> bool:
+    """Whether a triton_op's body calls the user's launcher (kernel: custom) rather than kopgen's launch."""
+    return op.is_triton_op and op.body.user_writes_kernel
 
 
 def tags_argument(op: Op) -> list[str]:
@@ -240,6 +262,9 @@ def cpu_handle(op: Op) -> str:
 def traced_launch(op: Op) -> str:
     """A triton_op's body on CUDA: the kernel launched through wrap_triton, which torch.compile traces."""
     kernels = kernels_module(op)
+    if op.body.user_writes_kernel:  # the user's launcher launches each kernel as wrap(kernel)[grid](...)
+        arguments = [*call_args(op), f"{locals_for(op).wrap}=wrap_triton"]
+        return layout.statement(f"return {kernel_function(op, 'triton')}({', '.join(arguments)})", 4)
     launch, kernel = (locals_for(op).derived(kind, op.stem) for kind in ("launch", "kernel"))
     return call(f"{kernels}.{launch}", op, 4, first=[f"wrap_triton({kernels}.{kernel})"], prefix="return ")
 
