@@ -3,6 +3,7 @@
 // kopgen has checked the devices and made the inputs dense.
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 
 #include <cmath>

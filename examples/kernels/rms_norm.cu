@@ -12,11 +12,11 @@
 namespace kllm {
 namespace {
 
-constexpr int kThreads = 256;  // a multiple of the warp size
+constexpr int kRmsNormThreads = 256;  // a multiple of the warp size
 
 // The sum of `value` over the block's threads, returned to every thread.
 __device__ float rms_norm_block_sum(float value) {
-  __shared__ float warp_sums[kThreads / 32];
+  __shared__ float warp_sums[kRmsNormThreads / 32];
   for (int offset = 16; offset > 0; offset /= 2) {
     value += __shfl_xor_sync(0xffffffffu, value, offset);
   }
@@ -26,7 +26,7 @@ __device__ float rms_norm_block_sum(float value) {
   }
   __syncthreads();
   float total = 0.0f;
-  for (int i = 0; i < kThreads / 32; ++i) {
+  for (int i = 0; i < kRmsNormThreads / 32; ++i) {
     total += warp_sums[i];
   }
   return total;
@@ -35,7 +35,7 @@ __device__ float rms_norm_block_sum(float value) {
 template <typename scalar_t>
 __global__ void rms_norm_kernel(scalar_t* __restrict__ out, const scalar_t* __restrict__ input,
                                 const scalar_t* __restrict__ weight, float epsilon, int64_t hidden) {
-  // Geometry: one block of kThreads threads per row (gridDim.x = rows); the threads stride over
+  // Geometry: one block of kRmsNormThreads threads per row (gridDim.x = rows); the threads stride over
   // the row's `hidden` columns twice: the sum of squares, then the scaled write. int64_t offsets.
   const int64_t base = static_cast<int64_t>(blockIdx.x) * hidden;
   float squares = 0.0f;
@@ -64,7 +64,7 @@ void rms_norm_cuda(const at::Tensor& input, const at::Tensor& weight, double eps
   const int64_t rows = input.numel() / hidden;
   TORCH_CHECK(rows < (int64_t{1} << 31), "rms_norm: more rows than a CUDA grid holds");
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "rms_norm_cuda", [&] {
-    rms_norm_kernel<scalar_t><<<static_cast<unsigned int>(rows), kThreads, 0, stream>>>(
+    rms_norm_kernel<scalar_t><<<static_cast<unsigned int>(rows), kRmsNormThreads, 0, stream>>>(
         out.mutable_data_ptr<scalar_t>(), input.const_data_ptr<scalar_t>(),
         weight.const_data_ptr<scalar_t>(), static_cast<float>(epsilon), hidden);
   });

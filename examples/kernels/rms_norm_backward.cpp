@@ -5,6 +5,7 @@
 // kopgen allocates grad_input (input's shape) and grad_weight (weight's shape) as `fake` says.
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 
 #include <cmath>

@@ -16,13 +16,13 @@
 namespace kllm {
 namespace {
 
-constexpr int kThreads = 256;  // a multiple of the warp size
+constexpr int kBackwardThreads = 256;  // a multiple of the warp size
 
 // The sum of `value` over the block's threads, returned to every thread. Callable more than
 // once per kernel: the barrier at the end keeps the next call from overwriting `warp_sums`
 // before every thread has read it.
 __device__ float rms_norm_backward_block_sum(float value) {
-  __shared__ float warp_sums[kThreads / 32];
+  __shared__ float warp_sums[kBackwardThreads / 32];
   for (int offset = 16; offset > 0; offset /= 2) {
     value += __shfl_xor_sync(0xffffffffu, value, offset);
   }
@@ -31,7 +31,7 @@ __device__ float rms_norm_backward_block_sum(float value) {
   }
   __syncthreads();
   float total = 0.0f;
-  for (int i = 0; i < kThreads / 32; ++i) {
+  for (int i = 0; i < kBackwardThreads / 32; ++i) {
     total += warp_sums[i];
   }
   __syncthreads();
@@ -44,7 +44,7 @@ __global__ void rms_norm_grad_input_kernel(scalar_t* __restrict__ grad_input, fl
                                            const scalar_t* __restrict__ input,
                                            const scalar_t* __restrict__ weight, float epsilon,
                                            int64_t hidden) {
-  // Geometry: one block of kThreads threads per row (gridDim.x = rows), striding over the row's
+  // Geometry: one block of kBackwardThreads threads per row (gridDim.x = rows), striding over the row's
   // columns: one pass for the two sums, one for the write. Also stores the row's r. int64_t offsets.
   const int64_t row = blockIdx.x;
   const int64_t base = row * hidden;
@@ -114,7 +114,7 @@ void rms_norm_backward_cuda(const at::Tensor& grad, const at::Tensor& input, con
   const at::Tensor inv_rms = at::empty({rows}, input.options().dtype(at::kFloat));
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "rms_norm_backward_cuda", [&] {
     if (rows > 0) {
-      rms_norm_grad_input_kernel<scalar_t><<<static_cast<unsigned int>(rows), kThreads, 0, stream>>>(
+      rms_norm_grad_input_kernel<scalar_t><<<static_cast<unsigned int>(rows), kBackwardThreads, 0, stream>>>(
           grad_input.mutable_data_ptr<scalar_t>(), inv_rms.mutable_data_ptr<float>(),
           grad.const_data_ptr<scalar_t>(), input.const_data_ptr<scalar_t>(),
           weight.const_data_ptr<scalar_t>(), static_cast<float>(epsilon), hidden);

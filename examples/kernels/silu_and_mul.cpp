@@ -3,6 +3,7 @@
 // and checked that `out` is; it returns early when `out` is empty.
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 
 #include <cmath>
