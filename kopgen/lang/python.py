@@ -1,6 +1,7 @@
 """This module translates the model into the generated Python: the typed API (ops.py), the
 registration with its fake kernels and autograd (_registration.py), the PyTorch references
-(reference.py), the `python` kernels and the benchmark (the shared helpers are lang/support.py's).
+(reference.py) and the `python` kernels (the shared helpers are lang/support.py's, the benchmark's
+lang/bench.py's).
 
 As torchgen's api/python.py does for its bindings: functions over the model's Op and Package
 that return Python source, which the templates print. Layout follows `ruff format`'s defaults
@@ -13,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from ..model import Arg, CustomKernel, Op, Package, PointwiseCompute, RowReduction
+from ..model import Arg, CustomKernel, MutationReference, Op, Package, PointwiseCompute, RowReduction
 from ..names import locals_for
-from ..schema import ListType, OptionalType, python_annotation, python_default
+from ..schema import python_annotation, python_default
 from . import layout, tests
 from .layout import LINE_LENGTH, literal, wrap
 
@@ -62,9 +63,8 @@ def call_text(function: str, op: Op, first: Sequence[str] = ()) -> str:
 
 
 def return_annotation(op: Op) -> str:
-    if op.is_mutating:
-        return "None"
-    return _tensors(op.num_outputs)
+    """The returned Tensors: None where the op returns nothing (it only writes its arguments)."""
+    return _tensors(op.num_outputs) if op.num_outputs else "None"
 
 
 def _tensors(count: int) -> str:
@@ -105,10 +105,22 @@ def exports(package: Package) -> str:
 
 
 def api_imports(package: Package) -> list[str]:
-    """The imports of ops.py above `torch`: `typing` names the signatures use."""
-    types = [a.schema.type for op in package.ops for a in op.args]
-    sequence = any(isinstance(t.elem if isinstance(t, OptionalType) else t, ListType) for t in types)
-    return ["from typing import Sequence", ""] if sequence else []
+    """The imports of ops.py above `torch`: `Sequence` where the signatures take lists."""
+    return typing_imports(package.ops)
+
+
+def _annotations(ops: Sequence[Op]) -> list[str]:
+    return [python_annotation(a.schema.type) for op in ops for a in op.args]
+
+
+def typing_imports(ops: Sequence[Op]) -> list[str]:
+    """`from collections.abc import Sequence` and a blank line, where the ops' signatures take lists (`int[]`, `Tensor[]`)."""
+    return ["from collections.abc import Sequence", ""] if any("Sequence[" in a for a in _annotations(ops)) else []
+
+
+def annotations_need_torch(ops: Sequence[Op]) -> bool:
+    """Whether the ops' signatures name torch's types (`torch.dtype` for ScalarType, `torch.Generator`, ...)."""
+    return any("torch." in a for a in _annotations(ops))
 
 
 # -- _registration.py
@@ -138,11 +150,11 @@ def registration_imports(package: Package) -> list[str]:
                   "from . import _C, _support  # noqa: F401"]
     else:
         lines.append("from . import _support")
-    lines += [f"from .kernels import {op.name} as {kernels_module(op)}" for op in _with_python_kernels(package)]
+    lines += [f"from .kernels import {op.name} as {kernels_module(op)}" for op in with_python_kernels(package)]
     return lines
 
 
-def _with_python_kernels(package: Package) -> list[Op]:
+def with_python_kernels(package: Package) -> list[Op]:
     return sorted((op for op in package.ops if op.python_kernels), key=lambda op: op.name)
 
 
@@ -251,10 +263,10 @@ def mutates_args(op: Op) -> str:
 
 
 def tags_literal(op: Op) -> str:
-    return literal(tuple(_Code(f"torch.Tag.{tag}") for tag in op.tags))
+    return literal(tuple(Code(f"torch.Tag.{tag}") for tag in op.tags))
 
 
-class _Code(str):
+class Code(str):
     """Python source that `literal` prints as it is."""
 
     def __repr__(self) -> str:
@@ -287,9 +299,12 @@ def fake_define(op: Op) -> str:
 
 def fake_body(op: Op) -> list[str]:
     """The fake kernel's body: a mutating op's checks, or the output described from metadata."""
-    if op.is_mutating:
+    if op.mutated_writes:
         return ["    # Only checks: the op writes its arguments in place and returns nothing.",
                 "    " + check_written(op, indent=4)]
+    if not op.num_outputs:  # a custom kernel's writes have no metadata kopgen could check
+        return [f"    # Nothing to describe: the op writes {_names(op.mutated_args)} in place and returns nothing.",
+                "    return None"]
     if op.num_outputs == 1 or _kind(op).allocates_all:
         noun = "outputs" if op.num_outputs > 1 else "output"
         return [f"    # Only metadata: the same {noun} the launcher allocates, never reading data.",
@@ -302,7 +317,7 @@ def fake_body(op: Op) -> list[str]:
 
 def written_dict(op: Op) -> str:
     """`{"out": out}`: the mutated arguments by name, for the shape checks of _support."""
-    return "{" + ", ".join(f'"{w.name}": {w.name}' for w in op.mutated_writes) + "}"
+    return "{" + ", ".join(f'"{w.name}": {w.name}' for w in op.mutated_args) + "}"
 
 
 def check_written(op: Op, indent: int) -> str:
@@ -352,33 +367,40 @@ def reference_imports(package: Package) -> list[str]:
     modules = set()
     for op in package.ops:
         modules |= op.body.imports
-    lines = ["import math", ""] if "math" in modules else []
-    lines += ["import torch"] if "torch" in modules else []
+    standard = (["import math"] if "math" in modules else []) + typing_imports(package.ops)[:1]
+    lines = [*standard, ""] if standard else []
+    lines += ["import torch"] if "torch" in modules or annotations_need_torch(package.ops) else []
     helpers = sorted([f"row_{kind}" for kind in package.reductions] + ["upcast"])
     return [*lines, "from torch import Tensor", "", f"from ._support import {', '.join(helpers)}"]
 
 
 def reference_define(op: Op) -> str:
-    """The reference returns what the op returns, or what a mutating op writes."""
-    count = len(op.writes) if op.is_mutating else op.num_outputs
-    return define(op.name, op, returns=_tensors(count))
+    """The reference returns what a mutating op writes (None for a `Tensor!?` left out), then what the op returns."""
+    types = ["Tensor | None" if a.is_optional else "Tensor" for a in op.mutated_args] + ["Tensor"] * op.num_outputs
+    returns = types[0] if len(types) == 1 else f"tuple[{', '.join(types)}]"
+    return define(op.name, op, returns=returns)
+
+
+def _names(args: Sequence[Arg]) -> str:
+    return ", ".join(a.name for a in args)
 
 
 def reference_doc(op: Op) -> str:
     if op.is_mutating:
-        written = ", ".join(w.name for w in op.mutated_writes)
-        return f"What {op.qualname} writes to {written}, in plain PyTorch (float32 at least)."
+        also = ", and what it returns," if op.num_outputs else ","
+        return f"What {op.qualname} writes to {_names(op.mutated_args)}{also} in plain PyTorch (float32 at least)."
     return f"{op.qualname} in plain PyTorch, computed in float32 at least."
 
 
-def reference_dtype(op: Op) -> str:
+def reference_dtype(op: Op) -> list[str]:
     """The dtype the reference returns (its lead input's, or the dtypes of a custom op's `fake`),
-    read before upcast() changes the inputs' dtypes."""
+    read before upcast() changes the inputs' dtypes; none where it returns only values written in place,
+    which the tests compare in the dtype of the argument written."""
     return _kind(op).reference_dtype(op)
 
 
-def _lead_dtype(op: Op) -> str:
-    return f"{locals_for(op).dtype} = {op.lead.name}.dtype"
+def _lead_dtype(op: Op) -> list[str]:
+    return [f"{locals_for(op).dtype} = {op.lead.name}.dtype"]
 
 
 def _fake_dtypes(op: Op) -> list[str] | None:
@@ -387,13 +409,15 @@ def _fake_dtypes(op: Op) -> list[str] | None:
     return None if all(d == f"{op.lead.name}.dtype" for d in dtypes) else dtypes
 
 
-def _custom_dtype(op: Op) -> str:
+def _custom_dtype(op: Op) -> list[str]:
+    if not op.num_outputs:
+        return []
     dtypes = _fake_dtypes(op)
     if dtypes is None:
         return _lead_dtype(op)
     if len(dtypes) == 1:
-        return layout.assign(locals_for(op).dtype, dtypes[0], 4)
-    return layout.assign(locals_for(op).dtypes, f"({', '.join(dtypes)})", 4)
+        return [layout.assign(locals_for(op).dtype, dtypes[0], 4)]
+    return [layout.assign(locals_for(op).dtypes, f"({', '.join(dtypes)})", 4)]
 
 
 def upcast(op: Op) -> str:
@@ -413,14 +437,33 @@ def _custom_reference_inputs(op: Op) -> tuple[Arg, ...]:
 
 
 def _custom_return(op: Op) -> str:
+    """What a mutating op writes (as computed), then its returns in the dtypes of `fake`."""
+    values = [_mutation_value(m) for m in op.body.mutations]
+    if op.num_outputs:
+        values.append(_custom_returned(op, spread=bool(values)))
+    if len(values) == 1:
+        return layout.assign("return", values[0], 4)
+    return wrap("return (", values, ")", 4, explode=True)
+
+
+def _mutation_value(mutation: MutationReference) -> str:
+    """The value a mutated argument holds after the op; None for a `Tensor!?` left out."""
+    value = mutation.reference.python
+    name = mutation.arg.name
+    return f"None if {name} is None else {value}" if mutation.arg.is_optional else value
+
+
+def _custom_returned(op: Op, spread: bool) -> str:
+    """The returned Tensors in their dtypes: one value, or a tuple (`spread` into the values written before)."""
     local = locals_for(op)
     dtype, output, reference = local.dtype, local.output, op.body.reference.python
     if op.num_outputs == 1:
-        return layout.assign("return", f"{layout.operand(reference)}.to({dtype})", 4)
+        return f"{layout.operand(reference)}.to({dtype})"
     if _fake_dtypes(op) is None:
-        return layout.assign("return", f"tuple({output}.to({dtype}) for {output} in {reference})", 4)
-    pairs = f"zip({reference}, {local.dtypes}, strict=True)"
-    return layout.assign("return", f"tuple({output}.to({dtype}) for {output}, {dtype} in {pairs})", 4)
+        generator = f"{output}.to({dtype}) for {output} in {reference}"
+    else:
+        generator = f"{output}.to({dtype}) for {output}, {dtype} in zip({reference}, {local.dtypes}, strict=True)"
+    return f"*({generator})" if spread else f"tuple({generator})"
 
 
 def _reduction_return(op: Op) -> str:
@@ -471,6 +514,8 @@ def _written_kernel_body(op: Op) -> list[str]:
 
 def _custom_kernel_body(op: Op) -> list[str]:
     """The reference written into the outputs of the op's own allocator."""
+    if op.is_mutating:
+        return _custom_mutating_body(op)
     reference = call_text(f"reference.{op.name}", op)
     local, outs = locals_for(op), op.output_names
     lines = ['    """The PyTorch reference as a kernel, written into outputs allocated as `fake` describes."""']
@@ -484,37 +529,29 @@ def _custom_kernel_body(op: Op) -> list[str]:
                     "    " + layout.statement(f"return tuple({output}.copy_({want}) for {output}, {want} in {pairs})", 4)]
 
 
-# -- the benchmark
-
-
-def bench_imports(package: Package) -> list[str]:
-    return [f"from {package.name}.kernels import {op.name} as {kernels_module(op)}" for op in _with_python_kernels(package)]
-
-
-def bench_launchers(op: Op) -> str:
-    """An op's entry of variants_of's launchers: its Python kernels by device."""
-    kernels = [f"{literal(k.device)}: {kernel_function(op, k.language)}" for k in op.python_kernels]
-    return layout.statement(f"{literal(op.name)}: {{{', '.join(kernels)}}},", 8)
-
-
-def _bench_table(name: str, values: dict[str, str]) -> str:
-    """A module-level dict of the benchmark, from op name to `values`' Python source."""
-    items = ", ".join(f"{literal(op)}: {value}" for op, value in values.items())
-    return layout.statement(f"{name} = {{{items}}}", 0)
-
-
-def bench_ops(package: Package) -> str:
-    return _bench_table("OPS", {op.name: literal(op.devices) for op in package.ops})
-
-
-def bench_keyword_only(package: Package) -> str:
-    return _bench_table("KEYWORD_ONLY", {op.name: literal(op.keyword_only_names) for op in package.ops})
-
-
-def bench_make_args(op: Op) -> str:
-    """An op's entry of make_args: a large tensor for each Tensor argument, a sample value for the others."""
-    values = [_Code("make()" if a.is_tensor else tests.sample_value(a, op)) for a in op.args]
-    return layout.statement(f"{literal(op.name)}: lambda: {literal(tuple(values))},", 8)
+def _custom_mutating_body(op: Op) -> list[str]:
+    """The reference written into the mutated arguments (those given), then into the returns."""
+    reference = call_text(f"reference.{op.name}", op)
+    local, outs, written = locals_for(op), op.output_names, op.mutated_args
+    lines = ['    """The PyTorch reference as a kernel, written into the mutated arguments."""']
+    if len(written) == 1 and not outs:  # the reference returns the one value
+        name = written[0].name
+        if not written[0].is_optional:
+            return lines + ["    " + layout.statement(f"{name}.copy_({reference})", 4)]
+        return lines + [f"    if {name} is not None:", "        " + layout.statement(f"{name}.copy_({reference})", 8)]
+    if outs:
+        allocated = local.outputs if len(outs) > 1 else outs[0]
+        lines.append("    " + layout.assign(allocated, allocate(op), 4))
+    lines.append("    " + layout.assign(local.expected, reference, 4))  # before any argument is written
+    for i, arg in enumerate(written):
+        copy = f"{arg.name}.copy_({local.expected}[{i}])"
+        lines += [f"    if {arg.name} is not None:", f"        {copy}"] if arg.is_optional else [f"    {copy}"]
+    if len(outs) == 1:
+        return lines + [f"    return {outs[0]}.copy_({local.expected}[{len(written)}])"]
+    if outs:
+        output, want, pairs = local.output, local.want, f"zip({local.outputs}, {local.expected}[{len(written)}:], strict=True)"
+        return lines + ["    " + layout.statement(f"return tuple({output}.copy_({want}) for {output}, {want} in {pairs})", 4)]
+    return lines
 
 
 # -- what differs between op kinds: one row per kind, the one place this module chooses by kind
@@ -527,7 +564,7 @@ class _Kind(NamedTuple):
     reference_return: Callable[[Op], str]  # the reference's `return`
     python_kernel_body: Callable[[Op], list[str]]
     allocates_all: bool = False  # one call allocates all its outputs (else one call per output)
-    reference_dtype: Callable[[Op], str] = _lead_dtype  # the reference's line that reads the dtype(s) it returns
+    reference_dtype: Callable[[Op], list[str]] = _lead_dtype  # the reference's line that reads the dtype(s) it returns
 
 
 _KINDS = {

@@ -29,12 +29,17 @@ def module_doc(op: Op) -> str:
 def imports(op: Op) -> list[str]:
     """The imports of a kernels module: Triton where the op has a Triton kernel, its interpreter for CPU
     tensors, the reference for a `python` kernel."""
-    lines = ["import torch", "import triton", "import triton.language as tl"] if op.uses_triton else []
+    lines = python.typing_imports([op])
+    if op.uses_triton or python.annotations_need_torch([op]):
+        lines.append("import torch")
+    lines += ["import triton", "import triton.language as tl"] if op.uses_triton else []
     lines.append("from torch import Tensor")
     if op.uses_interpreter:
         lines.append("from triton.runtime.interpreter import InterpretedFunction")
-    own = "_support, reference" if has_python_kernel(op) else "_support"
-    return [*lines, "", f"from .. import {own}"]
+    # A `python` kernel that only copies the reference into the arguments it writes needs no helper.
+    helpers = op.uses_triton or op.num_outputs or op.mutated_writes
+    own = ["_support"] * bool(helpers) + ["reference"] * has_python_kernel(op)
+    return [*lines, "", f"from .. import {', '.join(own)}"]
 
 
 def has_python_kernel(op: Op) -> bool:
