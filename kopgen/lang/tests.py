@@ -247,6 +247,7 @@ def op_data(op: Op, package: Package) -> tuple[str, ...]:
         ]
     if op.is_mutating:
         arguments.append(_keyword("written", "(", [str(a.index) for a in op.mutated_args], ")"))
+        arguments += [["returns=True,"]] if op.num_outputs else []
     if "cuda" in op.devices:
         arguments.append([f"lead_input={op.lead.index},"])
     if op.tags:
