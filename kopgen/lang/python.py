@@ -303,7 +303,7 @@ def fake_body(op: Op) -> list[str]:
         return ["    # Only checks: the op writes its arguments in place and returns nothing.",
                 "    " + check_written(op, indent=4)]
     if not op.num_outputs:  # a custom kernel's writes have no metadata kopgen could check
-        return [f"    # Nothing to describe: the op writes {_names(op.mutated_args)} in place and returns nothing.",
+        return [f"    # Nothing to describe: the op writes {names_of(op.mutated_args)} in place and returns nothing.",
                 "    return None"]
     if op.num_outputs == 1 or _kind(op).allocates_all:
         noun = "outputs" if op.num_outputs > 1 else "output"
@@ -381,14 +381,14 @@ def reference_define(op: Op) -> str:
     return define(op.name, op, returns=returns)
 
 
-def _names(args: Sequence[Arg]) -> str:
+def names_of(args: Sequence[Arg]) -> str:
     return ", ".join(a.name for a in args)
 
 
 def reference_doc(op: Op) -> str:
     if op.is_mutating:
         also = ", and what it returns," if op.num_outputs else ","
-        return f"What {op.qualname} writes to {_names(op.mutated_args)}{also} in plain PyTorch (float32 at least)."
+        return f"What {op.qualname} writes to {names_of(op.mutated_args)}{also} in plain PyTorch (float32 at least)."
     return f"{op.qualname} in plain PyTorch, computed in float32 at least."
 
 

@@ -59,6 +59,12 @@ def custom_ops(package: Package) -> list[Op]:
     return [op for op in package.ops if isinstance(op.body, CustomKernel) and op.num_outputs]
 
 
+def checks_contiguity(package: Package) -> bool:
+    """Whether a skeleton launcher checks that a mutated argument in its `contiguous:` is dense."""
+    ops = [op for op in package.ops if isinstance(op.body, CustomKernel) and op.uses_triton]
+    return any(a.name in op.body.contiguous for op in ops for a in op.mutated_args)
+
+
 def custom_output(op: Op) -> list[str]:
     """The body of a custom op's `<op>_output`: each output allocated as its spec's `fake` describes."""
     device = f"{op.lead.name}.device"
