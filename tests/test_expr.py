@@ -580,3 +580,33 @@ RANDOM = "is random; a derivative formula must give the same gradient on every c
 def test_formulas_are_pure(text, message):
     assert [m for m, _ in _problems(parse_formula, text, impure_context())] == [message]
     assert parse_formula("mymul(grad, b) + torch.nn.functional.normalize(grad)", impure_context())
+
+
+# --- a custom kernel's reference: a formula that may also index and slice Tensors --------------
+
+REFERENCE = FormulaContext({"input": "tensor", "cache": "tensor", "positions": "tensor"}, 0, "kopgen_test_expr",
+                           frozenset(), string_keywords=True)
+
+
+def test_a_reference_indexes_and_slices_tensors():
+    text = "torch.nn.functional.silu(input[..., :input.shape[-1] // 2]) * cache[positions, ::2, None]"
+    formula = parse_formula(text, REFERENCE)
+    assert formula.python == text
+    assert formula.saved_tensors == ("input", "cache", "positions")
+
+
+@pytest.mark.parametrize(("text", "message", "column"), [
+    ("input[..., 'a']", 'a reference takes strings only as keyword values, like reduction="none"', 11),
+    ("input[:unknown]", "unknown name 'unknown'; use the op's arguments, grad(s), result(s), torch or this "
+                        "namespace's ops", 7),
+    ("input[lambda: 0]", "lambdas are not allowed in a reference", 6),
+])
+def test_a_reference_index_is_checked_as_the_rest(text, message, column):
+    with pytest.raises(ExprError) as info:
+        parse_formula(text, REFERENCE)
+    assert (info.value.message, info.value.column) == (message, column)
+
+
+def test_a_formula_still_indexes_only_grads_and_results():
+    with pytest.raises(ExprError, match=r"indexing is only allowed as grads\[i\] or results\[i\]"):
+        parse_formula("grad * a[0]", ONE)

@@ -94,3 +94,20 @@ def test_no_template_branches_on_an_op_kind():
             assert not KIND_WORDS.search(tag), f"{name}: {{% if{tag}%}} branches on an op kind"
         if "op.body" in text:
             assert name in own, f"{name} reads op.body but is no kind's template"
+
+
+def test_a_long_comprehension_keeps_its_target_on_one_line_as_ruff_does():
+    value = ("tuple(output.to(dtype) for output, dtype in zip((first_gradient_of_the_input * weight, "
+             "second_gradient_of_the_weight.flatten(0, -2).sum(0)), dtypes, strict=True))")
+    assert "    " + layout.assign("return", value, 4) == """\
+    return tuple(
+        output.to(dtype)
+        for output, dtype in zip(
+            (
+                first_gradient_of_the_input * weight,
+                second_gradient_of_the_weight.flatten(0, -2).sum(0),
+            ),
+            dtypes,
+            strict=True,
+        )
+    )"""

@@ -53,3 +53,25 @@ def test_make_drawn_keeps_dtype_and_bounds(tmp_path, monkeypatch):
 def test_specs_without_tests_args_keep_their_make(tmp_path):
     repo = generate(ROOT / "examples/muladd.yaml", tmp_path / "repo")
     assert "def drawn(" not in (repo / "tests/_contract.py").read_text()
+
+
+def test_two_tensors_related_to_a_third_draw_their_shapes_from_it(tmp_path):
+    """Each relation reads only the Tensors it names (relating every other Tensor recursed without end)."""
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text("""\
+kopgen: 1
+package: knorm
+defaults:
+  backends: {cpu: python, cuda: triton}
+ops:
+  - schema: "norm_backward(Tensor grad, Tensor input, Tensor weight) -> Tensor"
+    kernel: custom
+    reference: "grad * input * weight"
+    fake: {shape: input.shape}
+    tests:
+      args:
+        grad: {shape: input.shape}
+        weight: {shape: "(input.shape[-1],)"}
+""")
+    text = (generate(spec, tmp_path / "repo") / "tests/test_norm_backward.py").read_text()
+    assert '"normal": lambda make: (make(8, 6), make(8, 6), make(6)),' in text

@@ -209,10 +209,32 @@ class _FormulaChecker(Checker):
                 "; use the op's arguments, grad(s), result(s), torch or this namespace's ops")))
 
 
+class _ReferenceChecker(_FormulaChecker):
+    """A custom kernel's `reference` also indexes and slices Tensors (`input[..., :d]`,
+    `cache[positions]`), as the oracle of a kernel that reads parts of its inputs must."""
+
+    language = "a reference"
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        base = node.value
+        if isinstance(base, ast.Name) and base.id in self.used and base.id not in self.ctx.arg_kinds:
+            super().visit_Subscript(node)  # grads[i] / results[i]: their own rules
+            return
+        self.check(base)
+        self.check(node.slice)
+
+    def visit_Slice(self, node: ast.Slice) -> None:
+        self.visit_children(node)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        if node.value is not Ellipsis:
+            super().visit_Constant(node)
+
+
 def parse_formula(text: str, ctx: FormulaContext) -> Formula:
     """Check a backward formula and work out what the backward needs to save."""
     body = parse(text)
-    checker = _FormulaChecker(text, ctx)
+    checker = (_ReferenceChecker if ctx.string_keywords else _FormulaChecker)(text, ctx)
     checker.check(body)
     ExprError.raise_any(checker.errors + check_constants(text, body))
     for node in ast.walk(body):  # own ops: `mymul(...)` -> `torch.ops.<ns>.mymul.default(...)`

@@ -184,6 +184,9 @@ class _Line:
     def delimiters(self, lo: int, hi: int) -> list[tuple[int, int]]:
         """(priority, index) of the delimiters at the range's own depth."""
         depth = self.tokens[lo].depth
+        if self.tokens[lo].text == "for":  # a comprehension's clause: never split inside `for a, b in`
+            return [(_COMPREHENSION, i) for i in range(lo + 1, hi)
+                    if self.tokens[i].depth == depth and self.tokens[i].text in ("for", "if")]
         found = []
         comprehension = False
         for index in range(lo, hi):

@@ -9,6 +9,7 @@ as it is, so the templates only print.
 
 from __future__ import annotations
 
+import ast
 import itertools
 import textwrap
 from collections.abc import Callable
@@ -353,7 +354,9 @@ def _with_shape_relations(op: Op, shape_of):
         given = shape_of(a)
         if a.name not in relations or given is None:
             return given
-        tensors = [t for t in op.tensor_args if t is not a and related(t) is not None]
+        # Only the Tensors EXPR names: two related Tensors must not draw each other's shapes.
+        named = {n.id for n in ast.walk(ast.parse(relations[a.name], mode="eval")) if isinstance(n, ast.Name)}
+        tensors = [t for t in op.tensor_args if t.name in named and related(t) is not None]
         names = {t.name: _Sizes(tuple(related(t)[0])) for t in tensors}
         names |= {n: int(sample_value(t, op)) for n, t in by_name.items() if t.kind == "int"}
         shape = eval(relations[a.name], {"__builtins__": {}}, names)  # the metadata language, checked
