@@ -35,6 +35,15 @@ _FAKE = {
     "additionalProperties": False,
 }
 
+# Existing functions bound as kernels: DEVICE -> "PATH:FUNCTION", PATH relative to the spec's folder.
+_SOURCE = {
+    "title": "source",
+    "type": "object",
+    "properties": {"cpu": _STRING, "cuda": _STRING},
+    "additionalProperties": False,
+    "minProperties": 1,
+}
+
 # How the tests draw one argument: a Tensor's own dtype and value bounds, or a scalar's fixed value.
 _SAMPLE_ARG = {
     "title": "test argument",
@@ -43,7 +52,8 @@ _SAMPLE_ARG = {
         "dtype": {**_STRING, "description": "a Tensor's own torch dtype (int64, bool, ...), kept in every sample"},
         "low": {"type": "number", "description": "a Tensor's values are drawn from [low, high)"},
         "high": {"type": "number"},
-        "value": {"description": "a scalar argument's value in every sample"},
+        "value": {"description": "a non-Tensor argument's value in every sample"},
+        "shape": {**_STRING, "description": "a Tensor's shape from the other arguments, e.g. x.shape[:-1]"},
     },
     "additionalProperties": False,
     "minProperties": 1,
@@ -68,8 +78,29 @@ OP_PROPERTIES: dict[str, Any] = {
         "required": ["op"],
         "additionalProperties": False,
     },
-    "kernel": {"enum": ["custom"], "description": "user-written kernel bodies"},
-    "reference": {**_STRING, "description": "PyTorch expression used as the test oracle"},
+    "kernel": {
+        "anyOf": [
+            {"type": "string", "enum": ["custom"], "description": "user-written kernel bodies (skeletons, created once)"},
+            {
+                "title": "kernel",
+                "type": "object",
+                "description": "existing kernels bound per device; a device not bound gets a skeleton",
+                "properties": {"source": _SOURCE},
+                "required": ["source"],
+                "additionalProperties": False,
+            },
+        ],
+    },
+    "reference": {
+        "description": "PyTorch expression used as the test oracle; a mutating op's: {mutated_arg: expression, return: ...}",
+        "anyOf": [_STRING, {"type": "object", "additionalProperties": _STRING, "minProperties": 1}],
+    },
+    "contiguous": {
+        "description": "the Tensor arguments a `kernel: custom` op's kernel receives dense (default: all)",
+        "type": "array",
+        "items": _STRING,
+        "uniqueItems": True,
+    },
     "fake": {"anyOf": [_FAKE, {"type": "array", "items": _FAKE, "minItems": 1}]},
     "backward": {
         "title": "backward",
@@ -123,7 +154,7 @@ SPEC_SCHEMA: dict[str, Any] = {
         "defaults": {
             "title": "defaults",
             "type": "object",
-            "properties": {k: v for k, v in OP_PROPERTIES.items() if k != "schema"},
+            "properties": {k: v for k, v in OP_PROPERTIES.items() if k not in ("schema", "contiguous")},
             "additionalProperties": False,
         },
         "ops": {

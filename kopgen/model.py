@@ -126,7 +126,7 @@ class SampleArg:
     dtype: str | None = None  # a Tensor's own dtype, kept in every sample (never the op's dtypes)
     low: float | None = None  # a Tensor's values drawn from [low, high)
     high: float | None = None
-    value: bool | int | float | None = None  # a scalar's value in every sample
+    value: bool | int | float | str | tuple | None = None  # a non-Tensor argument's value in every sample (lists as tuples)
     shape: str | None = None  # a Tensor's shape from the other arguments (fake's metadata language, Python source)
 
 
@@ -389,8 +389,13 @@ class Op:
         return tuple(w for w in self.writes if w.arg is not None)
 
     @property
+    def mutated_args(self) -> tuple[Arg, ...]:
+        """The arguments the op writes in place (`Tensor(a!)`, `Tensor!`, `Tensor!?`), in schema order."""
+        return tuple(a for a in self.args if a.is_mutated)
+
+    @property
     def is_mutating(self) -> bool:
-        return bool(self.mutated_writes)
+        return bool(self.mutated_args)
 
     @property
     def read_args(self) -> tuple[Arg, ...]:
@@ -485,6 +490,16 @@ class Op:
     @property
     def python_kernels(self) -> tuple[Kernel, ...]:
         return tuple(k for k in self.kernels if not k.is_compiled)
+
+    def bound_kernel(self, device: str) -> BoundKernel | None:
+        """The existing function bound as the op's kernel on `device` (`kernel: {source: ...}`), if any."""
+        bound = self.body.bound if isinstance(self.body, CustomKernel) else ()
+        return next((b for b in bound if b.device == device), None)
+
+    @property
+    def unbound_python_kernels(self) -> tuple[Kernel, ...]:
+        """The Python kernels of kernels/<op>.py: those no existing function is bound to."""
+        return tuple(k for k in self.python_kernels if self.bound_kernel(k.device) is None)
 
     def has_kernel(self, device: str, language: str) -> bool:
         return Kernel(device, language) in self.kernels

@@ -49,7 +49,7 @@ def plan(package: Package) -> list[OutputFile]:
             OutputFile(f"{pkg}/csrc/cuda/pointwise.cuh", "package/csrc/cuda/pointwise.cuh.j2", KOPGEN),
         ]
     for op in package.ops:
-        if op.python_kernels:  # the template of the op's kind; where the user writes the kernel, a skeleton created once
+        if op.unbound_python_kernels:  # the template of the op's kind; where the user writes the kernel, a skeleton created once
             owner = USER if op.body.user_writes_kernel else KOPGEN
             files.append(OutputFile(f"{pkg}/kernels/{op.name}.py", op.body.templates["kernels"], owner, {"op": op}))
         files.append(OutputFile(f"tests/test_{op.name}.py", "tests/test_op.py.j2", KOPGEN, {"op": op}))

@@ -17,6 +17,8 @@ from typing import NamedTuple
 
 from ..expr import NOT_DIFFERENTIABLE_DTYPES
 from ..model import Arg, CustomKernel, Op, Package, PointwiseCompute, RowReduction, SampleArg
+from ..schema import python_default
+from .layout import requote
 
 LINE_LENGTH = 88  # ruff format's default
 INDENT = "    "
@@ -42,8 +44,21 @@ def sample_value(arg: Arg, op: Op | None = None) -> str:
     """The value the tests (and the benchmark) pass for a scalar argument: the spec's `value`, if it sets one."""
     setting = sample_setting(op, arg) if op is not None else None
     if setting is not None and setting.value is not None:
-        return repr(setting.value)
-    return SAMPLE_SCALARS[arg.kind]
+        return _value_source(arg, setting.value)
+    if arg.kind in SAMPLE_SCALARS:
+        return SAMPLE_SCALARS[arg.kind]
+    if str(arg.schema.type) == "Scalar":
+        return SAMPLE_SCALARS["float"]
+    # samples.py refused a required argument of any other type without a value: it has a default, or is optional
+    default = python_default(arg.schema)
+    return "None" if default is None else requote(default)
+
+
+def _value_source(arg: Arg, value) -> str:
+    """A `value` as Python: a dtype name as torch's dtype, a string in ruff's double quotes, a list as a tuple."""
+    if "ScalarType" in str(arg.schema.type):
+        return f"torch.{value}"
+    return requote(repr(value))
 
 
 def sample_setting(op: Op, arg: Arg) -> SampleArg | None:
@@ -72,6 +87,62 @@ MAKE_DRAWN = '''
             high=high,
             noncontiguous=strided,
         )'''
+
+
+# TracedIntoTriton, in the contract of a package with triton_op ops: its imports, its OpData field
+# and the class (after two blank lines).
+TRACED_INTO_TRITON = {
+    "imports": """from torch._higher_order_ops.triton_kernel_wrap import (
+    kernel_side_table,
+    triton_kernel_wrapper_functional,
+)
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.functional_tensor import dispatch_functionalize
+from torch.fx.experimental.proxy_tensor import make_fx""",
+    "field": """    kernels_module: str = ""  # TracedIntoTriton: where its Triton kernels are written""",
+    "class": '''
+
+def source_module(kernel) -> str:
+    """The module a Triton kernel is written in (an autotuned one: the kernel inside)."""
+    while hasattr(kernel, "fn"):
+        kernel = kernel.fn
+    return kernel.__module__
+
+
+class TracedIntoTriton(Contract):
+    """A triton_op: torch.compile traces its body on CUDA into launches of its Triton kernels
+    (wrap_triton), so that Inductor compiles them with the graph."""
+
+    def test_compile_traces_into_its_triton_kernels(self):
+        """AOTAutograd's functional trace of the op on fake CUDA tensors (no GPU needed) holds
+        the kernels of its kernels module as Triton kernel nodes, and not the op itself."""
+        with FakeTensorMode():
+            args = self.copy_args(self.normal_args("cuda"))
+        where = [i for i, arg in enumerate(args) if isinstance(arg, torch.Tensor)]
+
+        def forward(*tensors):
+            inputs = list(args)
+            for i, tensor in zip(where, tensors, strict=True):
+                inputs[i] = tensor
+            return self.call(self.data.op, inputs)
+
+        traced = make_fx(dispatch_functionalize(forward), tracing_mode="fake")
+        graph = traced(*(args[i] for i in where)).graph
+        calls = [node for node in graph.nodes if node.op == "call_function"]
+        kernels = [
+            kernel_side_table.get_kernel(node.kwargs["kernel_idx"])
+            for node in calls
+            if node.target is triton_kernel_wrapper_functional
+        ]
+        assert kernels, graph
+        assert {source_module(k) for k in kernels} == {self.data.kernels_module}, graph
+        assert self.data.op not in [node.target for node in calls]''',
+}
+
+
+def traced_into_triton(package: Package, part: str) -> tuple[str, ...]:
+    """The lines of one part of TracedIntoTriton where the package has triton_op ops, else none."""
+    return tuple(TRACED_INTO_TRITON[part].split("\n")) if any(op.is_triton_op for op in package.ops) else ()
 
 
 def make_drawn(package: Package) -> tuple[str, ...]:
@@ -149,6 +220,7 @@ def checks(op: Op) -> tuple[str, ...]:
         ("Mutating", op.is_mutating),
         ("OnCuda", "cuda" in op.devices),
         ("Tagged", bool(op.tags)),
+        ("TracedIntoTriton", op.is_triton_op),
     ]
     return (*(name for name, applies in mixins if applies), "Contract")
 
@@ -231,11 +303,13 @@ def op_data(op: Op, package: Package) -> tuple[str, ...]:
             _keyword("saved_tensors", "{", counts, "}"),
         ]
     if op.is_mutating:
-        arguments.append(_keyword("written", "(", [str(w.arg.index) for w in op.mutated_writes], ")"))
+        arguments.append(_keyword("written", "(", [str(a.index) for a in op.mutated_args], ")"))
     if "cuda" in op.devices:
         arguments.append([f"lead_input={op.lead.index},"])
     if op.tags:
         arguments.append(_keyword("tags", "(", [f"torch.Tag.{tag}" for tag in op.tags], ")"))
+    if op.is_triton_op:
+        arguments.append([f"kernels_module={_str(f'{package.name}.kernels.{op.name}')},"])
     return tuple(line for argument in arguments for line in argument)
 
 
@@ -250,11 +324,39 @@ def _normal_label(op: Op, index: int) -> str:
 
 def _sample(op: Op, label: str, shape_of, empty: bool = False) -> Sample:
     """`shape_of(a)`: a Tensor's (shape,) or (shape, strided), or None where the sample leaves it out."""
+    shape_of = _with_shape_relations(op, shape_of)
     args = []
     for a in op.args:
         shape = shape_of(a) if a.is_tensor else None
         args.append(sample_value(a, op) if not a.is_tensor else "None" if shape is None else _make(op, a, *shape))
     return Sample(label, tuple(args), empty)
+
+
+class _Sizes(NamedTuple):
+    """A sample Tensor as the metadata language reads it at generation time: `x.shape`, `x.shape[i]`."""
+
+    shape: tuple[int, ...]
+
+
+def _with_shape_relations(op: Op, shape_of):
+    """`shape_of`, where `tests: args: NAME: {shape: EXPR}` computes NAME's shape from the other arguments'
+    shapes in the same sample (samples.py checked EXPR against the metadata language, without cycles)."""
+    relations = {s.name: s.shape for s in op.sample_args if s.shape}
+    if not relations:
+        return shape_of
+    by_name = {a.name: a for a in op.args}
+
+    def related(a: Arg):
+        given = shape_of(a)
+        if a.name not in relations or given is None:
+            return given
+        tensors = [t for t in op.tensor_args if t is not a and related(t) is not None]
+        names = {t.name: _Sizes(tuple(related(t)[0])) for t in tensors}
+        names |= {n: int(sample_value(t, op)) for n, t in by_name.items() if t.kind == "int"}
+        shape = eval(relations[a.name], {"__builtins__": {}}, names)  # the metadata language, checked
+        return (tuple(shape), *given[1:])
+
+    return related
 
 
 def _make(op: Op, arg: Arg, shape: tuple[int, ...], strided: bool = False) -> str:
