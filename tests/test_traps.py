@@ -21,15 +21,16 @@ from .conftest import run_suite
 
 pytestmark = pytest.mark.slow
 
-# Routes whose `kernel: custom` runs today (triton_op, torch_library and stable_abi: not yet).
-ROUTES = ["custom_op", "library"]
+# Routes whose `kernel: custom` runs today (torch_library and stable_abi: not yet). On CPU each runs
+# the user's `python` kernel; triton_op needs its CUDA kernel in Triton, which stays a skeleton here.
+ROUTES = ["custom_op", "library", "triton_op"]
 
 SPEC = """\
 kopgen: 1
 package: ktraps
 defaults:
   registration: {route}
-  backends: {{cpu: python}}
+  backends: {{cpu: python, cuda: triton}}
   dtypes: [float32, float64]
 ops:
   - schema: "pairsum(Tensor x) -> Tensor"
@@ -41,15 +42,8 @@ ops:
       x: "grad.repeat_interleave(2, -1)"
 """
 
-# The user's kernel file, with BODY in place of the kernel's body; HEAD is the launcher's line.
-KERNEL = '''"""The user's pairsum kernel (a trap planted by tests/test_traps.py)."""
-
-from torch import Tensor
-
-from .. import _support
-
-
-def pairsum_python(x: Tensor) -> Tensor:
+# The user's CPU kernel, with {body} ending it, in place of the skeleton's `pairsum_python`.
+KERNEL = '''def pairsum_python(x: Tensor) -> Tensor:
     out = _support.pairsum_output(x)
     out.copy_(x.unflatten(-1, (-1, 2)).sum(-1))
 {body}
@@ -87,7 +81,9 @@ def suite(repo: Path, select: str):
 
 
 def plant(repo: Path, body: str) -> None:
-    (repo / "ktraps/kernels/pairsum.py").write_text(KERNEL.format(body=body))
+    path = repo / "ktraps/kernels/pairsum.py"
+    text = path.read_text()
+    path.write_text(text[: text.index("def pairsum_python(")] + KERNEL.format(body=body))
 
 
 @pytest.mark.parametrize("trap", TRAPS)
