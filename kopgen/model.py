@@ -489,6 +489,25 @@ class Op:
     def has_kernel(self, device: str, language: str) -> bool:
         return Kernel(device, language) in self.kernels
 
+    # -- custom kernels on the compiled routes (their C++ is kopgen/lang/cpp_user.py's)
+
+    @property
+    def compiled_custom_kernels(self) -> tuple[Kernel, ...]:
+        """The C++/CUDA kernels the user writes or binds: those of a `kernel: custom` op."""
+        return tuple(k for k in self.kernels if k.is_compiled) if isinstance(self.body, CustomKernel) else ()
+
+    def bound_kernel(self, device: str) -> BoundKernel | None:
+        """The existing function bound as the kernel on `device`, None where kopgen writes a skeleton."""
+        bound = self.body.bound if isinstance(self.body, CustomKernel) else ()
+        return next((b for b in bound if b.device == device), None)
+
+    def user_source(self, device: str) -> str:
+        """The skeleton of a custom kernel, relative to the package: csrc/<stem>.cpp for the CPU,
+        csrc/cuda/<stem>.cu for CUDA; `<stem>_kernel` where kopgen's own csrc/ops.cpp, cuda/ops.cpp
+        and cuda/kernels.cu take the name (their object files would collide)."""
+        stem = f"{self.stem}_kernel" if self.stem in ("ops", "kernels") else self.stem
+        return f"csrc/{stem}.cpp" if device == "cpu" else f"csrc/cuda/{stem}.cu"
+
 
 @dataclass(frozen=True)
 class Package:
@@ -560,6 +579,11 @@ class Package:
     def cpp_ops(self) -> tuple[Op, ...]:
         """Ops with a C++ CPU kernel."""
         return tuple(op for op in self.ops if op.has_kernel("cpu", "cpp"))
+
+    @property
+    def compiled_custom_ops(self) -> tuple[Op, ...]:
+        """Ops with a C++/CUDA kernel the user writes (a skeleton) or binds (an existing function)."""
+        return tuple(op for op in self.ops if op.compiled_custom_kernels)
 
     @property
     def cuda_ops(self) -> tuple[Op, ...]:

@@ -11,7 +11,7 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from . import __version__, names
 from .format import SPEC_SCHEMA
-from .lang import autograd, cpp, python, support, tests, triton
+from .lang import autograd, cpp, cpp_user, python, support, tests, triton
 from .model import Package
 from .plan import KOPGEN, OutputFile
 
@@ -56,6 +56,7 @@ def render(file: OutputFile, package: Package) -> str:
         schema_json=json.dumps(SPEC_SCHEMA, indent=2),
         autograd=autograd,
         cpp=cpp,
+        cpp_user=cpp_user,
         python=python,
         support=support,
         tests=tests,

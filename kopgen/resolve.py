@@ -162,11 +162,6 @@ class OpResolver:
         if registration.is_compiled:
             check_cpp_names(self.namespace, self.namespace_at, schema_node, schema, self.error)
             self.check_stable_abi_tags()
-            if isinstance(body, CustomKernel):
-                self.error(
-                    self.setting("registration").value_position,
-                    f"`kernel: custom` ops take Python kernels in kopgen {__version__}: use registration custom_op or library",
-                )
         if registration is Route.TRITON_OP:
             self.check_triton_op(body)
         kernels = self.resolve_backends(registration)
