@@ -43,7 +43,8 @@ _SAMPLE_ARG = {
         "dtype": {**_STRING, "description": "a Tensor's own torch dtype (int64, bool, ...), kept in every sample"},
         "low": {"type": "number", "description": "a Tensor's values are drawn from [low, high)"},
         "high": {"type": "number"},
-        "value": {"description": "a scalar argument's value in every sample"},
+        "value": {"description": "a non-Tensor argument's value in every sample"},
+        "shape": {**_STRING, "description": "a Tensor's shape from the other arguments, e.g. x.shape[:-1]"},
     },
     "additionalProperties": False,
     "minProperties": 1,
@@ -69,7 +70,16 @@ OP_PROPERTIES: dict[str, Any] = {
         "additionalProperties": False,
     },
     "kernel": {"enum": ["custom"], "description": "user-written kernel bodies"},
-    "reference": {**_STRING, "description": "PyTorch expression used as the test oracle"},
+    "reference": {
+        "description": "PyTorch expression used as the test oracle; a mutating op's: {mutated_arg: expression, return: ...}",
+        "anyOf": [_STRING, {"type": "object", "additionalProperties": _STRING, "minProperties": 1}],
+    },
+    "contiguous": {
+        "description": "the Tensor arguments a `kernel: custom` op's kernel receives dense (default: all)",
+        "type": "array",
+        "items": _STRING,
+        "uniqueItems": True,
+    },
     "fake": {"anyOf": [_FAKE, {"type": "array", "items": _FAKE, "minItems": 1}]},
     "backward": {
         "title": "backward",
@@ -123,7 +133,7 @@ SPEC_SCHEMA: dict[str, Any] = {
         "defaults": {
             "title": "defaults",
             "type": "object",
-            "properties": {k: v for k, v in OP_PROPERTIES.items() if k != "schema"},
+            "properties": {k: v for k, v in OP_PROPERTIES.items() if k not in ("schema", "contiguous")},
             "additionalProperties": False,
         },
         "ops": {

@@ -8,9 +8,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import __version__
-from .expr import ExprError, FormulaContext, parse_formula, parse_metadata, parse_pointwise
+from .expr import ExprError, Formula, FormulaContext, parse_formula, parse_metadata, parse_pointwise
+from .expr.syntax import did_you_mean
 from .loader import Mapping, Node, Scalar, Sequence
-from .model import Arg, Body, CustomKernel, FakeOutput, PointwiseCompute, Reduction, RowReduction, Write
+from .model import (
+    Arg,
+    Body,
+    CustomKernel,
+    FakeOutput,
+    MutationReference,
+    PointwiseCompute,
+    Reduction,
+    RowReduction,
+    Write,
+)
 from .names import output_names
 from .schema import FunctionSchema
 
@@ -33,6 +44,9 @@ def resolve_kind(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, 
         return None
     kind = kinds[0]
     at = resolver.node.get("schema").value_position
+    if kind != "kernel" and resolver.node.get("contiguous") is not None:
+        resolver.error(resolver.node.key_position("contiguous"), f"contiguous is for `kernel: custom` ops; kopgen's "
+                                                                 f"{kind} kernels take inputs of any strides")
     for arg in args:  # each reported; the expressions are checked all the same
         if arg.schema.kwarg_only and arg.is_tensor:
             resolver.error(
@@ -40,14 +54,13 @@ def resolve_kind(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, 
                 f"keyword-only Tensor arguments are not supported ('{arg.name}'): autograd formulas "
                 "differentiate positional inputs only; make it positional",
             )
-        # (custom kernels refuse mutation and Tensor? below, in their own words)
-        if arg.kind == "other" or (arg.is_mutated and arg.kind != "tensor" and kind != "kernel"):
+        if _untaken_by(kind, arg):
             resolver.error(at.shifted(0, arg.schema.column), _untaken(kind, arg))
     if not any(a.kind == "tensor" for a in args):
         resolver.error(at, "an op needs a Tensor argument that is not optional: its output takes that Tensor's dtype and device")
         return None
     # the expression languages have no value of that type, nor write a Tensor? or a list
-    if any(a.kind == "other" or (a.is_mutated and a.kind != "tensor") for a in args):
+    if any(_untaken_by(kind, a) for a in args):
         return None
     if kind == "reduce":
         return _resolve_reduction(resolver, schema, args)
@@ -56,12 +69,20 @@ def resolve_kind(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, 
     return _resolve_compute(resolver, schema, args)
 
 
+def _untaken_by(kind: str, arg: Arg) -> bool:
+    """A custom kernel takes every schema type and writes Tensor and Tensor? arguments; compute and
+    reduce take the types of the expression languages and write plain Tensors."""
+    if kind == "kernel":
+        return arg.is_mutated and not arg.is_tensor
+    return arg.kind == "other" or (arg.is_mutated and arg.kind != "tensor")
+
+
 def _untaken(kind: str, arg: Arg) -> str:
     """Why the op's kind cannot take `arg`: the expression languages have values of a few types only,
     and write only plain Tensors."""
     declared = str(arg.schema).split(" ")[0]  # its type as written: Tensor(a!)?, int[2]
-    if kind == "kernel":  # the custom kernels' argument types come with their C++ types
-        return (f"`kernel: custom` ops take Tensor, float, int and bool arguments in kopgen {__version__}; "
+    if kind == "kernel":  # a mutated list: the tests and fake kernels write single Tensors
+        return (f"`kernel: custom` ops write Tensor and Tensor? arguments in kopgen {__version__}; "
                 f"'{arg.name}' is {declared}")
     if arg.kind == "other":
         return (f"{kind} ops take Tensor, Tensor?, float, int and bool arguments; '{arg.name}' is {declared}: "
@@ -104,30 +125,92 @@ def _resolve_custom(resolver: OpResolver, schema: FunctionSchema, args: tuple[Ar
     at = resolver.node.key_position("kernel")
     errors_before = len(resolver.diagnostics.items)
     reference, fake = resolver.node.get("reference"), resolver.node.get("fake")
-    for key, node in (("reference", reference), ("fake", fake)):
-        if node is None:
-            resolver.error(at, f"a `kernel: custom` op needs `{key}`: " + (
-                "a PyTorch expression the tests compare the kernel with" if key == "reference"
-                else "the shape (and dtype) of each output, e.g. {shape: x.shape}"))
-    if any(a.is_mutated for a in args):
-        resolver.error(at, f"mutating `kernel: custom` ops are not supported by kopgen {__version__} yet")
-    for arg in args:
-        if arg.is_optional:
-            resolver.error(at, f"`kernel: custom` ops take no optional Tensors (Tensor? {arg.name}) in kopgen {__version__} yet")
+    if reference is None:
+        resolver.error(at, "a `kernel: custom` op needs `reference`: " + _REFERENCE_HINT[any(a.is_mutated for a in args)])
+    if fake is None and schema.returns:
+        resolver.error(at, "a `kernel: custom` op needs `fake`: the shape (and dtype) of each output, e.g. {shape: x.shape}")
+    elif fake is not None and not schema.returns:
+        resolver.error(resolver.node.key_position("fake"), "fake describes returned Tensors, but the schema returns none")
+        fake = None
+    if any(a.is_mutated for a in args) and resolver.node.get("backward") is not None:
+        # torch.library.register_autograd refuses ops that mutate ("non-functional operator")
+        resolver.error(resolver.node.key_position("backward"), "torch registers no autograd formula for an op that "
+                                                               "mutates arguments; write a functional op to differentiate")
     context = FormulaContext({a.name: a.kind for a in args}, 0, resolver.namespace, resolver.own_ops, resolver.mutating_ops,
                              string_keywords=True)
-    formula, outputs = None, []
-    if reference is not None:
-        try:
-            formula = parse_formula(reference.value, context)
-        except ExprError as error:
-            resolver.expr_errors(reference, error)
+    formula, mutations = _resolve_references(resolver, schema, args, reference, context)
+    outputs = _resolve_fake(resolver, schema, args, fake)
+    contiguous = _resolve_contiguous(resolver, args)
+    if len(resolver.diagnostics.items) > errors_before:
+        return None
+    return CustomKernel(formula, tuple(outputs), output_names([a.name for a in args], len(outputs)),
+                        mutations=mutations, contiguous=contiguous)
+
+
+# What `reference` gives, for a functional and for a mutating op.
+_REFERENCE_HINT = {
+    False: "a PyTorch expression the tests compare the kernel with",
+    True: "what each mutated argument holds after the op, e.g. {out: x * 2}",
+}
+
+
+def _parse_reference(resolver: OpResolver, node: Scalar, context: FormulaContext) -> Formula | None:
+    try:
+        return parse_formula(node.value, context)
+    except ExprError as error:
+        resolver.expr_errors(node, error)
+        return None
+
+
+def _resolve_references(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, ...], node: Node | None,
+                        context: FormulaContext) -> tuple[Formula | None, tuple[MutationReference, ...]]:
+    """`reference`: the returned Tensors' expression; for a mutating op a mapping, one expression per
+    mutated argument (its value after the op) and `return` for what the op also returns."""
+    mutated = [a for a in args if a.is_mutated]
+    if node is None:
+        return None, ()
+    if not mutated:
+        if isinstance(node, Mapping):
+            resolver.error(node.position, "reference is a mapping only for a mutating op (its keys are the mutated "
+                                          "arguments); this op mutates none: give the returned Tensors' expression")
+            return None, ()
+        return _parse_reference(resolver, node, context), ()
+    names = ", ".join(a.name for a in mutated)
+    if not isinstance(node, Mapping):
+        resolver.error(node.position, f"a mutating op's reference gives each mutated argument's value after the op "
+                                      f"({names}): write `reference: {{{mutated[0].name}: EXPR}}`")
+        return None, ()
+    keys = [a.name for a in mutated] + (["return"] if schema.returns else [])
+    by_name = {a.name: a for a in mutated}
+    formula, mutations = None, []
+    for key, (key_node, value) in node.entries.items():
+        if key not in keys:
+            what = "the op returns nothing" if key == "return" else f"'{key}' is not a mutated argument"
+            resolver.error(key_node.position, f"reference names '{key}', but {what} (keys: {', '.join(keys)})"
+                                              f"{did_you_mean(key, keys) if key != 'return' else ''}")
+        elif key == "return":
+            formula = _parse_reference(resolver, value, context)
+        else:
+            parsed = _parse_reference(resolver, value, context)
+            mutations.append(MutationReference(by_name[key], parsed) if parsed else None)
+    for key in keys:
+        if key not in node.entries:
+            what = f"what '{key}' holds after the op" if key != "return" else "the returned Tensors' expression, `return`"
+            resolver.error(node.position, f"reference does not give {what}: a mutating op's reference names each "
+                                          f"mutated argument ({names})" + (" and `return`" if schema.returns else ""))
+    ordered = sorted((m for m in mutations if m), key=lambda m: m.arg.index)
+    return formula, tuple(ordered)
+
+
+def _resolve_fake(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, ...], fake: Node | None) -> list:
+    """`fake`: the shape, dtype and strides of each returned Tensor, in the metadata language."""
     entries = [] if fake is None else list(fake.items) if isinstance(fake, Sequence) else [fake]
     if fake is not None and len(entries) != len(schema.returns):
         resolver.error(fake.position, f"fake describes {len(entries)} output(s) but the schema returns {len(schema.returns)}")
         entries = []
     tensors = [a.name for a in args if a.is_tensor]
     ints = [a.name for a in args if a.kind == "int"]
+    outputs = []
     for entry in entries:
         metadata = []
         for key, default in (("shape", None), ("dtype", f"{tensors[0]}.dtype"), ("strides", None)):
@@ -138,9 +221,21 @@ def _resolve_custom(resolver: OpResolver, schema: FunctionSchema, args: tuple[Ar
                 resolver.expr_errors(node, error)
                 metadata.append(None)  # reported: no CustomKernel is made
         outputs.append(FakeOutput(*metadata))
-    if len(resolver.diagnostics.items) > errors_before:
-        return None
-    return CustomKernel(formula, tuple(outputs), output_names([a.name for a in args], len(outputs)))
+    return outputs
+
+
+def _resolve_contiguous(resolver: OpResolver, args: tuple[Arg, ...]) -> tuple[str, ...]:
+    """`contiguous:`: the Tensor arguments the kernel receives dense; default every one."""
+    tensors = [a.name for a in args if a.is_tensor]
+    node = resolver.node.get("contiguous")
+    if node is None:
+        return tuple(tensors)
+    for item in node.items:
+        if item.value not in tensors:
+            resolver.error(item.position, f"contiguous names '{item.value}', not a Tensor argument of the op "
+                                          f"(Tensors: {', '.join(tensors)}){did_you_mean(item.value, tensors)}")
+    listed = {item.value for item in node.items}
+    return tuple(name for name in tensors if name in listed)
 
 
 def _resolve_reduction(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, ...]) -> RowReduction | None:

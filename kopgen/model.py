@@ -126,7 +126,7 @@ class SampleArg:
     dtype: str | None = None  # a Tensor's own dtype, kept in every sample (never the op's dtypes)
     low: float | None = None  # a Tensor's values drawn from [low, high)
     high: float | None = None
-    value: bool | int | float | None = None  # a scalar's value in every sample
+    value: bool | int | float | str | tuple | None = None  # a non-Tensor argument's value in every sample (lists as tuples)
     shape: str | None = None  # a Tensor's shape from the other arguments (fake's metadata language, Python source)
 
 
@@ -389,8 +389,13 @@ class Op:
         return tuple(w for w in self.writes if w.arg is not None)
 
     @property
+    def mutated_args(self) -> tuple[Arg, ...]:
+        """The arguments the op writes in place (`Tensor(a!)`, `Tensor!`, `Tensor!?`), in schema order."""
+        return tuple(a for a in self.args if a.is_mutated)
+
+    @property
     def is_mutating(self) -> bool:
-        return bool(self.mutated_writes)
+        return bool(self.mutated_args)
 
     @property
     def read_args(self) -> tuple[Arg, ...]:

@@ -17,6 +17,8 @@ from typing import NamedTuple
 
 from ..expr import NOT_DIFFERENTIABLE_DTYPES
 from ..model import Arg, CustomKernel, Op, Package, PointwiseCompute, RowReduction, SampleArg
+from ..schema import python_default
+from .layout import requote
 
 LINE_LENGTH = 88  # ruff format's default
 INDENT = "    "
@@ -42,8 +44,21 @@ def sample_value(arg: Arg, op: Op | None = None) -> str:
     """The value the tests (and the benchmark) pass for a scalar argument: the spec's `value`, if it sets one."""
     setting = sample_setting(op, arg) if op is not None else None
     if setting is not None and setting.value is not None:
-        return repr(setting.value)
-    return SAMPLE_SCALARS[arg.kind]
+        return _value_source(arg, setting.value)
+    if arg.kind in SAMPLE_SCALARS:
+        return SAMPLE_SCALARS[arg.kind]
+    if str(arg.schema.type) == "Scalar":
+        return SAMPLE_SCALARS["float"]
+    # samples.py refused a required argument of any other type without a value: it has a default, or is optional
+    default = python_default(arg.schema)
+    return "None" if default is None else requote(default)
+
+
+def _value_source(arg: Arg, value) -> str:
+    """A `value` as Python: a dtype name as torch's dtype, a string in ruff's double quotes, a list as a tuple."""
+    if "ScalarType" in str(arg.schema.type):
+        return f"torch.{value}"
+    return requote(repr(value))
 
 
 def sample_setting(op: Op, arg: Arg) -> SampleArg | None:
@@ -231,7 +246,7 @@ def op_data(op: Op, package: Package) -> tuple[str, ...]:
             _keyword("saved_tensors", "{", counts, "}"),
         ]
     if op.is_mutating:
-        arguments.append(_keyword("written", "(", [str(w.arg.index) for w in op.mutated_writes], ")"))
+        arguments.append(_keyword("written", "(", [str(a.index) for a in op.mutated_args], ")"))
     if "cuda" in op.devices:
         arguments.append([f"lead_input={op.lead.index},"])
     if op.tags:
@@ -250,11 +265,39 @@ def _normal_label(op: Op, index: int) -> str:
 
 def _sample(op: Op, label: str, shape_of, empty: bool = False) -> Sample:
     """`shape_of(a)`: a Tensor's (shape,) or (shape, strided), or None where the sample leaves it out."""
+    shape_of = _with_shape_relations(op, shape_of)
     args = []
     for a in op.args:
         shape = shape_of(a) if a.is_tensor else None
         args.append(sample_value(a, op) if not a.is_tensor else "None" if shape is None else _make(op, a, *shape))
     return Sample(label, tuple(args), empty)
+
+
+class _Sizes(NamedTuple):
+    """A sample Tensor as the metadata language reads it at generation time: `x.shape`, `x.shape[i]`."""
+
+    shape: tuple[int, ...]
+
+
+def _with_shape_relations(op: Op, shape_of):
+    """`shape_of`, where `tests: args: NAME: {shape: EXPR}` computes NAME's shape from the other arguments'
+    shapes in the same sample (samples.py checked EXPR against the metadata language, without cycles)."""
+    relations = {s.name: s.shape for s in op.sample_args if s.shape}
+    if not relations:
+        return shape_of
+    by_name = {a.name: a for a in op.args}
+
+    def related(a: Arg):
+        given = shape_of(a)
+        if a.name not in relations or given is None:
+            return given
+        tensors = [t for t in op.tensor_args if t is not a and related(t) is not None]
+        names = {t.name: _Sizes(tuple(related(t)[0])) for t in tensors}
+        names |= {n: int(sample_value(t, op)) for n, t in by_name.items() if t.kind == "int"}
+        shape = eval(relations[a.name], {"__builtins__": {}}, names)  # the metadata language, checked
+        return (tuple(shape), *given[1:])
+
+    return related
 
 
 def _make(op: Op, arg: Arg, shape: tuple[int, ...], strided: bool = False) -> str:
