@@ -508,10 +508,9 @@ class Op:
 
     def user_source(self, device: str) -> str:
         """The skeleton of a custom kernel, relative to the package: csrc/<stem>.cpp for the CPU,
-        csrc/cuda/<stem>.cu for CUDA; `<stem>_kernel` where kopgen's own csrc/ops.cpp, cuda/ops.cpp
-        and cuda/kernels.cu take the name (their object files would collide)."""
-        stem = f"{self.stem}_kernel" if self.stem in ("ops", "kernels") else self.stem
-        return f"csrc/{stem}.cpp" if device == "cpu" else f"csrc/cuda/{stem}.cu"
+        csrc/cuda/<stem>.cu for CUDA (names.py refuses the ops `ops` and `kernels`, whose files
+        would meet kopgen's csrc/ops.cpp and cuda/kernels.cu)."""
+        return f"csrc/{self.stem}.cpp" if device == "cpu" else f"csrc/cuda/{self.stem}.cu"
 
 
 @dataclass(frozen=True)
