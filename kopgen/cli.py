@@ -11,9 +11,10 @@ from pathlib import Path
 import click
 
 from . import __version__
+from .adopt import adopt
 from .errors import SpecError
 from .format import SPEC_SCHEMA
-from .pipeline import generate, load_spec
+from .pipeline import SPEC_PATH, generate, load_spec
 from .report import describe_plan
 from .update import apply_update, diff, plan_update
 from .writer import OutputError, WriteError
@@ -61,11 +62,38 @@ def main() -> None:
 @main.command()
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("-o", "--output", "output", type=click.Path(path_type=Path), help="Folder to create (default: the package name).")
-def new(spec: Path, output: Path | None) -> None:
+@click.option("--here", is_flag=True, help="Generate into the folder that holds SPEC, which may be an existing "
+              "repo: the same as `kopgen adopt SPEC`.")
+def new(spec: Path, output: Path | None, here: bool) -> None:
     """Create a new operator repo from SPEC."""
+    if here:
+        if output is not None:
+            _fail("error: --here generates into the folder that holds SPEC; it takes no -o")
+        _adopt(spec)
+        return
     with _reported():
         target = generate(spec, output)
     click.echo(f"created {target}")
+
+
+@main.command("adopt")
+@click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
+def adopt_command(spec: Path) -> None:
+    """Generate SPEC's repo into the folder that holds SPEC, an existing kernel repo or not: files of yours
+    are kept as they are; nothing is written if a file stands where kopgen writes one of its own."""
+    _adopt(spec)
+
+
+def _adopt(spec: Path) -> None:
+    with _reported():
+        adoption = adopt(spec)
+    for path in sorted(adoption.writes):
+        click.echo(f"wrote {path}")
+    for path in adoption.kept:
+        click.echo(f"kept {path} (yours, as it was)")
+    if adoption.spec_copied_from:
+        click.echo(f"kopgen update reads the spec from {SPEC_PATH} (a copy of {adoption.spec_copied_from}) from now on")
+    click.echo(f"adopted {adoption.target}")
 
 
 @main.command()

@@ -35,6 +35,15 @@ _FAKE = {
     "additionalProperties": False,
 }
 
+# Existing functions bound as kernels: DEVICE -> "PATH:FUNCTION", PATH relative to the spec's folder.
+_SOURCE = {
+    "title": "source",
+    "type": "object",
+    "properties": {"cpu": _STRING, "cuda": _STRING},
+    "additionalProperties": False,
+    "minProperties": 1,
+}
+
 # How the tests draw one argument: a Tensor's own dtype and value bounds, or a scalar's fixed value.
 _SAMPLE_ARG = {
     "title": "test argument",
@@ -69,7 +78,19 @@ OP_PROPERTIES: dict[str, Any] = {
         "required": ["op"],
         "additionalProperties": False,
     },
-    "kernel": {"enum": ["custom"], "description": "user-written kernel bodies"},
+    "kernel": {
+        "anyOf": [
+            {"type": "string", "enum": ["custom"], "description": "user-written kernel bodies (skeletons, created once)"},
+            {
+                "title": "kernel",
+                "type": "object",
+                "description": "existing kernels bound per device; a device not bound gets a skeleton",
+                "properties": {"source": _SOURCE},
+                "required": ["source"],
+                "additionalProperties": False,
+            },
+        ],
+    },
     "reference": {
         "description": "PyTorch expression used as the test oracle; a mutating op's: {mutated_arg: expression, return: ...}",
         "anyOf": [_STRING, {"type": "object", "additionalProperties": _STRING, "minProperties": 1}],

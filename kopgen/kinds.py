@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import __version__
+from .bound import bind_sources
 from .expr import ExprError, Formula, FormulaContext, parse_formula, parse_metadata, parse_pointwise
 from .expr.syntax import did_you_mean
 from .loader import Mapping, Node, Scalar, Sequence
@@ -44,9 +45,8 @@ def resolve_kind(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, 
         return None
     kind = kinds[0]
     at = resolver.node.get("schema").value_position
-    if kind != "kernel" and resolver.node.get("contiguous") is not None:
-        resolver.error(resolver.node.key_position("contiguous"), f"contiguous is for `kernel: custom` ops; kopgen's "
-                                                                 f"{kind} kernels take inputs of any strides")
+    if kind != "kernel":
+        _refuse_custom_keys(resolver, kind)
     for arg in args:  # each reported; the expressions are checked all the same
         if arg.schema.kwarg_only and arg.is_tensor:
             resolver.error(
@@ -65,8 +65,19 @@ def resolve_kind(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, 
     if kind == "reduce":
         return _resolve_reduction(resolver, schema, args)
     if kind == "kernel":
-        return _resolve_custom(resolver, schema, args)
+        return bind_sources(resolver, _resolve_custom(resolver, schema, args))
     return _resolve_compute(resolver, schema, args)
+
+
+def _refuse_custom_keys(resolver: OpResolver, kind: str) -> None:
+    """The keys that only describe a user's kernel: kopgen writes a compute or reduce op's kernel, its fake and
+    its reference from the expression itself, and would otherwise ignore them."""
+    why = {"contiguous": f"kopgen's {kind} kernels take inputs of any strides",
+           "reference": f"the tests compare a {kind} op with its own expression in PyTorch",
+           "fake": f"a {kind} op's output metadata follows from its expression"}
+    for key, reason in why.items():
+        if resolver.node.get(key) is not None:
+            resolver.error(resolver.node.key_position(key), f"{key} is for `kernel: custom` ops; {reason}")
 
 
 def _untaken_by(kind: str, arg: Arg) -> bool:

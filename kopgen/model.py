@@ -491,6 +491,16 @@ class Op:
     def python_kernels(self) -> tuple[Kernel, ...]:
         return tuple(k for k in self.kernels if not k.is_compiled)
 
+    def bound_kernel(self, device: str) -> BoundKernel | None:
+        """The existing function bound as the op's kernel on `device` (`kernel: {source: ...}`), if any."""
+        bound = self.body.bound if isinstance(self.body, CustomKernel) else ()
+        return next((b for b in bound if b.device == device), None)
+
+    @property
+    def unbound_python_kernels(self) -> tuple[Kernel, ...]:
+        """The Python kernels of kernels/<op>.py: those no existing function is bound to."""
+        return tuple(k for k in self.python_kernels if self.bound_kernel(k.device) is None)
+
     def has_kernel(self, device: str, language: str) -> bool:
         return Kernel(device, language) in self.kernels
 

@@ -55,6 +55,7 @@ PYTHON_LOCALS = (
     *("rows", "row_mask", "total", "block", "cols", "values"),
     *("dtype", "expected", "outputs", "output", "want", "dtypes"),
     *("ctx", "grad", "grads", "result", "results", "needs_input_grad", "_"),  # `_`: an input setup_context skips
+    "wrap",  # a triton_op's custom launcher: what it wraps each kernel in before launching it
 )
 # C++ and CUDA: the host functions (csrc/ops.cpp, cuda/ops.cpp) and launchers (cuda/kernels.cu).
 CPP_LOCALS = ("call", "launch", "guard")  # guard: a custom kernel's CUDA device guard

@@ -9,13 +9,13 @@ from pathlib import Path
 from .errors import Diagnostic, Diagnostics, Position, SpecError
 from .format import check_format
 from .loader import Mapping, load_yaml
-from .model import Package
+from .model import CustomKernel, Package
 from .plan import KOPGEN, OutputFile, plan
 from .render import render
 from .resolve import resolve
 from .skeleton import skeleton_files
 from .state import STATE_PATH, State, digest
-from .writer import write_new_repo
+from .writer import OutputError, write_new_repo
 
 __all__ = ["generate", "load_spec", "plan", "render_files", "render_repo"]
 
@@ -99,12 +99,16 @@ def render_repo(package: Package) -> dict[str, tuple[str, str]]:
     return files
 
 
-def state_of(package: Package, files: dict[str, tuple[str, str]]) -> State:
-    """The provenance of a rendering: hashes of kopgen's files, texts of the user's (merge bases)."""
+def state_of(package: Package, files: dict[str, tuple[str, str]], adopted: list[str] | None = None) -> State:
+    """The provenance of a rendering: hashes of kopgen's files, texts of the user's (merge bases), and the
+    user's files that were there before `kopgen adopt` (which have no merge base)."""
+    adopted = sorted(adopted or [])
     return State(
         spec_sha256=digest(package.repo_spec_text),
         generated={path: digest(text) for path, (owner, text) in files.items() if owner == KOPGEN},
-        user_base={path: text for path, (owner, text) in files.items() if owner != KOPGEN and path != SPEC_PATH},
+        user_base={path: text for path, (owner, text) in files.items()
+                   if owner != KOPGEN and path != SPEC_PATH and path not in adopted},
+        adopted=adopted,
     )
 
 
@@ -112,6 +116,10 @@ def generate(spec: str | os.PathLike[str], out_dir: str | os.PathLike[str] | Non
     """Create a new repo for `spec` in `out_dir` (default: the package name); return its path."""
     package = load_spec(spec)
     target = Path(out_dir if out_dir is not None else package.name)
+    bound = sorted({b.path for op in package.ops if isinstance(op.body, CustomKernel) for b in op.body.bound})
+    if bound and target.absolute() != Path(spec).absolute().parent:
+        raise OutputError(f"the spec binds existing kernels ({', '.join(bound)}), which kopgen never copies nor "
+                          f"writes: generate the repo around them, in the spec's folder, with `kopgen adopt {spec}`")
     files = render_repo(package)
     texts = {path: text for path, (_, text) in files.items()}
     texts[STATE_PATH] = state_of(package, files).to_json()

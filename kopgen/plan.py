@@ -61,7 +61,7 @@ def plan(package: Package) -> list[OutputFile]:
                 template = "package/csrc/custom.cpp.j2" if kernel.device == "cpu" else "package/csrc/cuda/custom.cu.j2"
                 files.append(OutputFile(f"{pkg}/{op.user_source(kernel.device)}", template, USER, {"op": op}))
     for op in package.ops:
-        if op.python_kernels:  # the template of the op's kind; where the user writes the kernel, a skeleton created once
+        if op.unbound_python_kernels:  # the template of the op's kind; where the user writes the kernel, a skeleton created once
             owner = USER if op.body.user_writes_kernel else KOPGEN
             files.append(OutputFile(f"{pkg}/kernels/{op.name}.py", op.body.templates["kernels"], owner, {"op": op}))
         files.append(OutputFile(f"tests/test_{op.name}.py", "tests/test_op.py.j2", KOPGEN, {"op": op}))

@@ -16,6 +16,7 @@ def describe_plan(package: Package, source: str) -> str:
 def _describe_op(op: Op) -> list[str]:
     kernels = ", ".join(
         f"{k.device}: {k.language}" + (" (interpreter)" if k.device == "cpu" and k.language == "triton" else "")
+        + (f" (bound: {b.path}:{b.function})" if (b := op.bound_kernel(k.device)) else "")
         for k in op.kernels
     )
     lines = [

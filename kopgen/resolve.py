@@ -18,7 +18,6 @@ from .model import (
     BUILTIN_DEFAULTS,
     DEFAULT_SHAPE,
     Arg,
-    Body,
     CustomKernel,
     Device,
     Kernel,
@@ -46,7 +45,7 @@ def resolve(root: Mapping, spec_text: str, diagnostics: Diagnostics) -> Package 
     seen: dict[str, tuple[str, Position]] = {}  # by the name in lower case: files differ in case only on some systems
     compiled_route = None
     for node in op_nodes:
-        resolver = OpResolver(node, defaults, namespace, own_ops, diagnostics, mutating, namespace_at)
+        resolver = OpResolver(node, defaults, namespace, own_ops, diagnostics, mutating, namespace_at, package)
         op = resolver.resolve()
         if op is None:
             continue
@@ -126,8 +125,9 @@ class OpResolver:
     """Resolves one op entry; every problem goes to `diagnostics` at its node."""
 
     def __init__(self, node: Mapping, defaults: Mapping | None, namespace: str, own_ops, diagnostics,
-                 mutating_ops: frozenset[str] = frozenset(), namespace_at: Position | None = None):
+                 mutating_ops: frozenset[str] = frozenset(), namespace_at: Position | None = None, package: str = ""):
         self.node = node
+        self.package = package  # the import package, which holds a Python kernel bound from a file (bound.py)
         self.defaults = defaults
         self.namespace = namespace
         self.own_ops = own_ops
@@ -163,7 +163,7 @@ class OpResolver:
             check_cpp_names(self.namespace, self.namespace_at, schema_node, schema, self.error)
             self.check_stable_abi_tags()
         if registration is Route.TRITON_OP:
-            self.check_triton_op(body)
+            self.check_triton_op()
         kernels = self.resolve_backends(registration)
         backward = resolve_backward(self, schema, args)
         shapes, atol, rtol = self.resolve_tests(args)
@@ -230,12 +230,8 @@ class OpResolver:
                 self.error(at, f"ops return Tensors in kopgen {__version__}; '{ret.type}' returns are not supported{hint}")
         return schema
 
-    def check_triton_op(self, body: Body | None) -> None:
-        """What torch.library.triton_op cannot take: a kernel kopgen does not write, tags."""
-        at = self.setting("registration").value_position
-        if isinstance(body, CustomKernel):
-            self.error(at, "a triton_op launches kopgen's Triton kernel through wrap_triton; "
-                           "`kernel: custom` ops take registration custom_op or library")
+    def check_triton_op(self) -> None:
+        """What torch.library.triton_op cannot take: tags."""
         tags = self.setting("tags")
         if tags is not None and tags.items:
             self.error(tags.position, "torch.library.triton_op takes no tags; use registration custom_op or library for tagged ops")

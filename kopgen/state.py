@@ -47,6 +47,9 @@ class State:
     spec_sha256: str = ""
     generated: dict[str, str] = field(default_factory=dict)  # kopgen's files: path -> sha256
     user_base: dict[str, str] = field(default_factory=dict)  # the user's files: path -> last rendered text
+    # The user's files that stood in the repo before `kopgen adopt` (README.md, ...): kopgen never rendered
+    # them, so an update has no merge base for them and leaves them as they are.
+    adopted: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:
         data = {
@@ -55,6 +58,8 @@ class State:
             "generated": dict(sorted(self.generated.items())),
             "user_base": dict(sorted(self.user_base.items())),
         }
+        if self.adopted:  # only where adopt kept files: other repos' states stay as they were
+            data["adopted"] = sorted(self.adopted)
         return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
 
     @classmethod
@@ -84,14 +89,18 @@ class State:
                 f"this repo was last written by kopgen {version}, newer than this kopgen {__version__}: "
                 f"update it with kopgen>={version} (an older kopgen would undo the newer one's files)"
             )
-        if sorted(data) != sorted(keys):
+        if sorted(set(data) - {"adopted"}) != sorted(keys):
             raise StateError(f"keys {', '.join(keys)} expected, not {', '.join(map(str, data)) or 'none'}")
         spec_sha256, generated, user_base = (data[key] for key in keys[1:])
+        adopted = data.get("adopted", [])
+        if not isinstance(adopted, list):
+            raise StateError(f"adopted: a list expected, not a {type(adopted).__name__}")
+        _check_table("adopted", dict.fromkeys(adopted, ""), hashes=False)
         if not (isinstance(spec_sha256, str) and _SHA256.fullmatch(spec_sha256)):
             raise StateError(f"spec_sha256: a SHA-256 hash expected, not {spec_sha256!r}")
         _check_table("generated", generated, hashes=True)
         _check_table("user_base", user_base, hashes=False)
-        return cls(version, spec_sha256, generated, user_base)
+        return cls(version, spec_sha256, generated, user_base, adopted)
 
 
 def _is_version(text: str) -> bool:

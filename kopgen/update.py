@@ -102,7 +102,7 @@ def plan_update(repo: Path, force: bool = False) -> UpdatePlan:
         return UpdatePlan(state=old)
     package = load_spec_text(spec_text, str(repo / SPEC_PATH))
     files = render_repo(package)
-    plan = UpdatePlan(state=state_of(package, files), corrupt_state=corrupt)
+    plan = UpdatePlan(state=state_of(package, files, adopted=[p for p in old.adopted if p in files]), corrupt_state=corrupt)
     for path, (owner, text) in sorted(files.items()):
         if path != SPEC_PATH:  # the input of the update: the user's, never rewritten
             _plan_file(plan, old, path, owner, text, read_file(repo, path))
@@ -131,9 +131,10 @@ def _read_state(repo: Path, force: bool) -> tuple[State, bool]:
 def _plan_file(plan: UpdatePlan, old: State, path: str, owner: str, text: str, disk: str | bytes | None) -> None:
     """What the update does to one rendered file, given what is on disk and what kopgen recorded."""
     if disk is None:
-        if owner == KOPGEN or path not in old.user_base:  # one of the user's that they deleted stays deleted
+        # one of the user's that they deleted stays deleted
+        if owner == KOPGEN or (path not in old.user_base and path not in old.adopted):
             plan.writes[path] = text
-    elif disk == text:
+    elif disk == text or path in old.adopted:  # adopted: the user's before kopgen came, never merged
         return
     elif owner == KOPGEN:
         if path in old.generated:

@@ -41,6 +41,10 @@ def _check_target(target: Path) -> None:
         raise OutputError(f"{target} exists and is not a folder")
     if target.is_dir() and any(target.iterdir()):
         raise OutputError(f"{target} is not empty; kopgen new only writes into a new or empty folder")
+    check_not_in_kopgen(target)
+
+
+def check_not_in_kopgen(target: Path) -> None:
     # A repo written into kopgen's own templates would be copied into every later repo.
     for folder in (Path(__file__).resolve().parent, templates_dir().resolve()):
         if target.resolve().is_relative_to(folder):
@@ -89,6 +93,35 @@ def _fill_empty_folder(target: Path, files: dict[str, str]) -> None:
             else:
                 path.unlink(missing_ok=True)
         shutil.rmtree(stage, ignore_errors=True)
+        raise
+
+
+def write_into_existing(target: Path, files: dict[str, str]) -> None:
+    """Add `files`, none of which exists yet, to the existing folder `target`: all of them or, on any
+    failure, none (the files and folders made so far are removed again). Written into a staging folder
+    first, then linked into place one by one; a link never replaces a file another process put there."""
+    stage = Path(tempfile.mkdtemp(prefix=".kopgen-", dir=target))
+    made: list[Path] = []  # files and folders, in the order they were made
+    try:
+        _write_all(stage, files)
+        for relative in sorted(files):
+            path = inside(target, relative)
+            missing = [folder for folder in path.parents if not folder.exists()]
+            for folder in reversed(missing):
+                folder.mkdir()
+                made.append(folder)
+            os.link(stage / relative, path)  # FileExistsError if someone wrote it meanwhile
+            made.append(path)
+        shutil.rmtree(stage)
+    except BaseException as error:
+        for path in reversed(made):  # innermost first: each folder is empty again when its turn comes
+            if path.is_dir():
+                path.rmdir()
+            else:
+                path.unlink(missing_ok=True)
+        shutil.rmtree(stage, ignore_errors=True)
+        if isinstance(error, OSError):
+            raise WriteError(f"cannot write into {target}: {error.strerror or error}; nothing was written") from None
         raise
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from ..model import Arg, CustomKernel, Op, Package, PointwiseCompute, RowReduction
+from ..model import Arg, CustomKernel, Kernel, Op, Package, PointwiseCompute, RowReduction
 from ..names import locals_for
 from ..schema import ListType, OptionalType, python_annotation, python_default
 from . import layout, tests
@@ -139,11 +139,38 @@ def registration_imports(package: Package) -> list[str]:
     else:
         lines.append("from . import _support")
     lines += [f"from .kernels import {op.name} as {kernels_module(op)}" for op in _with_python_kernels(package)]
-    return lines
+    return lines + bound_imports(package, ".")
 
 
 def _with_python_kernels(package: Package) -> list[Op]:
-    return sorted((op for op in package.ops if op.python_kernels), key=lambda op: op.name)
+    """The ops with a kernels/<op>.py: a Python kernel that is not an existing function bound to it."""
+    return sorted((op for op in package.ops if op.unbound_python_kernels), key=lambda op: op.name)
+
+
+def bound_imports(package: Package, prefix: str) -> list[str]:
+    """The imports of the existing Python functions the spec binds as kernels, each under the name
+    `bound_kernel` gives it (the user's own name could be one of the module's)."""
+    lines = []
+    for op in package.ops:
+        for kernel in op.python_kernels:
+            if bound := op.bound_kernel(kernel.device):
+                module = prefix + bound.path.removesuffix(".py").split("/", 1)[1].replace("/", ".")
+                name = f"{bound.function} as {bound_kernel(op, kernel.device)}"
+                one_line = f"from {module} import {name}"
+                lines.append(one_line if len(one_line) <= LINE_LENGTH else wrap(f"from {module} import (", [name], ")"))
+    if lines:
+        lines.insert(0, "# Existing kernels the spec binds (`kernel: {source: ...}`): yours, never written by kopgen.")
+    return lines
+
+
+def bound_kernel(op: Op, device: str) -> str:
+    """The name a bound function is imported under: `<op>_<device>_kernel`."""
+    return f"{op.stem}_{device}_kernel"
+
+
+def registered_kernel(op: Op, kernel: Kernel) -> str:
+    """The Python function registered as `kernel`: an existing function bound to its device, or kernels/<op>.py's."""
+    return bound_kernel(op, kernel.device) if op.bound_kernel(kernel.device) else kernel_function(op, kernel.language)
 
 
 def library_fragment(package: Package) -> list[str]:
@@ -172,9 +199,12 @@ def kernel_function(op: Op, language: str) -> str:
 
 
 def _kernels_by_language(op: Op) -> list[tuple[str, str]]:
-    """(device_types, kernel) per kernel language of a custom_op: the first is defined with the op (which
-    kernel is first only changes which call registers it)."""
-    return [(literal(op.devices_for(language)), kernel_function(op, language)) for language in op.kernel_languages]
+    """(device_types, kernel) per kernel function of a custom_op (one per language, one per bound function):
+    the first is defined with the op (which kernel is first only changes which call registers it)."""
+    devices: dict[str, list[str]] = {}
+    for kernel in sorted(op.python_kernels, key=lambda k: (k.language, k.device)):
+        devices.setdefault(registered_kernel(op, kernel), []).append(kernel.device)
+    return [(literal(tuple(each)), function) for function, each in devices.items()]
 
 
 def primary_kernel(op: Op) -> str:
@@ -193,8 +223,30 @@ def register_other_kernels(op: Op) -> list[str]:
 
 def register_kernels(op: Op) -> list[str]:
     """A triton_op's kernels, registered per device for eager calls."""
-    return [wrap(f"{handle(op)}.register_kernel(", [literal(k.device), kernel_function(op, k.language)])
-            for k in op.kernels]
+    return [wrap(f"{handle(op)}.register_kernel(", [literal(k.device), _eager_kernel(op, k)]) for k in op.kernels]
+
+
+def _eager_kernel(op: Op, kernel: Kernel) -> str:
+    """The kernel eager calls of a device run: a user's launcher runs CUDA tensors inside the device guard of
+    cuda_launcher (in _registration.py); the others are registered as they are."""
+    if op.body.user_writes_kernel and kernel.device == "cuda":
+        return cuda_launcher(op)
+    return registered_kernel(op, kernel)
+
+
+def cuda_launcher(op: Op) -> str:
+    """_registration.py's eager CUDA kernel of a triton_op whose launcher is the user's."""
+    return f"_{op.stem}_cuda"
+
+
+def cuda_launcher_call(op: Op, indent: int) -> str:
+    """The user's launcher, as the eager CUDA kernel calls it (wrap left at its default)."""
+    return call(kernel_function(op, "triton"), op, indent, prefix="return ")
+
+
+def user_launcher_traced(op: Op) -> bool:
+    """Whether a triton_op's body calls the user's launcher (kernel: custom) rather than kopgen's launch."""
+    return op.is_triton_op and op.body.user_writes_kernel
 
 
 def tags_argument(op: Op) -> list[str]:
@@ -210,6 +262,9 @@ def cpu_handle(op: Op) -> str:
 def traced_launch(op: Op) -> str:
     """A triton_op's body on CUDA: the kernel launched through wrap_triton, which torch.compile traces."""
     kernels = kernels_module(op)
+    if op.body.user_writes_kernel:  # the user's launcher launches each kernel as wrap(kernel)[grid](...)
+        arguments = [*call_args(op), f"{locals_for(op).wrap}=wrap_triton"]
+        return layout.statement(f"return {kernel_function(op, 'triton')}({', '.join(arguments)})", 4)
     launch, kernel = (locals_for(op).derived(kind, op.stem) for kind in ("launch", "kernel"))
     return call(f"{kernels}.{launch}", op, 4, first=[f"wrap_triton({kernels}.{kernel})"], prefix="return ")
 
@@ -230,7 +285,7 @@ def register_no_autograd(op: Op) -> str:
 
 def impls(op: Op) -> list[str]:
     """`_lib.impl(...)` of each Python kernel."""
-    return [wrap("_lib.impl(", [literal(op.name), kernel_function(op, k.language), literal(k.dispatch_key)])
+    return [wrap("_lib.impl(", [literal(op.name), registered_kernel(op, k), literal(k.dispatch_key)])
             for k in op.python_kernels]
 
 
@@ -488,12 +543,13 @@ def _custom_kernel_body(op: Op) -> list[str]:
 
 
 def bench_imports(package: Package) -> list[str]:
-    return [f"from {package.name}.kernels import {op.name} as {kernels_module(op)}" for op in _with_python_kernels(package)]
+    lines = [f"from {package.name}.kernels import {op.name} as {kernels_module(op)}" for op in _with_python_kernels(package)]
+    return lines + bound_imports(package, f"{package.name}.")
 
 
 def bench_launchers(op: Op) -> str:
     """An op's entry of variants_of's launchers: its Python kernels by device."""
-    kernels = [f"{literal(k.device)}: {kernel_function(op, k.language)}" for k in op.python_kernels]
+    kernels = [f"{literal(k.device)}: {registered_kernel(op, k)}" for k in op.python_kernels]
     return layout.statement(f"{literal(op.name)}: {{{', '.join(kernels)}}},", 8)
 
 

@@ -89,6 +89,62 @@ MAKE_DRAWN = '''
         )'''
 
 
+# TracedIntoTriton, in the contract of a package with triton_op ops: its imports, its OpData field
+# and the class (after two blank lines).
+TRACED_INTO_TRITON = {
+    "imports": """from torch._higher_order_ops.triton_kernel_wrap import (
+    kernel_side_table,
+    triton_kernel_wrapper_functional,
+)
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.functional_tensor import dispatch_functionalize
+from torch.fx.experimental.proxy_tensor import make_fx""",
+    "field": """    kernels_module: str = ""  # TracedIntoTriton: where its Triton kernels are written""",
+    "class": '''
+
+def source_module(kernel) -> str:
+    """The module a Triton kernel is written in (an autotuned one: the kernel inside)."""
+    while hasattr(kernel, "fn"):
+        kernel = kernel.fn
+    return kernel.__module__
+
+
+class TracedIntoTriton(Contract):
+    """A triton_op: torch.compile traces its body on CUDA into launches of its Triton kernels
+    (wrap_triton), so that Inductor compiles them with the graph."""
+
+    def test_compile_traces_into_its_triton_kernels(self):
+        """AOTAutograd's functional trace of the op on fake CUDA tensors (no GPU needed) holds
+        the kernels of its kernels module as Triton kernel nodes, and not the op itself."""
+        with FakeTensorMode():
+            args = self.copy_args(self.normal_args("cuda"))
+        where = [i for i, arg in enumerate(args) if isinstance(arg, torch.Tensor)]
+
+        def forward(*tensors):
+            inputs = list(args)
+            for i, tensor in zip(where, tensors, strict=True):
+                inputs[i] = tensor
+            return self.call(self.data.op, inputs)
+
+        traced = make_fx(dispatch_functionalize(forward), tracing_mode="fake")
+        graph = traced(*(args[i] for i in where)).graph
+        calls = [node for node in graph.nodes if node.op == "call_function"]
+        kernels = [
+            kernel_side_table.get_kernel(node.kwargs["kernel_idx"])
+            for node in calls
+            if node.target is triton_kernel_wrapper_functional
+        ]
+        assert kernels, graph
+        assert {source_module(k) for k in kernels} == {self.data.kernels_module}, graph
+        assert self.data.op not in [node.target for node in calls]''',
+}
+
+
+def traced_into_triton(package: Package, part: str) -> tuple[str, ...]:
+    """The lines of one part of TracedIntoTriton where the package has triton_op ops, else none."""
+    return tuple(TRACED_INTO_TRITON[part].split("\n")) if any(op.is_triton_op for op in package.ops) else ()
+
+
 def make_drawn(package: Package) -> tuple[str, ...]:
     """The lines of Make.drawn (after a blank line) where the package's samples call it, else none."""
     drawn = any(s.dtype or s.low is not None or s.high is not None for op in package.ops for s in op.sample_args)
@@ -164,6 +220,7 @@ def checks(op: Op) -> tuple[str, ...]:
         ("Mutating", op.is_mutating),
         ("OnCuda", "cuda" in op.devices),
         ("Tagged", bool(op.tags)),
+        ("TracedIntoTriton", op.is_triton_op),
     ]
     return (*(name for name, applies in mixins if applies), "Contract")
 
@@ -251,6 +308,8 @@ def op_data(op: Op, package: Package) -> tuple[str, ...]:
         arguments.append([f"lead_input={op.lead.index},"])
     if op.tags:
         arguments.append(_keyword("tags", "(", [f"torch.Tag.{tag}" for tag in op.tags], ")"))
+    if op.is_triton_op:
+        arguments.append([f"kernels_module={_str(f'{package.name}.kernels.{op.name}')},"])
     return tuple(line for argument in arguments for line in argument)
 
 

@@ -347,9 +347,28 @@ def skeleton_launch(op: Op) -> list[str]:
     local = locals_for(op)
     constants = [f"{local.BLOCK_SIZE}={local.BLOCK_SIZE}", f"{local.COMPUTE_DTYPE}={local.compute_dtype}"]
     arguments += [output.size for output in skeleton_outputs(op)] + constants
+    if op.is_triton_op:  # kopgen's eager CUDA kernel guards the device; a trace needs no guard
+        local = locals_for(op)
+        return ["    " + wrap(f"{local.wrap}({local.kernel})[{local.grid}](", arguments, ")", 4, explode=True)]
     if op.uses_compiled_triton:
         return _guarded(op, op.output_names[0], arguments)
     return ["    " + wrap(_launch(op), arguments, ")", 4, explode=True)]
+
+
+def custom_launcher_template(op: Op) -> str:
+    """The head of a custom kernel's launcher: a triton_op's takes `wrap`, what torch.compile traces it with."""
+    if op.is_triton_op:
+        return "package/kernels/_custom_launcher_triton_op.py.j2"
+    return "package/kernels/_custom_launcher.py.j2"
+
+
+def wrapped_launcher_define(op: Op) -> str:
+    """`def <op>_triton(<the op's arguments>, *, wrap=_identity) -> ...:`."""
+    keyword = f"{locals_for(op).wrap}=_identity"
+    parameters = python.parameters(op)
+    parameters += [keyword] if "*" in parameters else ["*", keyword]
+    returns = python.return_annotation(op)
+    return wrap(f"def {launcher(op)}(", parameters, f") -> {returns}:")
 
 
 def contiguous_inputs(op: Op) -> str:

@@ -12,6 +12,13 @@ from dataclasses import dataclass
 
 import pytest
 import torch
+from torch._higher_order_ops.triton_kernel_wrap import (
+    kernel_side_table,
+    triton_kernel_wrapper_functional,
+)
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.functional_tensor import dispatch_functionalize
+from torch.fx.experimental.proxy_tensor import make_fx
 from torch.testing import assert_close
 
 HAS_CUDA = torch.cuda.is_available()
@@ -51,6 +58,7 @@ class OpData:
     written: tuple[int, ...] = ()  # Mutating: the arguments it writes
     lead_input: int = 0  # OnCuda: the argument that the CUDA-graph test computes
     tags: tuple[torch.Tag, ...] = ()  # Tagged: the tags its schema carries
+    kernels_module: str = ""  # TracedIntoTriton: where its Triton kernels are written
 
     @property
     def tolerances(self) -> dict:
@@ -365,3 +373,40 @@ class Tagged(Contract):
 
     def test_schema_carries_the_tags(self):
         assert set(self.data.tags) <= set(self.data.op.tags)
+
+
+def source_module(kernel) -> str:
+    """The module a Triton kernel is written in (an autotuned one: the kernel inside)."""
+    while hasattr(kernel, "fn"):
+        kernel = kernel.fn
+    return kernel.__module__
+
+
+class TracedIntoTriton(Contract):
+    """A triton_op: torch.compile traces its body on CUDA into launches of its Triton kernels
+    (wrap_triton), so that Inductor compiles them with the graph."""
+
+    def test_compile_traces_into_its_triton_kernels(self):
+        """AOTAutograd's functional trace of the op on fake CUDA tensors (no GPU needed) holds
+        the kernels of its kernels module as Triton kernel nodes, and not the op itself."""
+        with FakeTensorMode():
+            args = self.copy_args(self.normal_args("cuda"))
+        where = [i for i, arg in enumerate(args) if isinstance(arg, torch.Tensor)]
+
+        def forward(*tensors):
+            inputs = list(args)
+            for i, tensor in zip(where, tensors, strict=True):
+                inputs[i] = tensor
+            return self.call(self.data.op, inputs)
+
+        traced = make_fx(dispatch_functionalize(forward), tracing_mode="fake")
+        graph = traced(*(args[i] for i in where)).graph
+        calls = [node for node in graph.nodes if node.op == "call_function"]
+        kernels = [
+            kernel_side_table.get_kernel(node.kwargs["kernel_idx"])
+            for node in calls
+            if node.target is triton_kernel_wrapper_functional
+        ]
+        assert kernels, graph
+        assert {source_module(k) for k in kernels} == {self.data.kernels_module}, graph
+        assert self.data.op not in [node.target for node in calls]

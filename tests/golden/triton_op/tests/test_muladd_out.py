@@ -2,7 +2,7 @@
 """The contract of ktriton::muladd_out (tests/_contract.py), run on the op's data."""
 
 import torch
-from _contract import Contract, Mutating, OnCuda, OpData
+from _contract import Contract, Mutating, OnCuda, OpData, TracedIntoTriton
 
 import ktriton.reference
 
@@ -26,8 +26,9 @@ MULADD_OUT = OpData(
     normal_sample="normal",
     written=(3,),
     lead_input=0,
+    kernels_module="ktriton.kernels.muladd_out",
 )
 
 
-class TestMuladdOut(Mutating, OnCuda, Contract):
+class TestMuladdOut(Mutating, OnCuda, TracedIntoTriton, Contract):
     data = MULADD_OUT

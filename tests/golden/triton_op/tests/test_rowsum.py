@@ -2,7 +2,7 @@
 """The contract of ktriton::rowsum (tests/_contract.py), run on the op's data."""
 
 import torch
-from _contract import Contract, Differentiable, OnCuda, OpData
+from _contract import Contract, Differentiable, OnCuda, OpData, TracedIntoTriton
 
 import ktriton.reference
 
@@ -28,8 +28,9 @@ ROWSUM = OpData(
     backward_sample="broadcast",
     saved_tensors={(0,): 2, (1,): 1, (0, 1): 2},
     lead_input=0,
+    kernels_module="ktriton.kernels.rowsum",
 )
 
 
-class TestRowsum(Differentiable, OnCuda, Contract):
+class TestRowsum(Differentiable, OnCuda, TracedIntoTriton, Contract):
     data = ROWSUM
