@@ -504,17 +504,10 @@ class Op:
     def has_kernel(self, device: str, language: str) -> bool:
         return Kernel(device, language) in self.kernels
 
-    # -- custom kernels on the compiled routes (their C++ is kopgen/lang/cpp_user.py's)
-
     @property
     def compiled_custom_kernels(self) -> tuple[Kernel, ...]:
-        """The C++/CUDA kernels the user writes or binds: those of a `kernel: custom` op."""
+        """The C++/CUDA kernels the user writes or binds (a `kernel: custom` op's; see lang/cpp_user.py)."""
         return tuple(k for k in self.kernels if k.is_compiled) if isinstance(self.body, CustomKernel) else ()
-
-    def bound_kernel(self, device: str) -> BoundKernel | None:
-        """The existing function bound as the kernel on `device`, None where kopgen writes a skeleton."""
-        bound = self.body.bound if isinstance(self.body, CustomKernel) else ()
-        return next((b for b in bound if b.device == device), None)
 
     def user_source(self, device: str) -> str:
         """The skeleton of a custom kernel, relative to the package: csrc/<stem>.cpp for the CPU,

@@ -216,12 +216,12 @@ def test_a_users_argument_named_like_its_kernel_gets_the_qualified_call():
 
 
 def bound_package():
-    """pairsum's CPU kernel bound to an existing function of another namespace, its CUDA kernel a skeleton."""
+    """pairsum's CPU kernel bound to an existing function (in the op's namespace), its CUDA kernel a skeleton."""
     package = custom_package()
     ops = []
     for op in package.ops:
         if op.name == "pairsum":
-            bound = (BoundKernel(Device.CPU, "csrc/legacy.cpp", "legacy::pairsum_host"),)
+            bound = (BoundKernel(Device.CPU, "csrc/legacy.cpp", "pairsum_host"),)
             op = dataclasses.replace(op, body=dataclasses.replace(op.body, bound=bound))
         ops.append(op)
     return dataclasses.replace(package, ops=tuple(ops))
@@ -230,10 +230,10 @@ def bound_package():
 def test_a_bound_function_is_declared_with_the_ops_own_signature_and_wrapped():
     package = bound_package()
     header = rendered(package, "kuser/csrc/kernels.h")
-    assert "namespace legacy {\n\nat::Tensor pairsum_host(const at::Tensor& x);\n\n}  // namespace legacy" in header
+    assert "\nat::Tensor pairsum_host(const at::Tensor& x);\n" in header
     assert "void pairsum_cuda(const at::Tensor& x, at::Tensor& out, cudaStream_t stream);" in header
     pairsum = op_named(package, "pairsum")
-    assert pairsum.host_body("cpu") == ["return legacy::pairsum_host(x);"]
+    assert pairsum.host_body("cpu") == ["return pairsum_host(x);"]
     assert pairsum.host_body("cuda")[-2] == "pairsum_cuda(as_dense(x), out, current_stream(x));"
     paths = {f.path for f in plan(package)}
     assert "kuser/csrc/pairsum.cpp" not in paths and "kuser/csrc/cuda/pairsum.cu" in paths

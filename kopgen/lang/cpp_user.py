@@ -11,12 +11,14 @@ Tensor by non-const reference), then the outputs kopgen allocated, then (CUDA) t
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 from ..expr.emitters import cpp_metadata
 from ..model import Arg, FakeOutput, Op, Package, Route
 from ..names import locals_for
-from .cpp import SCALAR_TYPES, CppOp, wrap
+from .cpp import CppOp, wrap
+from .cpp_types import INCLUDES, cpp_parameter
 
 # The user's Tensor type, by route: the function declarations of kernels.h name it in full.
 TENSOR_TYPES = {Route.TORCH_LIBRARY: "at::Tensor", Route.STABLE_ABI: "torch::stable::Tensor"}
@@ -27,13 +29,8 @@ def _tensor(op: Op) -> str:
 
 
 def _parameter(op: Op, arg: Arg) -> str:
-    """An argument as the user's function takes it: a mutated Tensor by non-const reference."""
-    tensor = _tensor(op)
-    if arg.kind == "tensor":
-        return f"{tensor}& {arg.name}" if arg.is_mutated else f"const {tensor}& {arg.name}"
-    if arg.kind == "optional":
-        return f"const std::optional<{tensor}>& {arg.name}"
-    return f"{SCALAR_TYPES[arg.kind]} {arg.name}"
+    """An argument as the user's function takes it (cpp_types.py): a mutated Tensor by non-const reference."""
+    return cpp_parameter(arg.schema, op.registration)
 
 
 def _return_type(op: Op, tensor: str) -> str:
@@ -50,14 +47,9 @@ class CustomCppOp(CppOp):
     # -- the user's function (declared in kernels.h, defined in the skeleton or the bound file)
 
     def kernel_name(self, device: str) -> str:
-        """`pairsum_cpu`, or the bound function's name (less its namespace)."""
+        """`pairsum_cpu`, or the bound function (in the op's namespace, as the skeletons' are)."""
         bound = self.op.bound_kernel(device)
-        return bound.function.rsplit("::", 1)[-1] if bound else f"{self.op.stem}_{device}"
-
-    def kernel_namespace(self, device: str) -> str:
-        """Where the user's function lives: the package's namespace, or the one a bound function names."""
-        bound = self.op.bound_kernel(device)
-        return bound.function.rsplit("::", 1)[0] if bound and "::" in bound.function else self.op.namespace
+        return bound.function if bound else f"{self.op.stem}_{device}"
 
     def kernel_signature(self, device: str) -> str:
         """The user's function: the op's own signature where it is bound, else the skeleton's
@@ -88,8 +80,8 @@ class CustomCppOp(CppOp):
         for arg in self.op.args:
             if by_value and arg.is_tensor:
                 parameters.append(f"{'std::optional<Tensor>' if arg.is_optional else 'Tensor'} {arg.name}")
-            else:
-                parameters.append(_parameter(self.op, arg).replace(_tensor(self.op), "Tensor"))
+            else:  # the Tensor type as csrc/custom.h names it
+                parameters.append(re.sub(rf"\b{_tensor(self.op)}\b", "Tensor", _parameter(self.op, arg)))
         return wrap(f"{_return_type(self.op, 'Tensor')} {self.name}(", parameters, ")", after=2)
 
     def host_body(self, device: str) -> list[str]:
@@ -135,9 +127,8 @@ class CustomCppOp(CppOp):
             arguments += list(self.op.output_names)
             arguments += [f"current_stream({lead})"] if device == "cuda" else []
         function = self.kernel_name(device)
-        namespace = self.kernel_namespace(device)
-        if namespace != self.op.namespace or function in {a.name for a in self.op.args}:
-            function = f"{namespace}::{function}"
+        if function in {a.name for a in self.op.args}:
+            function = f"{self.op.namespace}::{function}"
         return wrap(f"{function}(", arguments, ")", indent=2, after=1)
 
     @staticmethod
@@ -156,12 +147,16 @@ def custom_ops(package: Package) -> tuple[CustomCppOp, ...]:
 
 
 def declarations(package: Package, device: str) -> list[str]:
-    """kernels.h's declarations of the user's functions on `device`, by namespace: (namespace, signatures)."""
+    """kernels.h's declarations of the user's functions on `device`."""
     ops = [op for op in custom_ops(package) if op.op.has_kernel(device, "cpp" if device == "cpu" else "cuda")]
-    by_namespace: dict[str, list[str]] = {}
-    for op in ops:
-        by_namespace.setdefault(op.kernel_namespace(device), []).append(op.kernel_signature(device) + ";")
-    return sorted(by_namespace.items())
+    return [op.kernel_signature(device) + ";" for op in ops]
+
+
+def header_includes(package: Package) -> list[str]:
+    """kernels.h's includes: the headers of every C++ type an argument may have (cpp_types.py), torch's first."""
+    headers = INCLUDES[package.compiled_route]
+    standard = sorted({"cstdint", "tuple", *(h for h in headers if "/" not in h)})  # int64_t; several outputs
+    return [f"#include <{h}>" for h in headers if "/" in h] + [""] + [f"#include <{h}>" for h in standard]
 
 
 def user_sources(package: Package, device: str) -> list[str]:
