@@ -50,6 +50,10 @@ ops:
     fake:
       - {shape: "x.shape[:-1]", dtype: torch.int64}
       - {shape: x.shape, dtype: torch.bool}
+  - schema: 'typed(Tensor x, int[] dims=[0], str mode="sum", ScalarType? dtype=None, Tensor[]? others=None, float[] w=[], bool flag=False, Tensor!? scratch=None) -> Tensor'
+    kernel: custom
+    reference: {scratch: "scratch", return: "x * 2"}
+    fake: {shape: x.shape}
   - schema: "transposed(Tensor x, Tensor? bias, int n) -> Tensor"
     kernel: custom
     reference: "x.transpose(0, 1)"
@@ -140,7 +144,8 @@ def test_setup_compiles_the_users_files():
     package = custom_package()
     assert cpp.sources(package) == (
         '["kuser/csrc/ops.cpp", "kuser/csrc/argmax_positive.cpp", "kuser/csrc/pairsum.cpp", '
-        '"kuser/csrc/rotate.cpp", "kuser/csrc/scale.cpp", "kuser/csrc/silu_and_mul.cpp", "kuser/csrc/transposed.cpp"]'
+        '"kuser/csrc/rotate.cpp", "kuser/csrc/scale.cpp", "kuser/csrc/silu_and_mul.cpp", "kuser/csrc/transposed.cpp", '
+        '"kuser/csrc/typed.cpp"]'
     )
     assert '"kuser/csrc/cuda/ops.cpp", "kuser/csrc/cuda/argmax_positive.cu"' in cpp.cuda_sources(package)
     assert "kernels.cu" not in cpp.cuda_sources(package)
@@ -195,6 +200,17 @@ def test_host_of_a_functional_op_allocates_as_fake_says():
     assert transposed[0] == 'check_device("kuser::transposed", "bias", bias, x);'
     assert "new_strided_output(" in transposed[1] and "Shape{1, x.size(1)}" in transposed[1]
     assert transposed[-2] == "transposed_cpu(as_dense(x), as_dense(bias), n, out);"
+
+
+def test_host_of_an_op_of_every_kind_of_argument():
+    """Lists, strings and dtypes in cpp_types.py's types; a Tensor!? is checked but never the empty test."""
+    typed = op_named(custom_package(), "typed")
+    assert typed.host_signature.splitlines()[1:3] == ["    const Tensor& x,", "    at::IntArrayRef dims,"]
+    assert typed.host_body("cpu")[:2] == ['check_device("kuser::typed", "scratch", scratch, x);',
+                                           'check_contiguous("kuser::typed", "scratch", scratch);']
+    assert "if (out.numel() == 0) {" in typed.host_body("cpu")
+    stable = op_named(custom_package("stable_abi"), "typed")
+    assert "    const std::optional<std::vector<Tensor>>& others," in stable.host_signature
 
 
 def test_the_host_functions_are_registered_per_device():

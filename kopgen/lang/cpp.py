@@ -90,6 +90,7 @@ def wrap_expression(code: str, column: int, indent: int) -> str:
 def _string_literal(text: str, indent: int) -> str:
     """`text` as a C++ string literal at column `indent`; where it is too long, adjacent literals
     (which C++ joins) on lines of their own."""
+    text = text.replace("\\", "\\\\").replace('"', '\\"')  # a schema's str defaults are quoted
     if indent + len(text) + 3 <= LINE_LENGTH:
         return f'"{text}"'
     pieces, line = [], ""

@@ -99,8 +99,9 @@ class CustomCppOp(CppOp):
         if bound:
             return [*statements, f"return {call};" if op.output_names else f"{call};"]
         statements += [self._allocation(out, fake, lead) for out, fake in zip(op.output_names, op.body.outputs)]
-        written = [a.name for a in op.tensor_args if a.is_mutated] + list(op.output_names)
-        if written:  # an op that writes nothing (a Tensor!? not given) still calls its kernel
+        # the lead written Tensor: the first mutated argument that is always given, else the first output
+        written = [a.name for a in op.tensor_args if a.is_mutated and not a.is_optional] + list(op.output_names)
+        if written:  # an op that writes only a Tensor!? calls its kernel whatever its size
             statements += [f"if ({written[0]}.numel() == 0) {{", f"  {self._return}", "}"]
         statements.append(f"{call};")
         return statements + ([self._return] if op.output_names else [])
