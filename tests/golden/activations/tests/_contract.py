@@ -49,6 +49,7 @@ class OpData:
     backward_sample: str | None = None
     saved_tensors: dict[tuple[int, ...], int] | None = None
     written: tuple[int, ...] = ()  # Mutating: the arguments it writes
+    returns: bool = False  # Mutating: whether it also returns Tensors
     lead_input: int = 0  # OnCuda: the argument that the CUDA-graph test computes
     tags: tuple[torch.Tag, ...] = ()  # Tagged: the tags its schema carries
 
@@ -98,10 +99,10 @@ def requiring_grad(args: tuple) -> list[torch.Tensor]:
     return [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
 
 
-def comparable(output: torch.Tensor) -> torch.Tensor:
+def comparable(output: torch.Tensor | None) -> torch.Tensor | None:
     """fp8 outputs compared as float32, within the op's tolerances; other dtypes as they are
-    (integers and bools exactly)."""
-    fp8 = output.is_floating_point() and output.itemsize == 1
+    (integers and bools exactly), and None (a Tensor!? left out) as None."""
+    fp8 = output is not None and output.is_floating_point() and output.itemsize == 1
     return output.float() if fp8 else output
 
 
@@ -303,21 +304,29 @@ class NotDifferentiable(Contract):
 
 
 class Mutating(Contract):
-    """An op that writes arguments in place and returns nothing: its outputs are what it
-    writes."""
+    """An op that writes arguments in place: its outputs are what it writes (None for a
+    Tensor!? left out), then what it returns (nothing, unless `returns`)."""
 
     contiguous_outputs = False  # the arguments it writes may be strided
 
     def run(self, fn, args: tuple) -> tuple:
-        assert self.call(fn, args) is None
-        return tuple(args[i] for i in self.data.written)
+        result = self.call(fn, args)
+        if not self.data.returns:
+            assert result is None
+        returned = as_tuple(result) if self.data.returns else ()
+        return tuple(args[i] for i in self.data.written) + returned
 
     def copy_args(self, args: tuple) -> tuple:
         return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
 
     def expected(self, args: tuple) -> tuple:
         # Computed before the op writes its arguments, and copied: a reference may return one.
-        return tuple(want.clone() for want in super().expected(args))
+        wants = [None if w is None else w.clone() for w in super().expected(args)]
+        # What it writes, in the dtype of the argument written (a reference computes in float32).
+        for k, i in enumerate(self.data.written):
+            if wants[k] is not None:
+                wants[k] = wants[k].to(args[i].dtype)
+        return tuple(wants)
 
 
 class OnCuda(Contract):

@@ -1,0 +1,67 @@
+"""rms_norm's Triton kernel (triton_op): input / sqrt(mean(input^2, -1) + epsilon) * weight.
+
+The launcher takes the launch wrapper as a keyword: the generated triton_op body passes
+torch.library.wrap_triton (torch.compile traces into the kernel), the CPU path the interpreter.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from torch import Tensor
+
+
+@triton.jit
+def rms_norm_kernel(
+    out_ptr,
+    input_ptr,
+    weight_ptr,
+    epsilon,
+    hidden,
+    BLOCK_COLS: tl.constexpr,
+    COL_BLOCKS: tl.constexpr,
+):
+    # Geometry: one program per row (grid = rows), two passes over the row in COL_BLOCKS steps of
+    # BLOCK_COLS columns: the sum of squares, then the scaled write; 64-bit offsets. The trip
+    # count is a constexpr: Triton's interpreter cannot loop to a runtime bound.
+    base = tl.program_id(0).to(tl.int64) * hidden
+    squares = tl.full((BLOCK_COLS,), 0.0, dtype=tl.float32)
+    for block in range(COL_BLOCKS):
+        cols = block * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
+        x = tl.load(input_ptr + base + cols, mask=cols < hidden, other=0.0).to(tl.float32)
+        squares += x * x
+    # tl.reduce with tl.sum's combine function, which the interpreter runs (tl.sum it cannot).
+    mean = tl.reduce(squares, 0, tl.standard._sum_combine) / hidden
+    # Cast: under torch.compile, Inductor passes float scalars as float64.
+    inv_rms = (1.0 / tl.sqrt(mean + epsilon)).to(tl.float32)
+    for block in range(COL_BLOCKS):
+        cols = block * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
+        mask = cols < hidden
+        x = tl.load(input_ptr + base + cols, mask=mask, other=0.0).to(tl.float32)
+        w = tl.load(weight_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.store(out_ptr + base + cols, (x * inv_rms * w).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def _identity(kernel):
+    return kernel
+
+
+def rms_norm_triton(input: Tensor, weight: Tensor, epsilon: float, *, wrap=_identity) -> Tensor:
+    """Returns rms_norm(input) * weight over the last dimension (input dense, as kopgen passes it)."""
+    out = torch.empty_like(input, memory_format=torch.contiguous_format)
+    hidden = input.shape[-1]
+    if out.numel() == 0:
+        return out
+    block_cols = min(4096, triton.next_power_of_2(hidden))
+    grid = (out.numel() // hidden,)
+    wrap(rms_norm_kernel)[grid](
+        out,
+        input,
+        weight,
+        epsilon,
+        hidden,
+        BLOCK_COLS=block_cols,
+        COL_BLOCKS=triton.cdiv(hidden, block_cols),
+    )
+    return out
