@@ -302,3 +302,81 @@ def test_custom_cpp_kernels_pass_their_suite(tmp_path_factory, route):
         shutil.rmtree(site)
     write_cpp_kernels(repo / "kmeta/csrc", route)
     installed_suite_passes(repo, site, at_least=60)
+
+
+# Hand-written C++ CPU kernels for tests/specs/custom_mutating.yaml on the compiled routes: bodies
+# only, each put under the signature kopgen wrote in the op's skeleton (the same code on both ABIs).
+MUTATING_CPP_KERNELS = {
+    "scale_both": """
+  each_dtype(x, [&](auto* values) {
+    scale(values, x.numel(), alpha);
+    if (y.has_value()) {
+      scale(static_cast<decltype(values)>(y->mutable_data_ptr()), y->numel(), alpha);
+    }
+  });
+""",
+    "exchange_add": """
+  each_dtype(acc, [&](auto* values) {
+    auto* old = static_cast<decltype(values)>(out.mutable_data_ptr());
+    auto* added = static_cast<decltype(values)>(x.mutable_data_ptr());
+    for (int64_t i = 0; i < acc.numel(); ++i) {
+      old[i] = values[i];
+      values[i] += added[i];
+    }
+  });
+""",
+    "bias_relu": """
+  each_dtype(x, [&](auto* values) {
+    auto* result = static_cast<decltype(values)>(out.mutable_data_ptr());
+    auto* shift = bias.has_value() ? static_cast<decltype(values)>(bias->mutable_data_ptr()) : nullptr;
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      const auto value = values[i] + (shift != nullptr ? shift[i] : 0);
+      result[i] = value > 0 ? value : 0;
+    }
+  });
+""",
+}
+MUTATING_CPP_PRELUDE = """\
+#include "kernels.h"
+
+namespace kmutate {
+namespace {
+
+// Calls `kernel` with the tensor's values as float or double (the spec's dtypes).
+template <typename Tensor, typename Kernel>
+void each_dtype(const Tensor& tensor, Kernel&& kernel) {
+  if (tensor.element_size() == sizeof(double)) {
+    kernel(static_cast<double*>(tensor.mutable_data_ptr()));
+  } else {
+    kernel(static_cast<float*>(tensor.mutable_data_ptr()));
+  }
+}
+
+template <typename scalar_t>
+void scale(scalar_t* values, int64_t n, double alpha) {
+  for (int64_t i = 0; i < n; ++i) {
+    values[i] = static_cast<scalar_t>(values[i] * alpha);
+  }
+}
+
+}  // namespace
+
+"""
+
+
+@pytest.mark.parametrize("route", ["torch_library", "stable_abi"])
+def test_mutating_custom_cpp_kernels_pass_their_suite(tmp_path_factory, route):
+    """tests/specs/custom_mutating.yaml with C++ kernels: in-place writes of a Tensor! and a Tensor!?
+    (with str and int[] arguments), an op that writes its argument and returns, a Tensor? input;
+    each kernel under the signature of its skeleton, the generated suite passes, opcheck included."""
+    root = tmp_path_factory.mktemp(f"mutating_{route}")
+    spec = (ROOT / "tests/specs/custom_mutating.yaml").read_text().replace(
+        "registration: custom_op", f"registration: {route}").replace("backends: {cpu: triton}", "backends: {cpu: cpp}")
+    (root / "kopgen.yaml").write_text(spec)
+    repo = generate(root / "kopgen.yaml", root / "repo")
+    for name, body in MUTATING_CPP_KERNELS.items():
+        skeleton = (repo / f"kmutate/csrc/{name}.cpp").read_text()
+        signature = skeleton.split("namespace kmutate {\n\n", 1)[1].split(" {\n", 1)[0]
+        text = MUTATING_CPP_PRELUDE + signature + " {" + body + "}\n\n}  // namespace kmutate\n"
+        (repo / f"kmutate/csrc/{name}.cpp").write_text(text)
+    installed_suite_passes(repo, root / "site", at_least=40)
