@@ -504,6 +504,17 @@ class Op:
     def has_kernel(self, device: str, language: str) -> bool:
         return Kernel(device, language) in self.kernels
 
+    @property
+    def compiled_custom_kernels(self) -> tuple[Kernel, ...]:
+        """The C++/CUDA kernels the user writes or binds (a `kernel: custom` op's; see lang/cpp_user.py)."""
+        return tuple(k for k in self.kernels if k.is_compiled) if isinstance(self.body, CustomKernel) else ()
+
+    def user_source(self, device: str) -> str:
+        """The skeleton of a custom kernel, relative to the package: csrc/<stem>.cpp for the CPU,
+        csrc/cuda/<stem>.cu for CUDA (names.py refuses the ops `ops` and `kernels`, whose files
+        would meet kopgen's csrc/ops.cpp and cuda/kernels.cu)."""
+        return f"csrc/{self.stem}.cpp" if device == "cpu" else f"csrc/cuda/{self.stem}.cu"
+
 
 @dataclass(frozen=True)
 class Package:
@@ -575,6 +586,11 @@ class Package:
     def cpp_ops(self) -> tuple[Op, ...]:
         """Ops with a C++ CPU kernel."""
         return tuple(op for op in self.ops if op.has_kernel("cpu", "cpp"))
+
+    @property
+    def compiled_custom_ops(self) -> tuple[Op, ...]:
+        """Ops with a C++/CUDA kernel the user writes (a skeleton) or binds (an existing function)."""
+        return tuple(op for op in self.ops if op.compiled_custom_kernels)
 
     @property
     def cuda_ops(self) -> tuple[Op, ...]:

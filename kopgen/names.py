@@ -58,7 +58,7 @@ PYTHON_LOCALS = (
     "wrap",  # a triton_op's custom launcher: what it wraps each kernel in before launching it
 )
 # C++ and CUDA: the host functions (csrc/ops.cpp, cuda/ops.cpp) and launchers (cuda/kernels.cu).
-CPP_LOCALS = ("call", "launch")
+CPP_LOCALS = ("call", "launch", "guard")  # guard: a custom kernel's CUDA device guard
 # Names derived from an argument, an output or the op (its stem in Python names): `{}` stands for it.
 DERIVED_NAMES = {
     "output": "out{}",  # the outputs: `out`, or out0, out1, ...

@@ -39,15 +39,27 @@ def plan(package: Package) -> list[OutputFile]:
         files += [
             OutputFile("setup.py", "setup.py.j2", KOPGEN),
             OutputFile(f"{pkg}/csrc/ops.cpp", "package/csrc/ops.cpp.j2", KOPGEN),
-            OutputFile(f"{pkg}/csrc/pointwise.h", "package/csrc/pointwise.h.j2", KOPGEN),
         ]
+    if len(package.compiled_ops) > len(package.compiled_custom_ops):  # kernels kopgen writes
+        files.append(OutputFile(f"{pkg}/csrc/pointwise.h", "package/csrc/pointwise.h.j2", KOPGEN))
     if package.cuda_ops:
-        files += [
-            OutputFile(f"{pkg}/csrc/cuda/ops.cpp", "package/csrc/cuda/ops.cpp.j2", KOPGEN),
+        files.append(OutputFile(f"{pkg}/csrc/cuda/ops.cpp", "package/csrc/cuda/ops.cpp.j2", KOPGEN))
+    if any(op.has_kernel("cuda", "cuda") and not op.compiled_custom_kernels for op in package.ops):
+        files += [  # the CUDA kernels kopgen writes
             OutputFile(f"{pkg}/csrc/cuda/kernels.h", "package/csrc/cuda/kernels.h.j2", KOPGEN),
             OutputFile(f"{pkg}/csrc/cuda/kernels.cu", "package/csrc/cuda/kernels.cu.j2", KOPGEN),
             OutputFile(f"{pkg}/csrc/cuda/pointwise.cuh", "package/csrc/cuda/pointwise.cuh.j2", KOPGEN),
         ]
+    if package.compiled_custom_ops:  # the user's kernels: declared by kopgen, around a host function each
+        files += [
+            OutputFile(f"{pkg}/csrc/kernels.h", "package/csrc/kernels.h.j2", KOPGEN),
+            OutputFile(f"{pkg}/csrc/custom.h", "package/csrc/custom.h.j2", KOPGEN),
+        ]
+    for op in package.compiled_custom_ops:  # a skeleton, created once, per device whose kernel is not bound
+        for kernel in op.compiled_custom_kernels:
+            if not op.bound_kernel(kernel.device):
+                template = "package/csrc/custom.cpp.j2" if kernel.device == "cpu" else "package/csrc/cuda/custom.cu.j2"
+                files.append(OutputFile(f"{pkg}/{op.user_source(kernel.device)}", template, USER, {"op": op}))
     for op in package.ops:
         if op.unbound_python_kernels:  # the template of the op's kind; where the user writes the kernel, a skeleton created once
             owner = USER if op.body.user_writes_kernel else KOPGEN

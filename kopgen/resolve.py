@@ -13,6 +13,7 @@ from .backward import mark_not_twice_differentiable, resolve_backward
 from .errors import Diagnostics, Position
 from .expr import ExprError
 from .kinds import resolve_kind
+from .lang.cpp_types import cpp_type_problem
 from .loader import Mapping, Node, Scalar, plain
 from .model import (
     BUILTIN_DEFAULTS,
@@ -162,11 +163,11 @@ class OpResolver:
         if registration.is_compiled:
             check_cpp_names(self.namespace, self.namespace_at, schema_node, schema, self.error)
             self.check_stable_abi_tags()
-            if isinstance(body, CustomKernel):
-                self.error(
-                    self.setting("registration").value_position,
-                    f"`kernel: custom` ops take Python kernels in kopgen {__version__}: use registration custom_op or library",
-                )
+            if isinstance(body, CustomKernel):  # the user's C++ function takes each argument in its C++ type
+                for arg in schema.arguments:
+                    problem = cpp_type_problem(arg, registration)
+                    if problem:
+                        self.error(schema_node.value_position.shifted(0, arg.column), f"{registration}: {problem}")
         if registration is Route.TRITON_OP:
             self.check_triton_op()
         kernels = self.resolve_backends(registration)

@@ -136,3 +136,67 @@ def test_every_function_matches_the_reference(tmp_path, kernels):
         spec.write_text(EVERYTHING.replace("stable_abi", "custom_op").replace("{cpu: cpp, cuda: cuda}", "{cpu: triton, cuda: triton}"))
     repo = generate(spec, tmp_path / "repo")
     installed_suite_passes(repo, tmp_path / "site", "-k", "not compile", at_least=100)
+
+
+# -- kernel: custom on the compiled routes: kopgen's host functions and the user's skeletons
+
+
+def write_csrc(package, root: Path) -> Path:
+    """The package's csrc/ as kopgen writes it: its own files and the user's skeletons."""
+    from kopgen.plan import plan
+    from kopgen.render import render
+
+    for file in plan(package):
+        if "/csrc/" in file.path:
+            (root / file.path).parent.mkdir(parents=True, exist_ok=True)
+            (root / file.path).write_text(render(file, package))
+    return root / package.name / "csrc"
+
+
+def compile_host(source: Path, tmp_path: Path, route: str, *, cuda: bool = False) -> None:
+    """One C++ file as torch's extensions build it, warnings as errors; with CUDA's runtime where `cuda`."""
+    includes = [*torch_includes(), f"-I{sysconfig.get_paths()['include']}"]
+    defines = ["-DTORCH_TARGET_VERSION=0x020a000000000000"] if route == "stable_abi" else []
+    if cuda:
+        defines.append("-DUSE_CUDA")
+        if route == "torch_library":  # see test_host_code_compiles
+            stub = tmp_path / "stub/c10/cuda/impl/cuda_cmake_macros.h"
+            stub.parent.mkdir(parents=True, exist_ok=True)
+            stub.write_text("#pragma once\n")
+            includes.append(f"-I{tmp_path / 'stub'}")
+    compiler = [NVCC, "-x", "c++", "-Xcompiler", "-Wall,-Werror"] if cuda else ["g++", "-Wall", "-Werror"]
+    result = subprocess.run(
+        [*compiler, "-std=c++20", *defines, *includes, "-c", str(source), "-o", str(tmp_path / "host.o")],
+        capture_output=True, text=True, check=False,
+    )
+    assert result.returncode == 0, f"{source}\n{result.stdout}{result.stderr}"
+
+
+@pytest.mark.parametrize("route", ["torch_library", "stable_abi"])
+def test_custom_kernels_host_and_skeleton_compile(tmp_path, route):
+    """ops.cpp's host functions (every shape of custom op: mutating, Tensor!?, several outputs, strided)
+    and a skeleton, with g++ -Wall -Werror."""
+    from .test_cpp_user import custom_package
+
+    csrc = write_csrc(custom_package(route), tmp_path / "repo")
+    for source in ("ops.cpp", "rotate.cpp"):
+        compile_host(csrc / source, tmp_path, route)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("route", ["torch_library", "stable_abi"])
+def test_custom_kernels_cuda_host_and_skeleton_compile(tmp_path, route):
+    """cuda/ops.cpp (guard, stream) as the host compiler builds it, and a .cu skeleton with nvcc."""
+    from .test_cpp_user import custom_package
+
+    csrc = write_csrc(custom_package(route), tmp_path / "repo")
+    compile_host(csrc / "cuda/ops.cpp", tmp_path, route, cuda=True)
+    defines = ["-DTORCH_TARGET_VERSION=0x020a000000000000"] if route == "stable_abi" else []
+    # The skeleton includes torch's headers (kopgen's kernels.cu does not), which want C++20.
+    flags = [flag.replace("c++17", "c++20") for flag in nvcc_flags()]
+    result = subprocess.run(
+        [NVCC, *flags, *defines, *torch_includes(), "-c", str(csrc / "cuda/transposed.cu"),
+         "-o", str(tmp_path / "skeleton.o")],
+        capture_output=True, text=True, check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -24,7 +24,6 @@ PENDING = {
                        "`contiguous:` and `tests: args: NAME: {shape}` (A)",
     "custom_triton_op": "kernel: custom on triton_op (G); mutating kernel ops, `reference:` mappings and "
                         "`tests: args: NAME: {shape}` (A)",
-    "custom_stable": "kernel: custom on stable_abi (B); mutating kernel ops and `reference:` mappings (A)",
     "custom_types": "mutating kernel ops with Tensor!? and a return, `reference:` mappings, int[]/str/Generator? "
                     "arguments of kernel ops (A, with C's C++ types)",
     "bound": "kernel: {source: ...} (D)",

@@ -214,3 +214,169 @@ def test_case_1_the_gradient_that_vanished_is_back(installed):
     result = subprocess.run([sys.executable, "-c", CASE_1], env=env, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     assert "case 1 ok" in result.stdout
+
+
+# Hand-written C++ CPU kernels for tests/specs/custom_metadata.yaml on the compiled routes, in the
+# convention of csrc/kernels.h: the arguments (dense, as `contiguous:` defaults to), then the outputs
+# kopgen allocated as `fake` says. Written for both ABIs: TENSOR and SCALAR name their types.
+CPP_KERNELS = {
+    "argmax_positive": """
+void argmax_positive_cpu(const TENSOR& x, TENSOR& out0, TENSOR& out1) {
+  const int64_t cols = x.size(-1);
+  int64_t* index = static_cast<int64_t*>(out0.mutable_data_ptr());
+  bool* positive = static_cast<bool*>(out1.mutable_data_ptr());
+  each_dtype(x, [&](auto* values) {
+    for (int64_t row = 0; row < out0.numel(); ++row) {
+      index[row] = 0;
+      for (int64_t col = 0; col < cols; ++col) {
+        const auto value = values[row * cols + col];
+        index[row] = value > values[row * cols + index[row]] ? col : index[row];
+        positive[row * cols + col] = value > 0;
+      }
+    }
+  });
+}
+""",
+    "pairsum": """
+void pairsum_cpu(const TENSOR& x, TENSOR& out) {
+  each_dtype(x, [&](auto* values) {
+    auto* sums = static_cast<decltype(values)>(out.mutable_data_ptr());
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      sums[i] = values[2 * i] + values[2 * i + 1];
+    }
+  });
+}
+""",
+    "transposed": """
+void transposed_cpu(const TENSOR& x, TENSOR& out) {
+  // out is x.T with strides (1, rows): element (i, j) is at i + j * rows, where x has (j, i)
+  std::memcpy(out.mutable_data_ptr(), x.const_data_ptr(), x.numel() * x.element_size());
+}
+""",
+}
+CPP_KERNEL_PRELUDE = """\
+#include <cstring>
+
+#include "kernels.h"
+
+namespace kmeta {
+
+// Calls `kernel` with x's values as float or double.
+template <typename Kernel>
+void each_dtype(const TENSOR& x, Kernel&& kernel) {
+  if (x.scalar_type() == SCALAR::Double) {
+    kernel(static_cast<double*>(const_cast<void*>(x.const_data_ptr())));
+  } else {
+    kernel(static_cast<float*>(const_cast<void*>(x.const_data_ptr())));
+  }
+}
+"""
+
+
+def write_cpp_kernels(csrc: Path, route: str) -> None:
+    """Do what the user does: replace each skeleton's body by a kernel (the skeleton throws until then)."""
+    types = {"torch_library": ("at::Tensor", "c10::ScalarType"),
+             "stable_abi": ("torch::stable::Tensor", "torch::headeronly::ScalarType")}[route]
+    for name, kernel in CPP_KERNELS.items():
+        assert "write its CPU kernel in" in (csrc / f"{name}.cpp").read_text()
+        text = CPP_KERNEL_PRELUDE + kernel + "\n}  // namespace kmeta\n"
+        (csrc / f"{name}.cpp").write_text(text.replace("TENSOR", types[0]).replace("SCALAR", types[1]))
+
+
+@pytest.mark.parametrize("route", ["torch_library", "stable_abi"])
+def test_custom_cpp_kernels_pass_their_suite(tmp_path_factory, route):
+    """tests/specs/custom_metadata.yaml with C++ kernels: the skeletons build and the suite fails naming
+    the file to write; with kernels written here (int64 and bool outputs, a halved last dimension, a
+    strided output) the generated suite passes, opcheck included."""
+    root = tmp_path_factory.mktemp(f"cpp_{route}")
+    spec = (ROOT / "tests/specs/custom_metadata.yaml").read_text().replace(
+        "backends: {cpu: python, cuda: triton}", f"registration: {route}\n  backends: {{cpu: cpp}}")
+    (root / "kopgen.yaml").write_text(spec)
+    repo = generate(root / "kopgen.yaml", root / "repo")
+    site = root / "site"
+    if route == "torch_library":  # once is enough: the skeletons are the same on both
+        pip_install(repo, site)
+        result = run_suite(repo, {**os.environ, "PYTHONPATH": str(site)}, "-k", "pairsum")
+        assert result.returncode != 0
+        assert "kmeta::pairsum: write its CPU kernel in kmeta/csrc/pairsum.cpp" in result.stdout
+        shutil.rmtree(site)
+    write_cpp_kernels(repo / "kmeta/csrc", route)
+    installed_suite_passes(repo, site, at_least=60)
+
+
+# Hand-written C++ CPU kernels for tests/specs/custom_mutating.yaml on the compiled routes: bodies
+# only, each put under the signature kopgen wrote in the op's skeleton (the same code on both ABIs).
+MUTATING_CPP_KERNELS = {
+    "scale_both": """
+  each_dtype(x, [&](auto* values) {
+    scale(values, x.numel(), alpha);
+    if (y.has_value()) {
+      scale(static_cast<decltype(values)>(y->mutable_data_ptr()), y->numel(), alpha);
+    }
+  });
+""",
+    "exchange_add": """
+  each_dtype(acc, [&](auto* values) {
+    auto* old = static_cast<decltype(values)>(out.mutable_data_ptr());
+    auto* added = static_cast<decltype(values)>(x.mutable_data_ptr());
+    for (int64_t i = 0; i < acc.numel(); ++i) {
+      old[i] = values[i];
+      values[i] += added[i];
+    }
+  });
+""",
+    "bias_relu": """
+  each_dtype(x, [&](auto* values) {
+    auto* result = static_cast<decltype(values)>(out.mutable_data_ptr());
+    auto* shift = bias.has_value() ? static_cast<decltype(values)>(bias->mutable_data_ptr()) : nullptr;
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      const auto value = values[i] + (shift != nullptr ? shift[i] : 0);
+      result[i] = value > 0 ? value : 0;
+    }
+  });
+""",
+}
+MUTATING_CPP_PRELUDE = """\
+#include "kernels.h"
+
+namespace kmutate {
+namespace {
+
+// Calls `kernel` with the tensor's values as float or double (the spec's dtypes).
+template <typename Tensor, typename Kernel>
+void each_dtype(const Tensor& tensor, Kernel&& kernel) {
+  if (tensor.element_size() == sizeof(double)) {
+    kernel(static_cast<double*>(tensor.mutable_data_ptr()));
+  } else {
+    kernel(static_cast<float*>(tensor.mutable_data_ptr()));
+  }
+}
+
+template <typename scalar_t>
+void scale(scalar_t* values, int64_t n, double alpha) {
+  for (int64_t i = 0; i < n; ++i) {
+    values[i] = static_cast<scalar_t>(values[i] * alpha);
+  }
+}
+
+}  // namespace
+
+"""
+
+
+@pytest.mark.parametrize("route", ["torch_library", "stable_abi"])
+def test_mutating_custom_cpp_kernels_pass_their_suite(tmp_path_factory, route):
+    """tests/specs/custom_mutating.yaml with C++ kernels: in-place writes of a Tensor! and a Tensor!?
+    (with str and int[] arguments), an op that writes its argument and returns, a Tensor? input;
+    each kernel under the signature of its skeleton, the generated suite passes, opcheck included."""
+    root = tmp_path_factory.mktemp(f"mutating_{route}")
+    spec = (ROOT / "tests/specs/custom_mutating.yaml").read_text().replace(
+        "registration: custom_op", f"registration: {route}").replace("backends: {cpu: triton}", "backends: {cpu: cpp}")
+    (root / "kopgen.yaml").write_text(spec)
+    repo = generate(root / "kopgen.yaml", root / "repo")
+    for name, body in MUTATING_CPP_KERNELS.items():
+        skeleton = (repo / f"kmutate/csrc/{name}.cpp").read_text()
+        signature = skeleton.split("namespace kmutate {\n\n", 1)[1].split(" {\n", 1)[0]
+        text = MUTATING_CPP_PRELUDE + signature + " {" + body + "}\n\n}  // namespace kmutate\n"
+        (repo / f"kmutate/csrc/{name}.cpp").write_text(text)
+    installed_suite_passes(repo, root / "site", at_least=40)

@@ -236,3 +236,92 @@ def _small_int(node: ast.AST) -> int | None:
         return sign * node.value
     return None
 
+
+
+# -- `fake`'s metadata language in C++: the host functions of custom kernels allocate their outputs with it
+
+# torch's dtypes (metadata.TORCH_DTYPES) as C++ names them: ScalarType's enumerators, the aliases resolved.
+_DTYPE_ALIASES = {"bit": "uint1", "float": "float32", "double": "float64", "half": "float16", "int": "int32",
+                  "long": "int64", "short": "int16", "cfloat": "complex64", "cdouble": "complex128", "chalf": "complex32"}
+_SCALAR_TYPES = {
+    "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int", "int64": "Long", "float16": "Half",
+    "float32": "Float", "float64": "Double", "bfloat16": "BFloat16", "bool": "Bool", "complex32": "ComplexHalf",
+    "complex64": "ComplexFloat", "complex128": "ComplexDouble", "qint8": "QInt8", "quint8": "QUInt8",
+    "qint32": "QInt32", "quint4x2": "QUInt4x2", "quint2x4": "QUInt2x4", "bits1x8": "Bits1x8", "bits2x4": "Bits2x4",
+    "bits4x2": "Bits4x2", "bits8": "Bits8", "bits16": "Bits16", "float8_e5m2": "Float8_e5m2",
+    "float8_e4m3fn": "Float8_e4m3fn", "float8_e5m2fnuz": "Float8_e5m2fnuz", "float8_e4m3fnuz": "Float8_e4m3fnuz",
+    "float8_e8m0fnu": "Float8_e8m0fnu", "float4_e2m1fn_x2": "Float4_e2m1fn_x2", "uint16": "UInt16",
+    "uint32": "UInt32", "uint64": "UInt64",
+    **{f"int{n}": f"Int{n}" for n in range(1, 8)}, **{f"uint{n}": f"UInt{n}" for n in range(1, 8)},
+}
+
+
+def scalar_type(dtype: str) -> str:
+    """`Long` for torch.int64 (or torch.long): the ScalarType enumerator of a torch dtype's name."""
+    name = dtype.removeprefix("torch.")
+    return _SCALAR_TYPES[_DTYPE_ALIASES.get(name, name)]
+
+
+def cpp_metadata(source: str) -> str:
+    """A checked shape, strides or dtype of `fake` (metadata.parse_metadata's Python source) as C++ over
+    the host function's arguments and the helpers of csrc/custom.h: a shape is a `Shape` (a vector of
+    int64_t), a size an int64_t, a dtype a ScalarType. Sizes are never negative, so // is C++'s /."""
+    return _MetadataCpp().emit(ast.parse(source, mode="eval").body)[0]
+
+
+class _MetadataCpp:
+    """Each emit gives (code, precedence, kind), the kind one of 'shape', 'int' and 'dtype'."""
+
+    def emit(self, node: ast.AST) -> tuple[str, int, str]:
+        return getattr(self, "emit_" + type(node).__name__)(node)
+
+    def sub(self, node: ast.AST, prec: int) -> tuple[str, str]:
+        code, own, kind = self.emit(node)
+        return (code if own >= prec else f"({code})"), kind
+
+    def emit_Constant(self, node: ast.Constant) -> tuple[str, int, str]:
+        return str(node.value), _ATOM, "int"
+
+    def emit_Name(self, node: ast.Name) -> tuple[str, int, str]:
+        return node.id, _ATOM, "int"  # an int argument (an int64_t)
+
+    def emit_Attribute(self, node: ast.Attribute) -> tuple[str, int, str]:
+        if node.value.id == "torch":
+            return f"ScalarType::{scalar_type(node.attr)}", _ATOM, "dtype"
+        if node.attr == "dtype":
+            return f"{node.value.id}.scalar_type()", _ATOM, "dtype"
+        return f"shape_of({node.value.id})", _ATOM, "shape"  # .shape (.device has no C++ use in a shape)
+
+    def emit_Subscript(self, node: ast.Subscript) -> tuple[str, int, str]:
+        tensor = node.value.value.id  # the checker allows only x.shape[...]
+        index = node.slice
+        if not isinstance(index, ast.Slice):
+            return f"{tensor}.size({self.sub(index, 0)[0]})", _ATOM, "int"  # size() counts a negative index from the end
+        bounds = [self.sub(part, 0)[0] if part is not None else "std::nullopt" for part in (index.lower, index.upper)]
+        step = [self.sub(index.step, 0)[0]] if index.step is not None else []
+        return f"shape_slice({', '.join([f'shape_of({tensor})', *bounds, *step])})", _ATOM, "shape"
+
+    def emit_Tuple(self, node: ast.Tuple) -> tuple[str, int, str]:
+        return f"Shape{{{', '.join(self.sub(e, 0)[0] for e in node.elts)}}}", _ATOM, "shape"
+
+    def emit_Call(self, node: ast.Call) -> tuple[str, int, str]:
+        tensor, method = node.func.value.id, node.func.attr
+        if not node.args and method in ("size", "stride"):
+            return f"{'shape' if method == 'size' else 'strides'}_of({tensor})", _ATOM, "shape"
+        arguments = ", ".join(self.sub(a, 0)[0] for a in node.args)
+        return f"{tensor}.{method}({arguments})", _ATOM, "int"  # dim(), numel(), size(i), stride(i)
+
+    def emit_UnaryOp(self, node: ast.UnaryOp) -> tuple[str, int, str]:
+        code, kind = self.sub(node.operand, _PREC["unary"] + 1)
+        return f"-{code}", _PREC["unary"], kind
+
+    def emit_BinOp(self, node: ast.BinOp) -> tuple[str, int, str]:
+        sym = OP_SYMBOLS[type(node.op)]
+        prec = _PREC["*" if sym == "//" else sym]
+        (left, left_kind), (right, right_kind) = self.sub(node.left, prec), self.sub(node.right, prec + 1)
+        if left_kind == right_kind == "shape":  # tuples concatenate
+            return f"concat({self.sub(node.left, 0)[0]}, {self.sub(node.right, 0)[0]})", _ATOM, "shape"
+        if "shape" in (left_kind, right_kind):  # a tuple times an int repeats it
+            shape, times = (node.left, node.right) if left_kind == "shape" else (node.right, node.left)
+            return f"repeat({self.sub(shape, 0)[0]}, {self.sub(times, 0)[0]})", _ATOM, "shape"
+        return f"{left} {'/' if sym == '//' else sym} {right}", prec, "int"

@@ -90,6 +90,7 @@ def wrap_expression(code: str, column: int, indent: int) -> str:
 def _string_literal(text: str, indent: int) -> str:
     """`text` as a C++ string literal at column `indent`; where it is too long, adjacent literals
     (which C++ joins) on lines of their own."""
+    text = text.replace("\\", "\\\\").replace('"', '\\"')  # a schema's str defaults are quoted
     if indent + len(text) + 3 <= LINE_LENGTH:
         return f'"{text}"'
     pieces, line = [], ""
@@ -263,14 +264,31 @@ class CppOp:
         return f'm.impl("{self.name}", {function});'
 
 
+def _host_op(op: Op) -> CppOp:
+    """The op as its host function prints it: kopgen's kernel (a functor in a loop), or the user's."""
+    from .cpp_user import CustomCppOp  # which extends CppOp
+
+    return CppOp(op) if type(op.body) in LOOPS else CustomCppOp(op)
+
+
 def cpu_ops(package: Package) -> tuple[CppOp, ...]:
-    """The ops with a C++ CPU kernel."""
-    return tuple(CppOp(op) for op in package.cpp_ops)
+    """The ops with a C++ CPU kernel: each has a host function in csrc/ops.cpp."""
+    return tuple(_host_op(op) for op in package.cpp_ops)
 
 
 def cuda_ops(package: Package) -> tuple[CppOp, ...]:
-    """The ops with a CUDA kernel."""
-    return tuple(CppOp(op) for op in package.cuda_ops)
+    """The ops with a CUDA kernel: each has a host function in csrc/cuda/ops.cpp."""
+    return tuple(_host_op(op) for op in package.cuda_ops)
+
+
+def cpu_functor_ops(package: Package) -> tuple[CppOp, ...]:
+    """The ops whose C++ CPU kernel kopgen writes: a functor each, run by pointwise.h's loops."""
+    return tuple(CppOp(op) for op in package.cpp_ops if type(op.body) in LOOPS)
+
+
+def cuda_functor_ops(package: Package) -> tuple[CppOp, ...]:
+    """The ops whose CUDA kernel kopgen writes: a functor and a launcher each (kernels.cu)."""
+    return tuple(CppOp(op) for op in package.cuda_ops if type(op.body) in LOOPS)
 
 
 def compiled_ops(package: Package) -> tuple[CppOp, ...]:
@@ -311,13 +329,44 @@ def impl_macro(package: Package) -> str:
 def ops_cpp_summary(package: Package) -> str:
     """The comment that opens csrc/ops.cpp: what it holds, and where the CUDA kernels are."""
     held = "their schemas and CPU kernels" if package.cpp_ops else "their schemas"
+    if package.cpp_ops and not cpu_functor_ops(package):
+        held = "their schemas and the host functions of their CPU kernels"
     lines = [f"// The operators of torch.ops.{package.namespace} built in C++: {held}."]
     if package.cuda_ops:
         lines.append("// Their CUDA kernels are in cuda/.")
+    if package.compiled_custom_ops:
+        lines.append("// The kernels you write are declared in kernels.h.")
     return "\n".join(lines)
 
 
+def cuda_ops_summary(package: Package) -> str:
+    """The comment that opens csrc/cuda/ops.cpp: what its host functions do around which kernels."""
+    lines = [f"// The CUDA side of torch.ops.{package.namespace}: "]
+    if cuda_functor_ops(package):
+        lines = [lines[0] + "each op's host function names its tensors; the",
+                 "// launch below sets the device guard and the current stream around the launchers of kernels.cu."]
+        if package.compiled_custom_ops:
+            lines.append("// The kernels you write (declared in ../kernels.h) get them from their host functions.")
+    else:
+        lines = [lines[0] + "each op's host function checks its tensors, allocates",
+                 "// its outputs and calls your kernel (declared in ../kernels.h) on the current stream."]
+    return "\n".join(lines)
+
+
+def sources(package: Package) -> str:
+    """setup.py's SOURCES, a Python list: ops.cpp, then the user's C++ files."""
+    from .cpp_user import user_sources
+
+    return json.dumps([f"{package.name}/csrc/ops.cpp", *user_sources(package, "cpu")])
+
+
 def cuda_sources(package: Package) -> str:
-    """setup.py's CUDA_SOURCES, a Python list."""
-    sources = [f"{package.name}/csrc/cuda/ops.cpp", f"{package.name}/csrc/cuda/kernels.cu"]
-    return json.dumps(sources if package.cuda_ops else [])
+    """setup.py's CUDA_SOURCES, a Python list: kopgen's CUDA files, then the user's."""
+    from .cpp_user import user_sources
+
+    if not package.cuda_ops:
+        return "[]"
+    sources = [f"{package.name}/csrc/cuda/ops.cpp"]
+    if cuda_functor_ops(package):
+        sources.append(f"{package.name}/csrc/cuda/kernels.cu")
+    return json.dumps(sources + user_sources(package, "cuda"))
