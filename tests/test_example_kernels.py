@@ -1,16 +1,18 @@
-"""The example kernels of examples/kernels/, written for kopgen's custom-kernel conventions
-(docs: design of issue 14), each tested on its own against a PyTorch reference before the
-routes that host them exist: the C++ CPU kernels built into one small extension (and the
-stable-ABI one into another), the Triton kernels run in Triton's interpreter, the CUDA kernels
-compiled by nvcc for sm_90 (object files only: nothing CUDA runs here).
+"""The example kernel repos' kernels (examples/llm, examples/llm_stable, examples/llm_triton),
+written for kopgen's custom-kernel conventions (docs/format.md), each tested on its own against a
+float64 PyTorch reference: the C++ CPU kernels built into one small extension (and the stable-ABI
+one into another), the Triton kernels run in Triton's interpreter inside the package kopgen
+generates around them, the CUDA kernels compiled by nvcc for sm_90 (object files only: nothing
+CUDA runs here). tests/test_examples_adopted.py runs the repos' generated suites.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -19,7 +21,10 @@ torch = pytest.importorskip("torch")
 
 pytestmark = pytest.mark.slow
 
-KERNELS = Path(__file__).resolve().parent.parent / "examples" / "kernels"
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+CSRC = EXAMPLES / "llm" / "kllm" / "csrc"  # csrc/<op>.cpp, csrc/cuda/<op>.cu: where kopgen's skeletons go
+STABLE_CSRC = EXAMPLES / "llm_stable" / "kllm_stable" / "csrc"
+TRITON = EXAMPLES / "llm_triton"
 NVCC = shutil.which("nvcc")
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
@@ -96,7 +101,7 @@ def build(name: str, source: str, tmp_path_factory, flags: list[str]) -> None:
 @pytest.fixture(scope="module")
 def aten_ops(tmp_path_factory):
     """The five ATen CPU kernels in one translation unit: one compile of ATen's headers."""
-    includes = "\n".join(f'#include "{KERNELS / name}.cpp"' for name in ATEN_SOURCES)
+    includes = "\n".join(f'#include "{CSRC / name}.cpp"' for name in ATEN_SOURCES)
     build("kllm_examples", ATEN_BINDINGS.format(includes=includes), tmp_path_factory, [])
     return torch.ops.kllm_examples
 
@@ -104,23 +109,26 @@ def aten_ops(tmp_path_factory):
 @pytest.fixture(scope="module")
 def stable_ops(tmp_path_factory):
     """The stable-ABI kernel in its own extension: it must not see ATen's headers."""
-    source = STABLE_BINDINGS.format(source=KERNELS / "fused_add_rms_norm.cpp")
+    source = STABLE_BINDINGS.format(source=STABLE_CSRC / "fused_add_rms_norm.cpp")
     build("kllm_stable_examples", source, tmp_path_factory, ["-DTORCH_TARGET_VERSION=0x020a000000000000"])
     return torch.ops.kllm_stable_examples
 
 
-def load_triton(name: str):
-    spec = importlib.util.spec_from_file_location(f"example_{name}", KERNELS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+@pytest.fixture(scope="module")
+def triton_kernels(tmp_path_factory):
+    """The Triton kernel modules, imported inside the package kopgen generates around them (they
+    use its `_support`), under another name, without running its __init__ (no ops registered)."""
+    from kopgen.adopt import adopt
 
-
-def interpreted(kernel):
-    """The CPU path's launch wrapper for a triton_op launcher: the kernel in Triton's interpreter."""
-    from triton.runtime.interpreter import InterpretedFunction
-
-    return InterpretedFunction(kernel.fn)
+    repo = tmp_path_factory.mktemp("llm_triton") / "repo"
+    shutil.copytree(TRITON, repo)
+    adopt(repo / "kopgen.yaml")
+    package = types.ModuleType("example_kllm_triton")
+    package.__path__ = [str(repo / "kllm_triton")]
+    sys.modules[package.__name__] = package
+    yield lambda name: importlib.import_module(f"{package.__name__}.kernels.{name}")
+    for name in [n for n in sys.modules if n.split(".")[0] == package.__name__]:
+        del sys.modules[name]
 
 
 def close(actual, expected, dtype):
@@ -175,11 +183,11 @@ def test_silu_and_mul_cpp(aten_ops, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_silu_and_mul_triton(dtype):
-    module = load_triton("silu_and_mul_triton")
+def test_silu_and_mul_triton(triton_kernels, dtype):
+    module = triton_kernels("silu_and_mul")
     x = torch.randn(3, 5, 2 * 1100, dtype=dtype)  # two column blocks
     out = torch.empty(3, 5, 1100, dtype=dtype)
-    module.silu_and_mul_triton(out, x, wrap=interpreted)
+    module.silu_and_mul_triton(out, x)
     close(out, silu_and_mul_reference(x), dtype)
 
 
@@ -204,12 +212,12 @@ def test_rms_norm_backward_of_empty_input_is_zero_weight_grad(aten_ops, dtype):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("hidden", [37, 4100])  # one column block, and two
-def test_rms_norm_triton(dtype, hidden):
-    forward, backward = load_triton("rms_norm_triton"), load_triton("rms_norm_backward_triton")
+def test_rms_norm_triton(triton_kernels, dtype, hidden):
+    forward, backward = triton_kernels("rms_norm"), triton_kernels("rms_norm_backward")
     x, w = torch.randn(3, 2, hidden, dtype=dtype), torch.randn(hidden, dtype=dtype)
-    close(forward.rms_norm_triton(x, w, 1e-5, wrap=interpreted), rms_norm_reference(x, w, 1e-5), dtype)
+    close(forward.rms_norm_triton(x, w, 1e-5), rms_norm_reference(x, w, 1e-5), dtype)
     grad = torch.randn_like(x)
-    grad_input, grad_weight = backward.rms_norm_backward_triton(grad, x, w, 1e-5, wrap=interpreted)
+    grad_input, grad_weight = backward.rms_norm_backward_triton(grad, x, w, 1e-5)
     expected_input, expected_weight = rms_norm_backward_reference(grad, x, w, 1e-5)
     close(grad_input, expected_input, dtype)
     torch.testing.assert_close(grad_weight.double(), expected_weight, atol=5e-2, rtol=2e-2)
@@ -264,8 +272,8 @@ def test_static_scaled_fp8_quant_cpp(aten_ops, dtype):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("classes", [10, 5000])  # one block of classes, and two
-def test_cross_entropy_forward_triton(dtype, classes):
-    module = load_triton("cross_entropy_forward_triton")
+def test_cross_entropy_forward_triton(triton_kernels, dtype, classes):
+    module = triton_kernels("cross_entropy_forward")
     logits = torch.randn(6, classes, dtype=dtype) * 4
     logits[1, 3] = float("-inf")  # a class that cannot be
     target = torch.randint(0, classes, (6,))
@@ -286,11 +294,11 @@ def nvcc(source: Path, out: Path, defines: list[str]) -> subprocess.Popen:
 
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit)")
 def test_cuda_kernels_compile(tmp_path):
-    """Every .cu of examples/kernels/ compiles for sm_90: the ATen ones as one translation unit
-    (ATen's headers parsed once), the stable-ABI one on its own, both at once."""
-    sources = sorted(KERNELS.glob("*.cu"))
-    stable = KERNELS / "fused_add_rms_norm.cu"
-    assert len(sources) == 6 and stable in sources
+    """Every example .cu compiles for sm_90: the ATen ones as one translation unit (ATen's headers
+    parsed once), the stable-ABI one on its own, both at once."""
+    stable = STABLE_CSRC / "cuda" / "fused_add_rms_norm.cu"
+    sources = [*sorted((CSRC / "cuda").glob("*.cu")), stable]
+    assert len(sources) == 6
     aten = tmp_path / "aten_kernels.cu"
     aten.write_text("".join(f'#include "{source}"\n' for source in sources if source != stable))
     runs = [nvcc(aten, tmp_path / "aten.o", []),

@@ -1,4 +1,4 @@
-"""cross_entropy_forward's Triton kernel (custom_op): per row, the float32 loss
+"""Kernels of kllm_triton::cross_entropy_forward: per row, the float32 loss
 logsumexp(logits[row]) - logits[row, target[row]], and 0 where target[row] == ignore_index.
 
 On CUDA tensors the compiled kernel runs; on CPU tensors the same kernel runs in Triton's
@@ -8,13 +8,12 @@ reductions are tl.reduce with their combine functions.
 
 from __future__ import annotations
 
-import contextlib
-
-import torch
 import triton
 import triton.language as tl
 from torch import Tensor
 from triton.runtime.interpreter import InterpretedFunction
+
+from .. import _support
 
 # A finite start for the running maximum: exp(-inf - (-inf)) would be NaN.
 _LOWEST = -3.0e38
@@ -22,9 +21,9 @@ _LOWEST = -3.0e38
 
 @triton.jit
 def cross_entropy_forward_kernel(
-    loss_ptr,
     logits_ptr,
     target_ptr,
+    loss_ptr,
     n_classes,
     ignore_index,
     BLOCK: tl.constexpr,
@@ -60,20 +59,19 @@ cross_entropy_forward_kernel_interpreted = InterpretedFunction(cross_entropy_for
 
 def cross_entropy_forward_triton(logits: Tensor, target: Tensor, ignore_index: int) -> Tensor:
     """The per-row loss of logits [rows, classes] against int64 target [rows], in float32."""
-    loss = torch.empty(logits.shape[:-1], dtype=torch.float32, device=logits.device)
+    loss = _support.cross_entropy_forward_output(logits, target, ignore_index)
     n_classes = logits.shape[-1]
     if loss.numel() == 0 or n_classes == 0:
         return loss.zero_()
     logits, target = logits.contiguous(), target.contiguous()
-    kernel = cross_entropy_forward_kernel if logits.is_cuda else cross_entropy_forward_kernel_interpreted
+    kernel = cross_entropy_forward_kernel if loss.is_cuda else cross_entropy_forward_kernel_interpreted
     block = min(4096, triton.next_power_of_2(n_classes))
     # On the tensors' GPU, which need not be the current one.
-    guard = torch.cuda.device(logits.device) if logits.is_cuda else contextlib.nullcontext()
-    with guard:
+    with _support.device_guard(loss):
         kernel[(loss.numel(),)](
-            loss,
             logits,
             target,
+            loss,
             n_classes,
             ignore_index,
             BLOCK=block,

@@ -1,15 +1,17 @@
-"""rms_norm's Triton kernel (triton_op): input / sqrt(mean(input^2, -1) + epsilon) * weight.
+"""Kernels of kllm_triton::rms_norm: input / sqrt(mean(input^2, -1) + epsilon) * weight.
 
 The launcher takes the launch wrapper as a keyword: the generated triton_op body passes
-torch.library.wrap_triton (torch.compile traces into the kernel), the CPU path the interpreter.
+torch.library.wrap_triton (torch.compile traces into the kernel); eager calls leave it as it is.
 """
 
 from __future__ import annotations
 
-import torch
 import triton
 import triton.language as tl
 from torch import Tensor
+from triton.runtime.interpreter import InterpretedFunction
+
+from .. import _support
 
 
 @triton.jit
@@ -43,19 +45,25 @@ def rms_norm_kernel(
         tl.store(out_ptr + base + cols, (x * inv_rms * w).to(out_ptr.dtype.element_ty), mask=mask)
 
 
+# CPU tensors run the same kernel in Triton's interpreter.
+rms_norm_kernel_interpreted = InterpretedFunction(rms_norm_kernel.fn)
+
+
 def _identity(kernel):
     return kernel
 
 
 def rms_norm_triton(input: Tensor, weight: Tensor, epsilon: float, *, wrap=_identity) -> Tensor:
-    """Returns rms_norm(input) * weight over the last dimension (input dense, as kopgen passes it)."""
-    out = torch.empty_like(input, memory_format=torch.contiguous_format)
-    hidden = input.shape[-1]
+    """Returns rms_norm(input) * weight over the last dimension."""
+    out = _support.rms_norm_output(input, weight, epsilon)
     if out.numel() == 0:
         return out
+    input, weight = input.contiguous(), weight.contiguous()
+    kernel = rms_norm_kernel if out.is_cuda else rms_norm_kernel_interpreted
+    hidden = input.shape[-1]
     block_cols = min(4096, triton.next_power_of_2(hidden))
     grid = (out.numel() // hidden,)
-    wrap(rms_norm_kernel)[grid](
+    wrap(kernel)[grid](
         out,
         input,
         weight,

@@ -1,11 +1,11 @@
-"""rms_norm_backward's Triton kernels (triton_op), the gradients of rms_norm:
+"""Kernels of kllm_triton::rms_norm_backward: the gradients of rms_norm:
 
     r = 1 / sqrt(mean(x^2) + epsilon), xhat = x * r      (per row of the last dimension)
     grad_input = r * (grad * weight - xhat * mean(grad * weight * xhat))
     grad_weight = sum over rows of grad * xhat
 
 The launcher takes the launch wrapper as a keyword: the generated triton_op body passes
-torch.library.wrap_triton (torch.compile traces into the kernels), the CPU path the interpreter.
+torch.library.wrap_triton (torch.compile traces into the kernels); eager calls leave it as it is.
 """
 
 from __future__ import annotations
@@ -14,6 +14,9 @@ import torch
 import triton
 import triton.language as tl
 from torch import Tensor
+from triton.runtime.interpreter import InterpretedFunction
+
+from .. import _support
 
 
 @triton.jit
@@ -85,6 +88,11 @@ def rms_norm_grad_weight_kernel(
     tl.store(partial_ptr + row_block * hidden + cols, sums, mask=col_mask)
 
 
+# CPU tensors run the same kernels in Triton's interpreter.
+rms_norm_grad_input_kernel_interpreted = InterpretedFunction(rms_norm_grad_input_kernel.fn)
+rms_norm_grad_weight_kernel_interpreted = InterpretedFunction(rms_norm_grad_weight_kernel.fn)
+
+
 def _identity(kernel):
     return kernel
 
@@ -92,32 +100,35 @@ def _identity(kernel):
 def rms_norm_backward_triton(
     grad: Tensor, input: Tensor, weight: Tensor, epsilon: float, *, wrap=_identity
 ) -> tuple[Tensor, Tensor]:
-    """Returns (grad_input, grad_weight) of rms_norm (grad and input dense, as kopgen passes them)."""
-    grad_input = torch.empty_like(input, memory_format=torch.contiguous_format)
+    """Returns (grad_input, grad_weight) of rms_norm."""
+    grad_input, grad_weight = _support.rms_norm_backward_output(grad, input, weight, epsilon)
     hidden = input.shape[-1]
-    if hidden == 0:
-        return grad_input, torch.zeros_like(weight)
-    rows = input.numel() // hidden
+    rows = input.numel() // hidden if hidden else 0
+    if rows == 0:
+        return grad_input, grad_weight.zero_()
+    grad, input, weight = grad.contiguous(), input.contiguous(), weight.contiguous()
+    if input.is_cuda:
+        input_kernel, weight_kernel = rms_norm_grad_input_kernel, rms_norm_grad_weight_kernel
+    else:
+        input_kernel = rms_norm_grad_input_kernel_interpreted
+        weight_kernel = rms_norm_grad_weight_kernel_interpreted
     inv_rms = torch.empty(rows, dtype=torch.float32, device=input.device)
     block_cols = min(4096, triton.next_power_of_2(hidden))
-    if rows > 0:
-        wrap(rms_norm_grad_input_kernel)[(rows,)](
-            grad_input,
-            inv_rms,
-            grad,
-            input,
-            weight,
-            epsilon,
-            hidden,
-            BLOCK_COLS=block_cols,
-            COL_BLOCKS=triton.cdiv(hidden, block_cols),
-        )
+    wrap(input_kernel)[(rows,)](
+        grad_input,
+        inv_rms,
+        grad,
+        input,
+        weight,
+        epsilon,
+        hidden,
+        BLOCK_COLS=block_cols,
+        COL_BLOCKS=triton.cdiv(hidden, block_cols),
+    )
     # 64 rows x 64 columns per program; the partial sums of the row blocks are summed here.
     block_rows, block_cols = 64, min(64, triton.next_power_of_2(hidden))
-    partial = torch.zeros(max(triton.cdiv(rows, block_rows), 1), hidden, dtype=torch.float32, device=input.device)
-    if rows > 0:
-        grid = (triton.cdiv(rows, block_rows), triton.cdiv(hidden, block_cols))
-        wrap(rms_norm_grad_weight_kernel)[grid](
-            partial, grad, input, inv_rms, rows, hidden, BLOCK_ROWS=block_rows, BLOCK_COLS=block_cols
-        )
-    return grad_input, partial.sum(0).to(weight.dtype)
+    partial = torch.empty(triton.cdiv(rows, block_rows), hidden, dtype=torch.float32, device=input.device)
+    grid = (triton.cdiv(rows, block_rows), triton.cdiv(hidden, block_cols))
+    wrap(weight_kernel)[grid](partial, grad, input, inv_rms, rows, hidden, BLOCK_ROWS=block_rows, BLOCK_COLS=block_cols)
+    # Summed into grad_weight (in its dtype) by torch: a copy_ would not trace on fake CUDA tensors.
+    return grad_input, torch.sum(partial, 0, out=grad_weight)
