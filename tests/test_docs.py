@@ -20,10 +20,6 @@ _BLOCK = re.compile(r"(?:<!-- spec: (?P<name>\w+) -->\n)?```yaml\n(?P<text>.*?)`
 # Specs of issue 14 features that other engineers are building now: each must fail `kopgen check`
 # with a spec error (never a traceback) until its part lands, and then be removed from here.
 PENDING = {
-    "custom_compiled": "kernel: custom on torch_library (B); mutating kernel ops, `reference:` mappings, "
-                       "`contiguous:` and `tests: args: NAME: {shape}` (A)",
-    "custom_triton_op": "kernel: custom on triton_op (G); mutating kernel ops, `reference:` mappings and "
-                        "`tests: args: NAME: {shape}` (A)",
     "custom_types": "mutating kernel ops with Tensor!? and a return, `reference:` mappings, int[]/str/Generator? "
                     "arguments of kernel ops (A, with C's C++ types)",
     "bound": "kernel: {source: ...} (D)",
