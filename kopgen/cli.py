@@ -14,7 +14,7 @@ from . import __version__
 from .adopt import adopt
 from .errors import SpecError
 from .format import SPEC_SCHEMA
-from .pipeline import SPEC_PATH, generate, load_spec
+from .pipeline import SPEC_PATH, check_spec, generate
 from .report import describe_plan
 from .update import apply_update, diff, plan_update
 from .writer import OutputError, WriteError
@@ -59,6 +59,12 @@ def main() -> None:
     """Turn a YAML op spec into a complete, tested PyTorch operator package."""
 
 
+def _warn(warnings: list) -> None:
+    """FILE:LINE:COL: warning: ..., one line each, before the command's own output; never an exit code."""
+    for warning in warnings:
+        click.echo(str(warning), err=True)
+
+
 @main.command()
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("-o", "--output", "output", type=click.Path(path_type=Path), help="Folder to create (default: the package name).")
@@ -72,6 +78,7 @@ def new(spec: Path, output: Path | None, here: bool) -> None:
         _adopt(spec)
         return
     with _reported():
+        _warn(check_spec(spec)[1])
         target = generate(spec, output)
     click.echo(f"created {target}")
 
@@ -99,9 +106,11 @@ def _adopt(spec: Path) -> None:
 @main.command()
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
 def check(spec: Path) -> None:
-    """Validate SPEC and print the resolved plan; write nothing."""
+    """Validate SPEC and print the resolved plan; write nothing. Warns where a custom kernel's
+    `fake` cannot match its `reference` (run on meta tensors, where torch is installed)."""
     with _reported():
-        package = load_spec(spec)
+        package, warnings = check_spec(spec, run_meta=True)
+    _warn(warnings)
     click.echo(describe_plan(package, str(spec)), nl=False)
 
 
@@ -125,6 +134,7 @@ def update(directory: Path, check: bool, dry_run: bool, force: bool) -> None:
         _fail(error)
     except OutputError as error:
         _repo_error(error)
+    _warn(check_spec(directory / SPEC_PATH)[1])  # the spec is valid: plan_update read it
     if check:
         for path in sorted(plan.writes):
             click.echo(f"would update {path}")

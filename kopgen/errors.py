@@ -24,10 +24,11 @@ class Position:
 class Diagnostic:
     position: Position
     message: str
+    severity: str = "error"  # or "warning": printed, but never stops a command nor changes its exit code
 
     def __str__(self) -> str:
         p = self.position
-        return f"{p.file}:{p.line}:{p.column}: error: {self.message}"
+        return f"{p.file}:{p.line}:{p.column}: {self.severity}: {self.message}"
 
 
 class SpecError(Exception):

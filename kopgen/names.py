@@ -63,7 +63,7 @@ CPP_LOCALS = ("call", "launch")
 DERIVED_NAMES = {
     "output": "out{}",  # the outputs: `out`, or out0, out1, ...
     "pointer": "{}_ptr",  # Triton: a Tensor's kernel parameter
-    "numel": "{}_numel",  # a custom kernel's skeleton: an output's size
+    "numel": "{}_numel",  # a custom kernel's skeleton: the size of a tensor it writes (an output, a mutated argument)
     "mask": "{}_mask",  # ... and mask
     "dense": "{}_dense",  # a written argument's dense buffer
     "flag": "HAS_{}",  # Triton: whether an optional Tensor is given (a constexpr)
@@ -156,7 +156,7 @@ class Locals:
             for kind in ("pointer", "numel", "mask"):
                 settle(kind, DERIVED_NAMES[kind].format(output))
         for name in arg_names:
-            for kind in ("pointer", "dense", "gradient"):
+            for kind in ("pointer", "dense", "gradient", "numel", "mask"):
                 settle(kind, DERIVED_NAMES[kind].format(name))
             settle("shape", DERIVED_NAMES["shape"].format(name), CTX_MEMBERS)
             if name in CTX_MEMBERS:  # kept on ctx under its own name elsewhere (a scalar the formulas read)

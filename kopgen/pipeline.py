@@ -6,6 +6,7 @@ import os
 import stat
 from pathlib import Path
 
+from .checks import meta_warnings, spec_warnings
 from .errors import Diagnostic, Diagnostics, Position, SpecError
 from .format import check_format
 from .loader import Mapping, load_yaml
@@ -17,7 +18,7 @@ from .skeleton import skeleton_files
 from .state import STATE_PATH, State, digest
 from .writer import OutputError, write_new_repo
 
-__all__ = ["generate", "load_spec", "plan", "render_files", "render_repo"]
+__all__ = ["check_spec", "generate", "load_spec", "plan", "render_files", "render_repo"]
 
 SPEC_PATH = "kopgen.yaml"  # the repo's copy of its spec: the input of `kopgen update`, never rewritten
 MAX_SPEC_BYTES = 10 * 1024 * 1024  # a spec is a few KB; this stops /dev/zero and runaway files
@@ -73,7 +74,19 @@ def read_spec(path: str | os.PathLike[str]) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")  # universal newlines, as open() in text mode reads
 
 
+def check_spec(path: str | os.PathLike[str], run_meta: bool = False) -> tuple[Package, list[Diagnostic]]:
+    """Read and validate a spec file (SpecError on errors) and give its warnings: what kopgen can tell of
+    the custom kernels' traps from the spec, and with `run_meta` (it imports torch) from evaluating
+    `fake` and `reference` on meta tensors."""
+    root, package = _load(read_spec(path), str(path))
+    return package, sorted(spec_warnings(root, package) + (meta_warnings(root, package) if run_meta else []))
+
+
 def load_spec_text(text: str, filename: str) -> Package:
+    return _load(text, filename)[1]
+
+
+def _load(text: str, filename: str) -> tuple[Mapping, Package]:
     root = load_yaml(text, filename)
     diagnostics = Diagnostics()
     if not isinstance(root, Mapping):
@@ -84,7 +97,7 @@ def load_spec_text(text: str, filename: str) -> Package:
     package = resolve(root, text, diagnostics)
     diagnostics.raise_if_any()
     assert package is not None
-    return package
+    return root, package
 
 
 def render_files(package: Package) -> dict[str, tuple[OutputFile, str]]:

@@ -11,7 +11,7 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from . import __version__, names
 from .format import SPEC_SCHEMA
-from .lang import autograd, cpp, python, support, tests, triton
+from .lang import autograd, bench, cpp, python, reference, support, tests, triton
 from .model import Package
 from .plan import KOPGEN, OutputFile
 
@@ -55,8 +55,10 @@ def render(file: OutputFile, package: Package) -> str:
         header=header(file.path, file.owner),
         schema_json=json.dumps(SPEC_SCHEMA, indent=2),
         autograd=autograd,
+        bench=bench,
         cpp=cpp,
         python=python,
+        reference=reference,
         support=support,
         tests=tests,
         triton=triton,

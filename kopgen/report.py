@@ -27,7 +27,7 @@ def _describe_op(op: Op) -> list[str]:
         f"  tags:     {', '.join(op.tags) or '(none)'}",
     ]
     if op.is_mutating:
-        written = ", ".join(w.name for w in op.mutated_writes)
+        written = ", ".join(a.name for a in op.mutated_args)
         lines.append(f"  writes:   {written} (in place; a mutating op is not differentiable)")
         return lines
     if op.backward is None:

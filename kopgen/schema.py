@@ -537,7 +537,7 @@ def parse_schema(text: str, problems: list[SchemaError] | None = None) -> Functi
 
 _PY_TYPES = {
     "Tensor": "Tensor", "int": "int", "SymInt": "int", "float": "float", "bool": "bool",
-    "str": "str", "ScalarType": "torch.dtype", "Scalar": "int | float | bool",
+    "str": "str", "ScalarType": "torch.dtype", "Scalar": "float",  # any real number: int (and bool) are floats to a type checker (PEP 484)
     "Device": "torch.device", "Layout": "torch.layout", "MemoryFormat": "torch.memory_format",
     "Generator": "torch.Generator",
 }  # fmt: skip

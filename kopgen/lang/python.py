@@ -1,6 +1,7 @@
 """This module translates the model into the generated Python: the typed API (ops.py), the
 registration with its fake kernels and autograd (_registration.py), the PyTorch references
-(reference.py), the `python` kernels and the benchmark (the shared helpers are lang/support.py's).
+(reference.py) and the `python` kernels (the shared helpers are lang/support.py's, the benchmark's
+lang/bench.py's).
 
 As torchgen's api/python.py does for its bindings: functions over the model's Op and Package
 that return Python source, which the templates print. Layout follows `ruff format`'s defaults
@@ -15,8 +16,8 @@ from typing import NamedTuple
 
 from ..model import Arg, CustomKernel, Kernel, Op, Package, PointwiseCompute, RowReduction
 from ..names import locals_for
-from ..schema import ListType, OptionalType, python_annotation, python_default
-from . import layout, tests
+from ..schema import python_annotation, python_default
+from . import layout
 from .layout import LINE_LENGTH, literal, wrap
 
 # -- signatures and calls
@@ -62,9 +63,8 @@ def call_text(function: str, op: Op, first: Sequence[str] = ()) -> str:
 
 
 def return_annotation(op: Op) -> str:
-    if op.is_mutating:
-        return "None"
-    return _tensors(op.num_outputs)
+    """The returned Tensors: None where the op returns nothing (it only writes its arguments)."""
+    return _tensors(op.num_outputs) if op.num_outputs else "None"
 
 
 def _tensors(count: int) -> str:
@@ -105,10 +105,22 @@ def exports(package: Package) -> str:
 
 
 def api_imports(package: Package) -> list[str]:
-    """The imports of ops.py above `torch`: `typing` names the signatures use."""
-    types = [a.schema.type for op in package.ops for a in op.args]
-    sequence = any(isinstance(t.elem if isinstance(t, OptionalType) else t, ListType) for t in types)
-    return ["from typing import Sequence", ""] if sequence else []
+    """The imports of ops.py above `torch`: `Sequence` where the signatures take lists."""
+    return typing_imports(package.ops)
+
+
+def _annotations(ops: Sequence[Op]) -> list[str]:
+    return [python_annotation(a.schema.type) for op in ops for a in op.args]
+
+
+def typing_imports(ops: Sequence[Op]) -> list[str]:
+    """`from collections.abc import Sequence` and a blank line, where the ops' signatures take lists (`int[]`, `Tensor[]`)."""
+    return ["from collections.abc import Sequence", ""] if any("Sequence[" in a for a in _annotations(ops)) else []
+
+
+def annotations_need_torch(ops: Sequence[Op]) -> bool:
+    """Whether the ops' signatures name torch's types (`torch.dtype` for ScalarType, `torch.Generator`, ...)."""
+    return any("torch." in a for a in _annotations(ops))
 
 
 # -- _registration.py
@@ -138,11 +150,11 @@ def registration_imports(package: Package) -> list[str]:
                   "from . import _C, _support  # noqa: F401"]
     else:
         lines.append("from . import _support")
-    lines += [f"from .kernels import {op.name} as {kernels_module(op)}" for op in _with_python_kernels(package)]
+    lines += [f"from .kernels import {op.name} as {kernels_module(op)}" for op in with_python_kernels(package)]
     return lines + bound_imports(package, ".")
 
 
-def _with_python_kernels(package: Package) -> list[Op]:
+def with_python_kernels(package: Package) -> list[Op]:
     """The ops with a kernels/<op>.py: a Python kernel that is not an existing function bound to it."""
     return sorted((op for op in package.ops if op.unbound_python_kernels), key=lambda op: op.name)
 
@@ -306,10 +318,10 @@ def mutates_args(op: Op) -> str:
 
 
 def tags_literal(op: Op) -> str:
-    return literal(tuple(_Code(f"torch.Tag.{tag}") for tag in op.tags))
+    return literal(tuple(Code(f"torch.Tag.{tag}") for tag in op.tags))
 
 
-class _Code(str):
+class Code(str):
     """Python source that `literal` prints as it is."""
 
     def __repr__(self) -> str:
@@ -342,9 +354,12 @@ def fake_define(op: Op) -> str:
 
 def fake_body(op: Op) -> list[str]:
     """The fake kernel's body: a mutating op's checks, or the output described from metadata."""
-    if op.is_mutating:
+    if op.mutated_writes:
         return ["    # Only checks: the op writes its arguments in place and returns nothing.",
                 "    " + check_written(op, indent=4)]
+    if not op.num_outputs:  # a custom kernel's writes have no metadata kopgen could check
+        return [f"    # Nothing to describe: the op writes {names_of(op.mutated_args)} in place and returns nothing.",
+                "    return None"]
     if op.num_outputs == 1 or _kind(op).allocates_all:
         noun = "outputs" if op.num_outputs > 1 else "output"
         return [f"    # Only metadata: the same {noun} the launcher allocates, never reading data.",
@@ -357,7 +372,7 @@ def fake_body(op: Op) -> list[str]:
 
 def written_dict(op: Op) -> str:
     """`{"out": out}`: the mutated arguments by name, for the shape checks of _support."""
-    return "{" + ", ".join(f'"{w.name}": {w.name}' for w in op.mutated_writes) + "}"
+    return "{" + ", ".join(f'"{w.name}": {w.name}' for w in op.mutated_args) + "}"
 
 
 def check_written(op: Op, indent: int) -> str:
@@ -393,184 +408,14 @@ def tuple_target(names: Sequence[str]) -> str:
     return f"({names[0]},)" if len(names) == 1 else ", ".join(names)
 
 
+def names_of(args: Sequence[Arg]) -> str:
+    return ", ".join(a.name for a in args)
+
+
 def returns(values: Sequence[str], indent: int) -> str:
     """`return a, b`: a tuple, `(a,)` where it has one value."""
     value = f"({values[0]},)" if len(values) == 1 else ", ".join(values)
     return layout.statement(f"return {value}", indent)
-
-
-# -- reference.py
-
-
-def reference_imports(package: Package) -> list[str]:
-    """reference.py's imports: the modules its expressions call into, recorded when they were parsed."""
-    modules = set()
-    for op in package.ops:
-        modules |= op.body.imports
-    lines = ["import math", ""] if "math" in modules else []
-    lines += ["import torch"] if "torch" in modules else []
-    helpers = sorted([f"row_{kind}" for kind in package.reductions] + ["upcast"])
-    return [*lines, "from torch import Tensor", "", f"from ._support import {', '.join(helpers)}"]
-
-
-def reference_define(op: Op) -> str:
-    """The reference returns what the op returns, or what a mutating op writes."""
-    count = len(op.writes) if op.is_mutating else op.num_outputs
-    return define(op.name, op, returns=_tensors(count))
-
-
-def reference_doc(op: Op) -> str:
-    if op.is_mutating:
-        written = ", ".join(w.name for w in op.mutated_writes)
-        return f"What {op.qualname} writes to {written}, in plain PyTorch (float32 at least)."
-    return f"{op.qualname} in plain PyTorch, computed in float32 at least."
-
-
-def reference_dtype(op: Op) -> str:
-    """The dtype the reference returns (its lead input's, or the dtypes of a custom op's `fake`),
-    read before upcast() changes the inputs' dtypes."""
-    return _kind(op).reference_dtype(op)
-
-
-def _lead_dtype(op: Op) -> str:
-    return f"{locals_for(op).dtype} = {op.lead.name}.dtype"
-
-
-def _fake_dtypes(op: Op) -> list[str] | None:
-    """The dtypes of a custom op's outputs where `fake` gives one other than the lead input's, else None."""
-    dtypes = [output.dtype for output in op.body.outputs]
-    return None if all(d == f"{op.lead.name}.dtype" for d in dtypes) else dtypes
-
-
-def _custom_dtype(op: Op) -> str:
-    dtypes = _fake_dtypes(op)
-    if dtypes is None:
-        return _lead_dtype(op)
-    if len(dtypes) == 1:
-        return layout.assign(locals_for(op).dtype, dtypes[0], 4)
-    return layout.assign(locals_for(op).dtypes, f"({', '.join(dtypes)})", 4)
-
-
-def upcast(op: Op) -> str:
-    """The Tensors the reference computes with, in float32 at least."""
-    names = [a.name for a in _kind(op).reference_inputs(op)]
-    return wrap(f"{tuple_target(names)} = upcast(", names, ")", 4)
-
-
-def reference_return(op: Op) -> str:
-    """What the reference returns, in the dtype of the op's lead input."""
-    return _kind(op).reference_return(op)
-
-
-def _custom_reference_inputs(op: Op) -> tuple[Arg, ...]:
-    """The Tensors a custom op's reference upcasts: not those of their own dtype (an int64 target stays int64)."""
-    return tuple(a for a in op.tensor_args if not tests.own_dtype(op, a))
-
-
-def _custom_return(op: Op) -> str:
-    local = locals_for(op)
-    dtype, output, reference = local.dtype, local.output, op.body.reference.python
-    if op.num_outputs == 1:
-        return layout.assign("return", f"{layout.operand(reference)}.to({dtype})", 4)
-    if _fake_dtypes(op) is None:
-        return layout.assign("return", f"tuple({output}.to({dtype}) for {output} in {reference})", 4)
-    pairs = f"zip({reference}, {local.dtypes}, strict=True)"
-    return layout.assign("return", f"tuple({output}.to({dtype}) for {output}, {dtype} in {pairs})", 4)
-
-
-def _reduction_return(op: Op) -> str:
-    dtype = locals_for(op).dtype
-    return layout.assign("return", f"row_{op.body.reduction.kind}({op.writes[0].expr.to_torch()}).to({dtype})", 4)
-
-
-def _pointwise_return(op: Op) -> str:
-    dtype = locals_for(op).dtype
-    values = [f"{layout.operand(w.expr.to_torch())}.to({dtype})" for w in op.writes]
-    if len(values) == 1:
-        return layout.assign("return", values[0], 4)
-    return wrap("return (", values, ")", 4, explode=True)
-
-
-# -- the `python` kernels (kernels/<op>.py)
-
-
-def python_kernel(op: Op) -> str:
-    return f"{op.stem}_python"
-
-
-def python_kernel_body(op: Op) -> list[str]:
-    """The PyTorch reference as a kernel, as the op's kind has it."""
-    return _kind(op).python_kernel_body(op)
-
-
-def _written_kernel_body(op: Op) -> list[str]:
-    """The reference written into the mutated arguments, or into fresh outputs (pointwise ops, row reductions)."""
-    reference = call_text(f"reference.{op.name}", op)
-    local, outs = locals_for(op), op.output_names
-    expected = local.expected
-    if op.is_mutating:
-        lines = ['    """The PyTorch reference as a kernel, written into the mutated arguments."""',
-                 "    " + check_written(op, 4)]
-        if len(op.writes) == 1:
-            return lines + ["    " + layout.statement(f"{op.writes[0].name}.copy_({reference})", 4)]
-        lines.append("    " + layout.assign(expected, reference, 4))
-        return lines + [f"    {w.name}.copy_({expected}[{i}])" for i, w in enumerate(op.writes)]
-    lines = ['    """The PyTorch reference as a kernel, written into fresh contiguous output."""']
-    lines += ["    " + layout.assign(out, allocate(op), 4) for out in outs]
-    if len(outs) == 1:
-        return lines + ["    " + layout.assign("return", f"{outs[0]}.copy_({reference})", 4)]
-    lines.append("    " + layout.assign(expected, reference, 4))
-    copies = [f"{out}.copy_({expected}[{i}])" for i, out in enumerate(outs)]
-    return lines + ["    " + returns(copies, 4)]
-
-
-def _custom_kernel_body(op: Op) -> list[str]:
-    """The reference written into the outputs of the op's own allocator."""
-    reference = call_text(f"reference.{op.name}", op)
-    local, outs = locals_for(op), op.output_names
-    lines = ['    """The PyTorch reference as a kernel, written into outputs allocated as `fake` describes."""']
-    if op.num_outputs == 1:
-        return lines + ["    " + layout.assign(outs[0], allocate(op), 4),
-                        "    " + layout.assign("return", f"{outs[0]}.copy_({reference})", 4)]
-    output, want, outputs, expected = local.output, local.want, local.outputs, local.expected
-    pairs = f"zip({outputs}, {expected}, strict=True)"
-    return lines + ["    " + layout.assign(outputs, allocate(op), 4),
-                    "    " + layout.assign(expected, reference, 4),
-                    "    " + layout.statement(f"return tuple({output}.copy_({want}) for {output}, {want} in {pairs})", 4)]
-
-
-# -- the benchmark
-
-
-def bench_imports(package: Package) -> list[str]:
-    lines = [f"from {package.name}.kernels import {op.name} as {kernels_module(op)}" for op in _with_python_kernels(package)]
-    return lines + bound_imports(package, f"{package.name}.")
-
-
-def bench_launchers(op: Op) -> str:
-    """An op's entry of variants_of's launchers: its Python kernels by device."""
-    kernels = [f"{literal(k.device)}: {registered_kernel(op, k)}" for k in op.python_kernels]
-    return layout.statement(f"{literal(op.name)}: {{{', '.join(kernels)}}},", 8)
-
-
-def _bench_table(name: str, values: dict[str, str]) -> str:
-    """A module-level dict of the benchmark, from op name to `values`' Python source."""
-    items = ", ".join(f"{literal(op)}: {value}" for op, value in values.items())
-    return layout.statement(f"{name} = {{{items}}}", 0)
-
-
-def bench_ops(package: Package) -> str:
-    return _bench_table("OPS", {op.name: literal(op.devices) for op in package.ops})
-
-
-def bench_keyword_only(package: Package) -> str:
-    return _bench_table("KEYWORD_ONLY", {op.name: literal(op.keyword_only_names) for op in package.ops})
-
-
-def bench_make_args(op: Op) -> str:
-    """An op's entry of make_args: a large tensor for each Tensor argument, a sample value for the others."""
-    values = [_Code("make()" if a.is_tensor else tests.sample_value(a, op)) for a in op.args]
-    return layout.statement(f"{literal(op.name)}: lambda: {literal(tuple(values))},", 8)
 
 
 # -- what differs between op kinds: one row per kind, the one place this module chooses by kind
@@ -579,20 +424,13 @@ def bench_make_args(op: Op) -> str:
 class _Kind(NamedTuple):
     allocator: Callable[[Op], str]  # the _support function that allocates (and fake kernels describe) its outputs
     allocator_args: Callable[[Op], list[str]]  # what that function is called with
-    reference_inputs: Callable[[Op], tuple[Arg, ...]]  # the Tensors its reference upcasts
-    reference_return: Callable[[Op], str]  # the reference's `return`
-    python_kernel_body: Callable[[Op], list[str]]
     allocates_all: bool = False  # one call allocates all its outputs (else one call per output)
-    reference_dtype: Callable[[Op], str] = _lead_dtype  # the reference's line that reads the dtype(s) it returns
 
 
 _KINDS = {
-    PointwiseCompute: _Kind(lambda op: "pointwise_output", _qualname_and_tensors, lambda op: op.read_args,
-                            _pointwise_return, _written_kernel_body),
-    RowReduction: _Kind(lambda op: "reduction_output", _qualname_and_tensors, lambda op: op.read_args,
-                        _reduction_return, _written_kernel_body),
-    CustomKernel: _Kind(lambda op: f"{op.stem}_output", call_args, _custom_reference_inputs,
-                        _custom_return, _custom_kernel_body, allocates_all=True, reference_dtype=_custom_dtype),
+    PointwiseCompute: _Kind(lambda op: "pointwise_output", _qualname_and_tensors),
+    RowReduction: _Kind(lambda op: "reduction_output", _qualname_and_tensors),
+    CustomKernel: _Kind(lambda op: f"{op.stem}_output", call_args, allocates_all=True),
 }
 
 

@@ -6,7 +6,7 @@ reduction's output and row references, each custom op's output allocator).
 from __future__ import annotations
 
 from ..model import CustomKernel, FakeOutput, Op, Package
-from . import layout
+from . import layout, python
 from .layout import wrap
 
 
@@ -22,7 +22,8 @@ def support_imports(package: Package) -> list[str]:
         modules.append("contextlib")
     if package.needs_tensor_metadata or {"max", "min"} & set(package.reductions):
         modules.append("math")
-    return [f"import {module}" for module in modules] + ([""] if modules else [])
+    lines = [f"import {module}" for module in modules] + python.typing_imports(custom_ops(package))[:1]
+    return lines + ([""] if lines else [])
 
 
 def tensors_parameter(package: Package) -> str:
@@ -54,7 +55,14 @@ def row_identity(kind: str) -> str:
 
 
 def custom_ops(package: Package) -> list[Op]:
-    return [op for op in package.ops if isinstance(op.body, CustomKernel)]
+    """The custom ops that return Tensors, each allocated by its own helper (a mutating op may return none)."""
+    return [op for op in package.ops if isinstance(op.body, CustomKernel) and op.num_outputs]
+
+
+def checks_contiguity(package: Package) -> bool:
+    """Whether a skeleton launcher checks that a mutated argument in its `contiguous:` is dense."""
+    ops = [op for op in package.ops if isinstance(op.body, CustomKernel) and op.uses_triton]
+    return any(a.name in op.body.contiguous for op in ops for a in op.mutated_args)
 
 
 def custom_output(op: Op) -> list[str]:

@@ -167,7 +167,9 @@ def samples(op: Op) -> tuple[Sample, ...]:
 
     result.append(_sample(op, "empty", empty, True))
     result += _KINDS[type(op.body)].samples(op)
-    result.append(_sample(op, "noncontiguous", lambda a: (first[a.name], True)))
+    dense = _KINDS[type(op.body)].kept_dense(op)
+    if any(a.name not in dense for a in op.tensor_args):
+        result.append(_sample(op, "noncontiguous", lambda a: (first[a.name], a.name not in dense)))
     # Inputs after the first broadcast from their last dimension; written arguments always have the full shape
     # (the first input keeps it too, so that the reference, which reads only inputs, has the written shape).
     lead = next((a for a in op.tensor_args if not a.is_mutated and not a.is_optional), op.lead)
@@ -304,6 +306,7 @@ def op_data(op: Op, package: Package) -> tuple[str, ...]:
         ]
     if op.is_mutating:
         arguments.append(_keyword("written", "(", [str(a.index) for a in op.mutated_args], ")"))
+        arguments += [["returns=True,"]] if op.num_outputs else []
     if "cuda" in op.devices:
         arguments.append([f"lead_input={op.lead.index},"])
     if op.tags:
@@ -415,6 +418,7 @@ class _KindTests(NamedTuple):
     class_body: Callable[[Op], list[str]] = lambda op: []  # lines of the test class before `data =`
     differentiable: Callable[[Op], bool] = lambda op: True  # whether autograd could track an output at all
     empties: bool = False  # whether `empty` empties every Tensor with the lead's rows, not only the full-rank ones
+    kept_dense: Callable[[Op], frozenset[str]] = lambda op: frozenset()  # Tensors the noncontiguous sample keeps dense
 
 
 def _nothing(op: Op) -> list:
@@ -448,6 +452,11 @@ def _custom_class_body(op: Op) -> list[str]:
     return ["    contiguous_outputs = False  # `fake` gives the strides, which opcheck compares"]
 
 
+def _dense_written(op: Op) -> frozenset[str]:
+    """The mutated arguments a custom kernel indexes flat (its `contiguous:`), which it refuses strided."""
+    return frozenset(a.name for a in op.mutated_args if a.name in op.body.contiguous)
+
+
 def _some_float_output(op: Op) -> bool:
     """Integer and bool outputs never require grad: an op of only those has no gradient to refuse."""
     return any(o.dtype.removeprefix("torch.") not in NOT_DIFFERENTIABLE_DTYPES for o in op.body.outputs)
@@ -456,5 +465,6 @@ def _some_float_output(op: Op) -> bool:
 _KINDS = {
     PointwiseCompute: _KindTests(_nothing, _nothing),
     RowReduction: _KindTests(_row_samples, _row_data),
-    CustomKernel: _KindTests(_nothing, _nothing, _custom_class_body, _some_float_output, empties=True),
+    CustomKernel: _KindTests(_nothing, _nothing, _custom_class_body, _some_float_output, empties=True,
+                             kept_dense=_dense_written),
 }

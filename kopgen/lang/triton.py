@@ -29,12 +29,17 @@ def module_doc(op: Op) -> str:
 def imports(op: Op) -> list[str]:
     """The imports of a kernels module: Triton where the op has a Triton kernel, its interpreter for CPU
     tensors, the reference for a `python` kernel."""
-    lines = ["import torch", "import triton", "import triton.language as tl"] if op.uses_triton else []
+    lines = python.typing_imports([op])
+    if op.uses_triton or python.annotations_need_torch([op]):
+        lines.append("import torch")
+    lines += ["import triton", "import triton.language as tl"] if op.uses_triton else []
     lines.append("from torch import Tensor")
     if op.uses_interpreter:
         lines.append("from triton.runtime.interpreter import InterpretedFunction")
-    own = "_support, reference" if has_python_kernel(op) else "_support"
-    return [*lines, "", f"from .. import {own}"]
+    # A `python` kernel that only copies the reference into the arguments it writes needs no helper.
+    helpers = op.uses_triton or op.num_outputs or op.mutated_writes
+    own = ["_support"] * bool(helpers) + ["reference"] * has_python_kernel(op)
+    return [*lines, "", f"from .. import {', '.join(own)}"]
 
 
 def has_python_kernel(op: Op) -> bool:
@@ -210,8 +215,8 @@ def dense_buffers(op: Op) -> list[str]:
 
 
 def custom_kernel_choice(op: Op) -> str:
-    """`kernel = ...` in a custom kernel's skeleton: it follows the first output."""
-    return python.layout.statement(f"{locals_for(op).kernel} = {kernel_for(op, op.output_names[0])}", 4)
+    """`kernel = ...` in a custom kernel's skeleton: it follows the first tensor it writes."""
+    return python.layout.statement(f"{locals_for(op).kernel} = {kernel_for(op, skeleton_lead(op))}", 4)
 
 
 def kernel_choice(op: Op) -> list[str]:
@@ -294,64 +299,81 @@ def epilogue(op: Op) -> list[str]:
 def skeleton_define(op: Op) -> str:
     local = locals_for(op)
     tensors = [local.pointer(name) for name in [a.name for a in op.tensor_args] + list(op.output_names)]
-    scalars = [a.name for a in op.args if not a.is_tensor]
     sizes = [output.numel for output in skeleton_outputs(op)]
     constants = [_parameter(op, "BLOCK_SIZE"), _parameter(op, "COMPUTE_DTYPE")]
-    return wrap(f"def {kernel(op)}(", [*tensors, *scalars, *sizes, *constants], "):", explode=True)
+    constants += [f"{local.flag(a.name)}: tl.constexpr" for a in op.optional_args]
+    return wrap(f"def {kernel(op)}(", [*tensors, *_skeleton_scalars(op), *sizes, *constants], "):", explode=True)
+
+
+def _skeleton_scalars(op: Op) -> list[str]:
+    """The arguments a Triton kernel can take as scalars (numbers and bools); the launcher keeps the others
+    (a str, an int[], a dtype, a Generator) to use them itself."""
+    return [a.name for a in op.args if a.kind in ("float", "int", "bool") or str(a.schema.type) == "Scalar"]
 
 
 class SkeletonOutput(NamedTuple):
-    """An output of a custom kernel's skeleton, with its own size and mask (outputs may differ in shape)."""
+    """A tensor a custom kernel's skeleton writes, with its own size and mask (they may differ in shape)."""
 
     numel: str  # the kernel parameter holding its number of elements
     mask: str  # the kernel's local masking its stores
-    name: str  # `out`, or `out0`, `out1`, ...
+    name: str  # a mutated argument's name, or the output's: `out`, or `out0`, `out1`, ...
     size: str  # what the launcher passes for `numel`
+    optional: bool = False  # a `Tensor!?`: written only where given (HAS_x)
 
 
 def skeleton_outputs(op: Op) -> list[SkeletonOutput]:
-    """The outputs of a custom kernel's skeleton: a single one under the launcher's `n_elements` and `mask`."""
+    """What a custom kernel's skeleton writes, mutated arguments then outputs: a single one under the
+    launcher's `n_elements` and `mask`."""
     local = locals_for(op)
-    if op.num_outputs == 1:
-        return [SkeletonOutput(local.n_elements, local.mask, op.output_names[0], local.n_elements)]
-    return [SkeletonOutput(local.derived("numel", name), local.derived("mask", name), name, f"{name}.numel()")
-            for name in op.output_names]
+    written = [(a.name, a.is_optional) for a in op.mutated_args] + [(name, False) for name in op.output_names]
+    if len(written) == 1 and not written[0][1]:
+        return [SkeletonOutput(local.n_elements, local.mask, written[0][0], local.n_elements)]
+    return [SkeletonOutput(local.derived("numel", name), local.derived("mask", name), name,
+                           f"0 if {name} is None else {name}.numel()" if optional else f"{name}.numel()", optional)
+            for name, optional in written]
+
+
+def skeleton_lead(op: Op) -> str:
+    """The tensor a skeleton's launch follows (dtype, device): the first it always writes."""
+    return next((o.name for o in skeleton_outputs(op) if not o.optional), op.lead.name)
 
 
 def skeleton_stores(op: Op) -> list[str]:
-    """The skeleton's placeholder stores: zeros, each output under its mask."""
+    """The skeleton's placeholder stores: zeros, each tensor under its mask (a `Tensor!?` where given)."""
     local = locals_for(op)
     lines = []
-    for numel, mask, name, _ in skeleton_outputs(op):
-        if op.num_outputs > 1:
-            lines.append(f"    {mask} = {local.offsets} < {numel}")
-        lines.append(f"    {name} = tl.full(({local.BLOCK_SIZE},), 0.0, dtype={local.COMPUTE_DTYPE})")
+    single = len(skeleton_outputs(op)) == 1
+    for numel, mask, name, _, optional in skeleton_outputs(op):
+        pad = "        " if optional else "    "
+        block = [] if single else [f"{mask} = {local.offsets} < {numel}"]
+        block.append(f"{name} = tl.full(({local.BLOCK_SIZE},), 0.0, dtype={local.COMPUTE_DTYPE})")
         pointer = local.pointer(name)
         stored = f"{name}.to({pointer}.dtype.element_ty)"
-        lines.append("    " + wrap("tl.store(", [f"{pointer} + {local.offsets}", stored, f"mask={mask}"], ")", 4))
+        block.append(wrap("tl.store(", [f"{pointer} + {local.offsets}", stored, f"mask={mask}"], ")", len(pad)))
+        lines += ([f"    if {local.flag(name)}:"] if optional else []) + [pad + line for line in block]
     return lines
 
 
 def skeleton_grid_size(op: Op) -> list[str]:
-    """The elements the grid covers: the output's, or the largest output's."""
-    n_elements = locals_for(op).n_elements
-    if op.num_outputs == 1:
-        return [f"    {n_elements} = {op.output_names[0]}.numel()"]
-    sizes = ", ".join(f"{name}.numel()" for name in op.output_names)
-    return ["    # The grid covers the largest output.", f"    {n_elements} = max({sizes})"]
+    """The elements the grid covers: those of the one tensor it writes, or of the largest."""
+    n_elements, outputs = locals_for(op).n_elements, skeleton_outputs(op)
+    if len(outputs) == 1:
+        return [f"    {n_elements} = {outputs[0].name}.numel()"]
+    sizes = ", ".join(output.size for output in outputs)
+    return ["    # The grid covers the largest tensor it writes.", "    " + python.layout.statement(f"{n_elements} = max({sizes})", 4)]
 
 
 def skeleton_launch(op: Op) -> list[str]:
-    scalars = [f"int({a.name})" if a.kind == "bool" else a.name for a in op.args if not a.is_tensor]
+    scalars = [f"int({a.name})" if a.kind == "bool" else a.name for a in op.args if a.name in _skeleton_scalars(op)]
     arguments = [a.name for a in op.tensor_args] + list(op.output_names) + scalars
     local = locals_for(op)
     constants = [f"{local.BLOCK_SIZE}={local.BLOCK_SIZE}", f"{local.COMPUTE_DTYPE}={local.compute_dtype}"]
-    arguments += [output.size for output in skeleton_outputs(op)] + constants
+    flags = [f"{local.flag(a.name)}={a.name} is not None" for a in op.optional_args]
+    arguments += [output.size for output in skeleton_outputs(op)] + constants + flags
     if op.is_triton_op:  # kopgen's eager CUDA kernel guards the device; a trace needs no guard
-        local = locals_for(op)
         return ["    " + wrap(f"{local.wrap}({local.kernel})[{local.grid}](", arguments, ")", 4, explode=True)]
     if op.uses_compiled_triton:
-        return _guarded(op, op.output_names[0], arguments)
+        return _guarded(op, skeleton_lead(op), arguments)
     return ["    " + wrap(_launch(op), arguments, ")", 4, explode=True)]
 
 
@@ -371,13 +393,34 @@ def wrapped_launcher_define(op: Op) -> str:
     return wrap(f"def {launcher(op)}(", parameters, f") -> {returns}:")
 
 
-def contiguous_inputs(op: Op) -> str:
-    """The inputs made dense, so that the kernel can index them flat."""
-    names = [a.name for a in op.tensor_args]
-    values = [f"{name}.contiguous()" for name in names]
-    if len(names) == 1:
-        return f"{names[0]} = {values[0]}"
-    return python.layout.statement(f"{', '.join(names)} = {', '.join(values)}", 4)
+def skeleton_return(op: Op) -> str:
+    """What the launcher returns: the outputs, or nothing (a mutating op of `-> ()`)."""
+    return f"return {', '.join(op.output_names)}" if op.output_names else "return"
+
+
+def skeleton_end(op: Op) -> list[str]:
+    """The launcher's last line: its outputs returned (none for `-> ()`, which ends with the launch)."""
+    return [f"    {skeleton_return(op)}"] if op.output_names else []
+
+
+def contiguous_inputs(op: Op) -> list[str]:
+    """`contiguous:` applied: the inputs in it made dense, the mutated arguments in it checked (a dense copy
+    would lose the kernel's writes); the others passed with their strides."""
+    dense = [a for a in op.tensor_args if a.name in op.body.contiguous]
+    lines = []
+    checked = [f"{a.name}={a.name}" for a in dense if a.is_mutated]
+    if checked:
+        lines.append("    " + wrap("_support.check_contiguous(", [literal(op.qualname), *checked], ")", 4))
+    required = [a.name for a in dense if not a.is_mutated and not a.is_optional]
+    if len(required) == 1:
+        lines.append(f"    {required[0]} = {required[0]}.contiguous()")
+    elif required:
+        values = ", ".join(f"{name}.contiguous()" for name in required)
+        lines.append("    " + python.layout.statement(f"{', '.join(required)} = {values}", 4))
+    for a in dense:
+        if a.is_optional and not a.is_mutated:
+            lines.append("    " + python.layout.statement(f"{a.name} = None if {a.name} is None else {a.name}.contiguous()", 4))
+    return lines
 
 
 def not_implemented(op: Op, package_name: str) -> str:
@@ -385,27 +428,40 @@ def not_implemented(op: Op, package_name: str) -> str:
     return wrap("raise NotImplementedError(", [literal(message)], ")", 4)
 
 
-
 def skeleton_prologue(op: Op) -> list[str]:
     """The skeleton kernel's offsets, and where the user's code goes."""
     local = locals_for(op)
     offsets = f"    {program_offsets(op)}"
-    if op.num_outputs == 1:
-        return ["    # One program per BLOCK_SIZE elements of the output; 64-bit offsets.", offsets,
-                f"    {local.mask} = {local.offsets} < {local.n_elements}",
-                "    # TODO: load what this block of the output needs (the inputs are contiguous) and compute it."]
-    return ["    # One program per BLOCK_SIZE elements of the largest output; 64-bit offsets. The outputs",
-            "    # may differ in size: each one is stored under its own mask.", offsets,
-            "    # TODO: load what this block of each output needs (the inputs are contiguous) and compute it."]
+    todo = f"    # TODO: load what this block of {{}} needs ({_dense_note(op)}) and compute it."
+    if len(skeleton_outputs(op)) == 1:
+        written = "the output" if op.output_names else f"{skeleton_outputs(op)[0].name}"
+        return [f"    # One program per BLOCK_SIZE elements of {written}; 64-bit offsets.", offsets,
+                f"    {local.mask} = {local.offsets} < {local.n_elements}", todo.format(written)]
+    return ["    # One program per BLOCK_SIZE elements of the largest tensor it writes; 64-bit offsets. The",
+            "    # tensors may differ in size: each one is stored under its own mask.", offsets,
+            todo.format("each tensor it writes")]
+
+
+def _dense_note(op: Op) -> str:
+    """Which Tensors the kernel can index flat: those `contiguous:` names."""
+    dense = [a.name for a in op.tensor_args if a.name in op.body.contiguous]
+    if len(dense) == len(op.tensor_args):
+        return "the inputs are contiguous"
+    return f"{', '.join(dense)} contiguous, the others strided" if dense else "the inputs keep their strides"
 
 
 def skeleton_outputs_allocated(op: Op) -> str:
-    return "the outputs are allocated" if op.num_outputs > 1 else "the output is allocated"
+    if not op.output_names:
+        return f"; it writes {python.names_of(op.mutated_args)} in place, as the op's schema declares"
+    return ", and the outputs are allocated as its `fake` describes" if op.num_outputs > 1 else \
+        ", and the output is allocated as its `fake` describes"
 
 
-def skeleton_outputs_call(op: Op) -> str:
-    """The skeleton launcher's outputs, allocated as the spec's `fake` describes."""
-    return python.layout.assign(", ".join(op.output_names), python.allocate(op), 4)
+def skeleton_outputs_call(op: Op) -> list[str]:
+    """The skeleton launcher's outputs, allocated as the spec's `fake` describes (none for `-> ()`)."""
+    if not op.output_names:
+        return []
+    return ["    " + python.layout.assign(", ".join(op.output_names), python.allocate(op), 4)]
 
 
 def broadcast_shape(op: Op) -> str:

@@ -7,6 +7,7 @@ Mutating, OnCuda and Tagged.
 """
 
 import io
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -49,6 +50,7 @@ class OpData:
     backward_sample: str | None = None
     saved_tensors: dict[tuple[int, ...], int] | None = None
     written: tuple[int, ...] = ()  # Mutating: the arguments it writes
+    returns: bool = False  # Mutating: whether it also returns Tensors
     lead_input: int = 0  # OnCuda: the argument that the CUDA-graph test computes
     tags: tuple[torch.Tag, ...] = ()  # Tagged: the tags its schema carries
 
@@ -98,16 +100,50 @@ def requiring_grad(args: tuple) -> list[torch.Tensor]:
     return [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
 
 
-def comparable(output: torch.Tensor) -> torch.Tensor:
+def comparable(output: torch.Tensor | None) -> torch.Tensor | None:
     """fp8 outputs compared as float32, within the op's tolerances; other dtypes as they are
-    (integers and bools exactly)."""
-    fp8 = output.is_floating_point() and output.itemsize == 1
+    (integers and bools exactly), and None (a Tensor!? left out) as None."""
+    fp8 = output is not None and output.is_floating_point() and output.itemsize == 1
     return output.float() if fp8 else output
 
 
 def assert_all_close(outputs, expected, **tolerances) -> None:
     for output, want in zip(outputs, expected, strict=True):
         assert_close(comparable(output), comparable(want), **tolerances)
+
+
+# The three promises a kernel's registration makes, which eager calls never check: the
+# trap each of opcheck's tests catches when the kernel breaks one.
+TRAPS = {
+    "test_schema": "trap 1 (undeclared mutation): the kernel writes an argument that the "
+    "schema does not mark `Tensor!`",
+    "test_faketensor": "trap 2 (fake kernel): the fake kernel's outputs differ from the "
+    "kernel's",
+    "test_aot_dispatch_dynamic": "trap 2 (fake kernel): the traced op differs from the "
+    "kernel (its fake outputs, or a write the schema does not declare)",
+    "test_autograd_registration": "trap 3 (backward): the op's autograd registration is "
+    "missing or wrong",
+}
+
+
+def marked_written(op: torch._ops.OpOverload) -> set[str]:
+    """The arguments the schema marks written (`Tensor!`)."""
+    return {
+        a.name for a in op._schema.arguments if a.alias_info and a.alias_info.is_write
+    }
+
+
+def strides(tensor: torch.Tensor) -> tuple[int, ...]:
+    """The strides that matter: those of dimensions of more than one element."""
+    return tuple(s for n, s in zip(tensor.shape, tensor.stride()) if n > 1)
+
+
+# What a fake kernel promises of each output.
+METADATA = {
+    "shape": lambda t: tuple(t.shape),
+    "strides": strides,
+    "dtype": lambda t: t.dtype,
+}
 
 
 # The parameters of the contract's tests, and their values in the test class of an op.
@@ -159,6 +195,11 @@ class Contract:
         keywords = dict(zip(self.data.keyword_only, args[positional:], strict=True))
         return args[:positional], keywords
 
+    def name_of(self, tensor: torch.Tensor, args: tuple) -> str:
+        """The schema's name of the argument `tensor` is."""
+        index = next(i for i, arg in enumerate(args) if arg is tensor)
+        return self.data.op._schema.arguments[index].name
+
     def call(self, fn, args: tuple):
         positional, keywords = self.split(args)
         return fn(*positional, **keywords)
@@ -176,7 +217,20 @@ class Contract:
     def check_matches_reference(self, args: tuple) -> tuple:
         """Runs the op on `args`, compares its outputs with the reference, returns them."""
         expected = self.expected(args)
+        read = {  # copies of what the kernel may only read
+            i: arg.clone()
+            for i, arg in enumerate(args)
+            if isinstance(arg, torch.Tensor)
+            and self.name_of(arg, args) not in marked_written(self.data.op)
+        }
         outputs = self.run(self.data.op, args)
+        for i, before in read.items():
+            name = self.name_of(args[i], args)
+            assert torch.equal(args[i], before), (
+                f"trap 1 (undeclared mutation): the kernel wrote {name!r}, which the "
+                "schema does not mark `Tensor!`"
+            )
+        self.check_fake_matches(args, outputs)
         for output, want in zip(outputs, expected, strict=True):
             if self.contiguous_outputs:
                 assert output.is_contiguous()
@@ -189,11 +243,28 @@ class Contract:
             )
         return outputs
 
+    def check_fake_matches(self, args: tuple, outputs: tuple) -> None:
+        """The fake kernel (run on meta copies of `args`) gives the kernel's metadata."""
+        meta = tuple(a.to("meta") if isinstance(a, torch.Tensor) else a for a in args)
+        fakes = self.run(self.data.op, meta)
+        for i, (fake, output) in enumerate(zip(fakes, outputs, strict=True)):
+            for what, of in METADATA.items():
+                assert of(fake) == of(output), (
+                    f"trap 2 (fake kernel): output {i}'s {what}: fake says {of(fake)}, "
+                    f"the kernel returned {of(output)}"
+                )
+
     def test_opcheck(self, device, dtype, opcheck_sample, requires_grad):
         """Schema, fake kernel, autograd registration and AOT dispatch agree with the kernel."""
         args = self.make_args(opcheck_sample, device, dtype, requires_grad)
-        results = torch.library.opcheck(self.data.op, *self.split(args))
-        assert set(results.values()) == {"SUCCESS"}, results
+        positional, keywords = self.split(args)
+        results = torch.library.opcheck(
+            self.data.op, positional, keywords, raise_exception=False
+        )
+        failed = {test: got for test, got in results.items() if got != "SUCCESS"}
+        assert not failed, "\n".join(
+            f"{TRAPS[test]}\n{test}: {result}" for test, result in failed.items()
+        )
 
     def test_matches_reference(self, device, dtype, sample):
         self.check_matches_reference(self.make_args(sample, device, dtype))
@@ -266,7 +337,15 @@ class Differentiable(Contract):
         def op(*args):
             return self.call(self.data.op, args)
 
-        assert torch.autograd.gradcheck(op, args)
+        try:
+            torch.autograd.gradcheck(op, args)
+        except RuntimeError as error:  # GradcheckError is one
+            wrt = re.search(r"with respect to input (\d+)", str(error))
+            tensor = requiring_grad(args)[int(wrt.group(1)) if wrt else 0]
+            pytest.fail(
+                f"trap 3 (backward): gradcheck failed for {self.name_of(tensor, args)!r}: "
+                f"the backward formula disagrees with finite differences\n{error}"
+            )
         if self.data.gradgradcheck:
             assert torch.autograd.gradgradcheck(op, args)
 
@@ -276,7 +355,12 @@ class Differentiable(Contract):
         inputs = requiring_grad(args)
         got = torch.autograd.grad(total(self.call(self.data.op, args)), inputs)
         want = torch.autograd.grad(total(self.call(self.data.reference, args)), inputs)
-        assert_all_close(got, want)
+        for tensor, gradient, wanted in zip(inputs, got, want, strict=True):
+            trap = (
+                f"trap 3 (backward): the gradient of {self.name_of(tensor, args)!r} "
+                "differs from autograd through the reference"
+            )
+            assert_close(gradient, wanted, msg=lambda text, why=trap: f"{why}\n{text}")
 
     def test_saves_only_what_backward_reads(self, wanted, count):
         args = tuple(
@@ -303,21 +387,29 @@ class NotDifferentiable(Contract):
 
 
 class Mutating(Contract):
-    """An op that writes arguments in place and returns nothing: its outputs are what it
-    writes."""
+    """An op that writes arguments in place: its outputs are what it writes (None for a
+    Tensor!? left out), then what it returns (nothing, unless `returns`)."""
 
     contiguous_outputs = False  # the arguments it writes may be strided
 
     def run(self, fn, args: tuple) -> tuple:
-        assert self.call(fn, args) is None
-        return tuple(args[i] for i in self.data.written)
+        result = self.call(fn, args)
+        if not self.data.returns:
+            assert result is None
+        returned = as_tuple(result) if self.data.returns else ()
+        return tuple(args[i] for i in self.data.written) + returned
 
     def copy_args(self, args: tuple) -> tuple:
         return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
 
     def expected(self, args: tuple) -> tuple:
         # Computed before the op writes its arguments, and copied: a reference may return one.
-        return tuple(want.clone() for want in super().expected(args))
+        wants = [None if w is None else w.clone() for w in super().expected(args)]
+        # What it writes, in the dtype of the argument written (a reference computes in float32).
+        for k, i in enumerate(self.data.written):
+            if wants[k] is not None:
+                wants[k] = wants[k].to(args[i].dtype)
+        return tuple(wants)
 
 
 class OnCuda(Contract):

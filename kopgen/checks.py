@@ -1,0 +1,138 @@
+"""Warnings about a valid spec: the seed's traps that kopgen can see without running the user's kernel.
+
+A custom kernel puts three promises in the user's hands: which arguments it writes, what its outputs
+look like (`fake`), and its backward. The generated suite checks them against the kernel; some can
+be seen earlier, from the spec alone:
+
+- an argument named like an output (`out`, `result`, `out1`, `*_out`) that the schema does not mark
+  mutated: a kernel that writes it would be an undeclared mutation (trap 1);
+- a `fake` whose shape or dtype cannot match what `reference` returns on the spec's test shapes
+  (trap 2), found by running both on meta tensors: no data, no kernel. This needs torch, which only
+  `kopgen check` imports (`kopgen new` is text work and never does); without torch it says nothing.
+
+Resolution never imports this module: it runs on the resolved model, with the spec's nodes for positions.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+
+from .errors import Diagnostic, Position
+from .lang.tests import sample_setting, sample_value
+from .loader import Mapping, Sequence
+from .model import CustomKernel, Op, Package
+
+# Names kernel authors give the Tensors their kernels write into.
+OUTPUT_NAME = re.compile(r"(out|output|result|dst)\d*|out_.*|.*_out")
+UPCAST_DTYPES = ("float32", "float64")  # where the generated reference computes in the op's own dtype
+
+
+def spec_warnings(root: Mapping, package: Package) -> list[Diagnostic]:
+    """The warnings kopgen can give from the spec alone (what `new` and `update` print)."""
+    return sorted(_unmarked_outputs(root, package))
+
+
+def meta_warnings(root: Mapping, package: Package) -> list[Diagnostic]:
+    """The warnings of running `reference` and `fake` on meta tensors (what `check` adds); none without torch."""
+    try:
+        import torch
+    except ImportError:
+        return []
+    found = []
+    for node, op in _custom_ops(root, package):
+        if op.body.reference is not None and op.body.outputs:
+            found += _fake_against_reference(torch, node, op)
+    return sorted(found)
+
+
+def _custom_ops(root: Mapping, package: Package) -> Iterator[tuple[Mapping, Op]]:
+    # A package exists only when every op resolved, in the spec's order.
+    for node, op in zip(root.get("ops").items, package.ops, strict=True):
+        if isinstance(op.body, CustomKernel):
+            yield node, op
+
+
+def _warning(position: Position, message: str) -> Diagnostic:
+    return Diagnostic(position, message, "warning")
+
+
+def _unmarked_outputs(root: Mapping, package: Package) -> Iterator[Diagnostic]:
+    for node, op in _custom_ops(root, package):
+        at = node.get("schema").value_position
+        for arg in op.tensor_args:
+            if not arg.is_mutated and OUTPUT_NAME.fullmatch(arg.name):
+                yield _warning(
+                    at.shifted(0, arg.schema.column),
+                    f"'{arg.name}' is named like an output but the schema does not mark it mutated: if the kernel "
+                    f"writes it, write `Tensor! {arg.name}`, or torch may reorder or drop the write "
+                    "(trap 1, undeclared mutation)",
+                )
+
+
+def _fake_against_reference(torch, node: Mapping, op: Op) -> list[Diagnostic]:
+    """One warning per `fake` entry that differs from the reference on some test shapes and dtype."""
+    fake = node.get("fake")
+    entries = list(fake.items) if isinstance(fake, Sequence) else [fake]
+    for shapes in op.shapes:
+        for dtype in [d for d in op.dtypes if d in UPCAST_DTYPES][:1] or op.dtypes[:1]:
+            pairs = _evaluate(torch, op, shapes, getattr(torch, dtype))
+            found = [
+                _warning(_where(entry, got, want), _mismatch(op, shapes, index, got, want))
+                for index, (entry, (got, want)) in enumerate(zip(entries, pairs))
+                if (got.shape, got.dtype) != (want.shape, want.dtype)
+            ]
+            if found:
+                return found  # one set of shapes shows it; the others would repeat it
+    return []
+
+
+def _where(entry: Mapping, got, want) -> Position:
+    """At the entry's `shape` where the shapes differ, else at its `dtype` (or the entry, which has none)."""
+    node = entry.get("shape") if got.shape != want.shape else entry.get("dtype")
+    return node.value_position if node is not None else entry.position
+
+
+def _evaluate(torch, op: Op, shapes: dict, dtype) -> list[tuple]:
+    """(fake's output, the reference's) per output on meta tensors; none where either cannot run on
+    them (a data-dependent reference, an op of the namespace that is not registered here)."""
+    values = {}
+    for arg in op.args:
+        setting = sample_setting(op, arg)
+        if arg.is_tensor:
+            own = getattr(torch, setting.dtype) if setting is not None and setting.dtype else dtype
+            values[arg.name] = torch.empty(shapes[arg.name], dtype=own, device="meta")
+        else:
+            values[arg.name] = eval(sample_value(arg, op), {"torch": torch, "math": math})  # a literal kopgen printed
+    scope = {"torch": torch, "math": math, **values}
+    try:
+        fakes = [_fake_output(torch, output, scope) for output in op.body.outputs]
+        references = eval(op.body.reference.python, scope)  # checked by kopgen's formula language
+    except Exception:  # noqa: BLE001 - whatever fails on meta tensors is the generated suite's to test
+        return []
+    references = references if isinstance(references, tuple) else (references,)
+    return list(zip(fakes, references))
+
+
+def _fake_output(torch, output, scope: dict):
+    shape = eval(output.shape, scope)  # the fake language: sizes, slices, tuples, // and +
+    return torch.empty(shape, dtype=eval(output.dtype, scope), device="meta")
+
+
+def _mismatch(op: Op, shapes: dict, index: int, got, want) -> str:
+    which = f"output {index}" if len(op.body.outputs) > 1 else "the output"
+    inputs = ", ".join(f"{name}: {_shape(shape)}" for name, shape in shapes.items())
+    return (
+        f"fake cannot match the reference: on the test shapes ({inputs}) `fake` says {which} is "
+        f"{_shape(got.shape)} {_dtype(got.dtype)}, the reference returns {_shape(want.shape)} {_dtype(want.dtype)} "
+        "(trap 2, fake kernel)"
+    )
+
+
+def _shape(shape) -> str:
+    return str(tuple(shape))
+
+
+def _dtype(dtype) -> str:
+    return str(dtype).removeprefix("torch.")

@@ -1,0 +1,40 @@
+"""This module translates the model into the generated benchmark (benchmarks/bench_ops.py): the
+Python kernels it times against the operators, and the arguments it calls them with.
+"""
+
+from __future__ import annotations
+
+from ..model import Op, Package
+from . import layout, python, tests
+from .layout import literal
+
+
+def imports(package: Package) -> list[str]:
+    lines = [f"from {package.name}.kernels import {op.name} as {python.kernels_module(op)}" for op in python.with_python_kernels(package)]
+    return lines + python.bound_imports(package, f"{package.name}.")
+
+
+def launchers(op: Op) -> str:
+    """An op's entry of variants_of's launchers: its Python kernels by device."""
+    kernels = [f"{literal(k.device)}: {python.registered_kernel(op, k)}" for k in op.python_kernels]
+    return layout.statement(f"{literal(op.name)}: {{{', '.join(kernels)}}},", 8)
+
+
+def _table(name: str, values: dict[str, str]) -> str:
+    """A module-level dict of the benchmark, from op name to `values`' Python source."""
+    items = ", ".join(f"{literal(op)}: {value}" for op, value in values.items())
+    return layout.statement(f"{name} = {{{items}}}", 0)
+
+
+def ops(package: Package) -> str:
+    return _table("OPS", {op.name: literal(op.devices) for op in package.ops})
+
+
+def keyword_only(package: Package) -> str:
+    return _table("KEYWORD_ONLY", {op.name: literal(op.keyword_only_names) for op in package.ops})
+
+
+def make_args(op: Op) -> str:
+    """An op's entry of make_args: a large tensor for each Tensor argument, a sample value for the others."""
+    values = [python.Code("make()" if a.is_tensor else tests.sample_value(a, op)) for a in op.args]
+    return layout.statement(f"{literal(op.name)}: lambda: {literal(tuple(values))},", 8)

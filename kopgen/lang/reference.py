@@ -1,0 +1,236 @@
+"""This module translates the model into reference.py, the PyTorch references the generated tests compare
+each op with, and into the `python` kernels, which are those references written into the op's outputs.
+
+A module of its own, as each generated file's language is (lang/python.py has the API and the
+registration): each op kind has its row in `_KINDS` below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+from ..model import Arg, CustomKernel, MutationReference, Op, Package, PointwiseCompute, RowReduction
+from ..names import locals_for
+from . import layout, tests
+from .layout import wrap
+from .python import (
+    allocate,
+    annotations_need_torch,
+    call_text,
+    check_written,
+    define,
+    names_of,
+    returns,
+    tuple_target,
+    typing_imports,
+)
+
+
+def imports(package: Package) -> list[str]:
+    """reference.py's imports: the modules its expressions call into, recorded when they were parsed."""
+    modules = set()
+    for op in package.ops:
+        modules |= op.body.imports
+    standard = (["import math"] if "math" in modules else []) + typing_imports(package.ops)[:1]
+    lines = [*standard, ""] if standard else []
+    lines += ["import torch"] if "torch" in modules or annotations_need_torch(package.ops) else []
+    helpers = sorted([f"row_{kind}" for kind in package.reductions] + ["upcast"])
+    return [*lines, "from torch import Tensor", "", f"from ._support import {', '.join(helpers)}"]
+
+
+def define_reference(op: Op) -> str:
+    """The reference returns what a mutating op writes (None for a `Tensor!?` left out), then what the op returns."""
+    types = ["Tensor | None" if a.is_optional else "Tensor" for a in op.mutated_args] + ["Tensor"] * op.num_outputs
+    returns = types[0] if len(types) == 1 else f"tuple[{', '.join(types)}]"
+    return define(op.name, op, returns=returns)
+
+
+def doc(op: Op) -> str:
+    if op.is_mutating:
+        also = ", and what it returns," if op.num_outputs else ","
+        return f"What {op.qualname} writes to {names_of(op.mutated_args)}{also} in plain PyTorch (float32 at least)."
+    return f"{op.qualname} in plain PyTorch, computed in float32 at least."
+
+
+def dtype_lines(op: Op) -> list[str]:
+    """The dtype the reference returns (its lead input's, or the dtypes of a custom op's `fake`),
+    read before upcast() changes the inputs' dtypes; none where it returns only values written in place,
+    which the tests compare in the dtype of the argument written."""
+    return _kind(op).dtype_lines(op)
+
+
+def _lead_dtype(op: Op) -> list[str]:
+    return [f"{locals_for(op).dtype} = {op.lead.name}.dtype"]
+
+
+def _fake_dtypes(op: Op) -> list[str] | None:
+    """The dtypes of a custom op's outputs where `fake` gives one other than the lead input's, else None."""
+    dtypes = [output.dtype for output in op.body.outputs]
+    return None if all(d == f"{op.lead.name}.dtype" for d in dtypes) else dtypes
+
+
+def _custom_dtype(op: Op) -> list[str]:
+    if not op.num_outputs:
+        return []
+    dtypes = _fake_dtypes(op)
+    if dtypes is None:
+        return _lead_dtype(op)
+    if len(dtypes) == 1:
+        return [layout.assign(locals_for(op).dtype, dtypes[0], 4)]
+    return [layout.assign(locals_for(op).dtypes, f"({', '.join(dtypes)})", 4)]
+
+
+def upcast(op: Op) -> str:
+    """The Tensors the reference computes with, in float32 at least."""
+    names = [a.name for a in _kind(op).inputs(op)]
+    return wrap(f"{tuple_target(names)} = upcast(", names, ")", 4)
+
+
+def return_line(op: Op) -> str:
+    """What the reference returns, in the dtype of the op's lead input."""
+    return _kind(op).return_line(op)
+
+
+def _custom_reference_inputs(op: Op) -> tuple[Arg, ...]:
+    """The Tensors a custom op's reference upcasts: not those of their own dtype (an int64 target stays int64)."""
+    return tuple(a for a in op.tensor_args if not tests.own_dtype(op, a))
+
+
+def _custom_return(op: Op) -> str:
+    """What a mutating op writes (as computed), then its returns in the dtypes of `fake`."""
+    values = [_mutation_value(m) for m in op.body.mutations]
+    if op.num_outputs:
+        values.append(_custom_returned(op, spread=bool(values)))
+    if len(values) == 1:
+        return layout.assign("return", values[0], 4)
+    return wrap("return (", values, ")", 4, explode=True)
+
+
+def _mutation_value(mutation: MutationReference) -> str:
+    """The value a mutated argument holds after the op; None for a `Tensor!?` left out."""
+    value = mutation.reference.python
+    name = mutation.arg.name
+    return f"None if {name} is None else {value}" if mutation.arg.is_optional else value
+
+
+def _custom_returned(op: Op, spread: bool) -> str:
+    """The returned Tensors in their dtypes: one value, or a tuple (`spread` into the values written before)."""
+    local = locals_for(op)
+    dtype, output, reference = local.dtype, local.output, op.body.reference.python
+    if op.num_outputs == 1:
+        return f"{layout.operand(reference)}.to({dtype})"
+    if _fake_dtypes(op) is None:
+        generator = f"{output}.to({dtype}) for {output} in {reference}"
+    else:
+        generator = f"{output}.to({dtype}) for {output}, {dtype} in zip({reference}, {local.dtypes}, strict=True)"
+    return f"*({generator})" if spread else f"tuple({generator})"
+
+
+def _reduction_return(op: Op) -> str:
+    dtype = locals_for(op).dtype
+    return layout.assign("return", f"row_{op.body.reduction.kind}({op.writes[0].expr.to_torch()}).to({dtype})", 4)
+
+
+def _pointwise_return(op: Op) -> str:
+    dtype = locals_for(op).dtype
+    values = [f"{layout.operand(w.expr.to_torch())}.to({dtype})" for w in op.writes]
+    if len(values) == 1:
+        return layout.assign("return", values[0], 4)
+    return wrap("return (", values, ")", 4, explode=True)
+
+
+# -- the `python` kernels (kernels/<op>.py): the reference, written into the outputs
+
+
+def python_kernel(op: Op) -> str:
+    return f"{op.stem}_python"
+
+
+def python_kernel_body(op: Op) -> list[str]:
+    """The PyTorch reference as a kernel, as the op's kind has it."""
+    return _kind(op).python_kernel_body(op)
+
+
+def _written_kernel_body(op: Op) -> list[str]:
+    """The reference written into the mutated arguments, or into fresh outputs (pointwise ops, row reductions)."""
+    reference = call_text(f"reference.{op.name}", op)
+    local, outs = locals_for(op), op.output_names
+    expected = local.expected
+    if op.is_mutating:
+        lines = ['    """The PyTorch reference as a kernel, written into the mutated arguments."""',
+                 "    " + check_written(op, 4)]
+        if len(op.writes) == 1:
+            return lines + ["    " + layout.statement(f"{op.writes[0].name}.copy_({reference})", 4)]
+        lines.append("    " + layout.assign(expected, reference, 4))
+        return lines + [f"    {w.name}.copy_({expected}[{i}])" for i, w in enumerate(op.writes)]
+    lines = ['    """The PyTorch reference as a kernel, written into fresh contiguous output."""']
+    lines += ["    " + layout.assign(out, allocate(op), 4) for out in outs]
+    if len(outs) == 1:
+        return lines + ["    " + layout.assign("return", f"{outs[0]}.copy_({reference})", 4)]
+    lines.append("    " + layout.assign(expected, reference, 4))
+    copies = [f"{out}.copy_({expected}[{i}])" for i, out in enumerate(outs)]
+    return lines + ["    " + returns(copies, 4)]
+
+
+def _custom_kernel_body(op: Op) -> list[str]:
+    """The reference written into the outputs of the op's own allocator."""
+    if op.is_mutating:
+        return _custom_mutating_body(op)
+    reference = call_text(f"reference.{op.name}", op)
+    local, outs = locals_for(op), op.output_names
+    lines = ['    """The PyTorch reference as a kernel, written into outputs allocated as `fake` describes."""']
+    if op.num_outputs == 1:
+        return lines + ["    " + layout.assign(outs[0], allocate(op), 4),
+                        "    " + layout.assign("return", f"{outs[0]}.copy_({reference})", 4)]
+    output, want, outputs, expected = local.output, local.want, local.outputs, local.expected
+    pairs = f"zip({outputs}, {expected}, strict=True)"
+    return lines + ["    " + layout.assign(outputs, allocate(op), 4),
+                    "    " + layout.assign(expected, reference, 4),
+                    "    " + layout.statement(f"return tuple({output}.copy_({want}) for {output}, {want} in {pairs})", 4)]
+
+
+def _custom_mutating_body(op: Op) -> list[str]:
+    """The reference written into the mutated arguments (those given), then into the returns."""
+    reference = call_text(f"reference.{op.name}", op)
+    local, outs, written = locals_for(op), op.output_names, op.mutated_args
+    lines = ['    """The PyTorch reference as a kernel, written into the mutated arguments."""']
+    if len(written) == 1 and not outs:  # the reference returns the one value
+        name = written[0].name
+        if not written[0].is_optional:
+            return lines + ["    " + layout.statement(f"{name}.copy_({reference})", 4)]
+        return lines + [f"    if {name} is not None:", "        " + layout.statement(f"{name}.copy_({reference})", 8)]
+    if outs:
+        allocated = local.outputs if len(outs) > 1 else outs[0]
+        lines.append("    " + layout.assign(allocated, allocate(op), 4))
+    lines.append("    " + layout.assign(local.expected, reference, 4))  # before any argument is written
+    for i, arg in enumerate(written):
+        copy = f"{arg.name}.copy_({local.expected}[{i}])"
+        lines += [f"    if {arg.name} is not None:", f"        {copy}"] if arg.is_optional else [f"    {copy}"]
+    if len(outs) == 1:
+        return lines + [f"    return {outs[0]}.copy_({local.expected}[{len(written)}])"]
+    if outs:
+        output, want, pairs = local.output, local.want, f"zip({local.outputs}, {local.expected}[{len(written)}:], strict=True)"
+        return lines + ["    " + layout.statement(f"return tuple({output}.copy_({want}) for {output}, {want} in {pairs})", 4)]
+    return lines
+
+
+# -- what differs between op kinds: one row per kind
+
+
+class _Kind(NamedTuple):
+    inputs: Callable[[Op], tuple[Arg, ...]]  # the Tensors its reference upcasts
+    return_line: Callable[[Op], str]  # the reference's `return`
+    python_kernel_body: Callable[[Op], list[str]]
+    dtype_lines: Callable[[Op], list[str]] = _lead_dtype  # the reference's line that reads the dtype(s) it returns
+
+
+_KINDS = {
+    PointwiseCompute: _Kind(lambda op: op.read_args, _pointwise_return, _written_kernel_body),
+    RowReduction: _Kind(lambda op: op.read_args, _reduction_return, _written_kernel_body),
+    CustomKernel: _Kind(_custom_reference_inputs, _custom_return, _custom_kernel_body, dtype_lines=_custom_dtype),
+}
+
+
+def _kind(op: Op) -> _Kind:
+    return _KINDS[type(op.body)]
