@@ -9,6 +9,7 @@ as it is, so the templates only print.
 
 from __future__ import annotations
 
+import ast
 import itertools
 import textwrap
 from collections.abc import Callable
@@ -353,7 +354,10 @@ def _with_shape_relations(op: Op, shape_of):
         given = shape_of(a)
         if a.name not in relations or given is None:
             return given
-        tensors = [t for t in op.tensor_args if t is not a and related(t) is not None]
+        # Only the Tensors the relation names: two relations over a third (grad and weight both from input)
+        # would otherwise each ask for the other's shape, without end.
+        named = {n.id for n in ast.walk(ast.parse(relations[a.name])) if isinstance(n, ast.Name)}
+        tensors = [t for t in op.tensor_args if t is not a and t.name in named and related(t) is not None]
         names = {t.name: _Sizes(tuple(related(t)[0])) for t in tensors}
         names |= {n: int(sample_value(t, op)) for n, t in by_name.items() if t.kind == "int"}
         shape = eval(relations[a.name], {"__builtins__": {}}, names)  # the metadata language, checked
