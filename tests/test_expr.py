@@ -580,3 +580,31 @@ RANDOM = "is random; a derivative formula must give the same gradient on every c
 def test_formulas_are_pure(text, message):
     assert [m for m, _ in _problems(parse_formula, text, impure_context())] == [message]
     assert parse_formula("mymul(grad, b) + torch.nn.functional.normalize(grad)", impure_context())
+
+
+def fused_context() -> FormulaContext:
+    """The namespace has a fused backward `norm_backward` of two returns and an op `scaled` of one."""
+    return FormulaContext({"x": "tensor", "w": "tensor", "eps": "float"}, 1, "kopgen_test_expr",
+                          frozenset({"norm_backward", "scaled"}), own_op_returns={"norm_backward": 2, "scaled": 1})
+
+
+def test_a_fused_backward_call_is_indexed_and_reads_its_arguments():
+    f = parse_formula("norm_backward(grad, x, w, eps)[1]", fused_context())
+    assert f.python == "torch.ops.kopgen_test_expr.norm_backward.default(grad, x, w, eps)[1]"
+    assert (f.saved_tensors, f.scalars, f.grads_used, f.own_ops_called) == (("x", "w"), ("eps",), (0,), ("norm_backward",))
+
+
+@pytest.mark.parametrize(("text", "message", "column"), [
+    ("norm_backward(grad, x, w, eps)[2]", "norm_backward(...)[2] is out of range: 'norm_backward' returns 2 values", 31),
+    ("norm_backward(grad, x, w, eps)[-1]", "norm_backward(...)[...] needs an integer literal, like norm_backward(...)[0]",
+     31),
+    ("norm_backward(grad, x, w, eps)[x]", "norm_backward(...)[...] needs an integer literal, like norm_backward(...)[0]",
+     31),
+    ("scaled(grad, w)[0]", "'scaled' returns one Tensor; use its call without an index", 16),
+    ("norm_backward(grad, x, w, eps) * 2", "'norm_backward' returns 2 values; index its call, like norm_backward(...)[0]",
+     0),
+    ("norm_backward(grad, y, w, eps)[0]", ("unknown name 'y'; use the op's arguments, grad(s), result(s), torch or "
+                                           "this namespace's ops"), 20),
+])
+def test_fused_backward_calls_are_checked(text, message, column):
+    assert _problems(parse_formula, text, fused_context()) == [(message, column)]
