@@ -26,6 +26,7 @@ def resolve_backward(resolver: OpResolver, schema: FunctionSchema, args: tuple[A
         namespace=resolver.namespace,
         own_ops=resolver.own_ops,
         mutating_ops=resolver.mutating_ops,
+        own_op_returns=resolver.own_op_returns,
     )
     by_name = {a.name: a for a in args}
     gradients = []

@@ -74,6 +74,9 @@ DERIVED_NAMES = {
     "kernel": "{}_kernel",  # kernels/<op>.py: the Triton kernel,
     "interpreted": "{}_kernel_interpreted",  # ... its interpreted form,
     "launch": "{}_launch",  # ... and a triton_op's launch
+    # backward: what one call of an op of the namespace gives where several gradients read it (a fused
+    # backward's gradients), named after the op less its `_backward`: rms_norm_backward -> rms_norm_grads
+    "shared_call": "{}_grads",
 }
 # torch calls setup_context(ctx=, inputs=, output=, keyword_only_inputs=) by keyword: these parameter
 # names cannot change, so an argument of one of them is unpacked there under another name.
@@ -131,9 +134,10 @@ class Locals:
     names only). The user's names stay as written."""
 
     def __init__(self, op_name: str, stem: str, args: Sequence[tuple[str, bool]], outputs: Sequence[str],
-                 results: Sequence[str]):
+                 results: Sequence[str], called: Sequence[str] = ()):
         """`args`: (name, is an optional Tensor) per argument; `outputs`: the outputs' names (settled
-        by output_names); `results`: the natural names of the saved outputs in backward (result, ...)."""
+        by output_names); `results`: the natural names of the saved outputs in backward (result, ...);
+        `called`: the ops of the namespace the backward formulas call."""
         arg_names = [name for name, _ in args]
         flags = optional_flags(arg_names, [name for name, optional in args if optional])
         taken = {*arg_names, *flags.values(), *outputs, op_name}
@@ -161,6 +165,9 @@ class Locals:
             settle("local", result)
         for kind in ("kernel", "interpreted", "launch"):
             settle(kind, DERIVED_NAMES[kind].format(stem))
+        for called_op in called:  # keyed by the op: `norm` and `norm_backward` both make norm_grads
+            self._names[("shared_call", called_op)] = fresh(shared_call_name(called_op), taken)
+            taken.add(self._names[("shared_call", called_op)])
         # setup_context's names for the arguments it unpacks: only its own names are in the way there (the
         # arguments, torch's parameters, its needs_input_grad and `_`), so `ctx` becomes ctx_ as in backward.
         in_setup = {*arg_names, *SETUP_CONTEXT_PARAMETERS, self.needs_input_grad, self._}
@@ -193,6 +200,10 @@ class Locals:
 
     def cpp_flag(self, name: str) -> str:
         return self.derived("cpp_flag", name)
+
+    def shared_call(self, called_op: str) -> str:
+        """backward's local for the one call of `called_op` that several gradients read."""
+        return self._names[("shared_call", called_op)]
 
     def unpacked(self, name: str) -> str:
         """An argument as setup_context unpacks it from `inputs`: its own name, but where torch's
@@ -268,18 +279,26 @@ OP_RESERVED_NAMES = frozenset(
 DUNDER_PATTERN = re.compile(r"^__.*__$")
 
 
+def shared_call_name(called_op: str) -> str:
+    """The natural name of backward's local for one call of `called_op` (before renaming)."""
+    base = called_op.removesuffix("_backward") or called_op
+    return DERIVED_NAMES["shared_call"].format(base)
+
+
 def locals_for(op: Op) -> Locals:
     """The generated code's own names for `op` (templates: `local(op).grad`)."""
     args = tuple((a.name, a.is_optional) for a in op.args)
     count = op.num_outputs
     results = ("result",) if count == 1 else tuple(DERIVED_NAMES["result"].format(i) for i in range(count))
-    return _locals(op.name, op.stem, args, op.output_names, results)
+    gradients = op.backward.gradients if op.backward else ()
+    called = tuple(sorted({name for g in gradients if g.formula for name in g.formula.own_ops_called}))
+    return _locals(op.name, op.stem, args, op.output_names, results, called)
 
 
 @lru_cache(maxsize=256)
 def _locals(op_name: str, stem: str, args: tuple[tuple[str, bool], ...], outputs: tuple[str, ...],
-            results: tuple[str, ...]) -> Locals:
-    return Locals(op_name, stem, args, outputs, results)
+            results: tuple[str, ...], called: tuple[str, ...]) -> Locals:
+    return Locals(op_name, stem, args, outputs, results, called)
 
 
 def check_package_names(root: Mapping, namespace: str, namespace_at: Position, diagnostics: Diagnostics) -> None:

@@ -41,12 +41,13 @@ def resolve(root: Mapping, spec_text: str, diagnostics: Diagnostics) -> Package 
     check_package_names(root, namespace, namespace_at, diagnostics)
     defaults = root.get("defaults")
     op_nodes = root.get("ops").items
-    own_ops, mutating = _own_ops(op_nodes)
+    own_ops, mutating, returns = _own_ops(op_nodes)
     ops = []
     seen: dict[str, tuple[str, Position]] = {}  # by the name in lower case: files differ in case only on some systems
     compiled_route = None
     for node in op_nodes:
         resolver = OpResolver(node, defaults, namespace, own_ops, diagnostics, mutating, namespace_at, package)
+        resolver.own_op_returns = returns
         op = resolver.resolve()
         if op is None:
             continue
@@ -83,20 +84,22 @@ def resolve(root: Mapping, spec_text: str, diagnostics: Diagnostics) -> Package 
     )
 
 
-def _own_ops(op_nodes: tuple[Mapping, ...]) -> tuple[frozenset[str], frozenset[str]]:
-    """The names of the spec's ops, which its formulas may call, and of those whose schema mutates
-    an argument, which they may not."""
-    names, mutating = set(), set()
+def _own_ops(op_nodes: tuple[Mapping, ...]) -> tuple[frozenset[str], frozenset[str], dict[str, int]]:
+    """The names of the spec's ops, which its formulas may call, those whose schema mutates an
+    argument, which they may not, and how many values each returns (a call of several is indexed)."""
+    names, mutating, returns = set(), set(), {}
     for node in op_nodes:
         schema = node.get("schema").value
         name = schema.split("(", 1)[0].strip()
         names.add(name)
         try:
-            if parse_schema(schema).mutated_arguments:
-                mutating.add(name)
+            parsed = parse_schema(schema)
         except SchemaError:
-            pass  # reported with the op
-    return frozenset(names), frozenset(mutating)
+            continue  # reported with the op
+        returns[name] = len(parsed.returns)
+        if parsed.mutated_arguments:
+            mutating.add(name)
+    return frozenset(names), frozenset(mutating), returns
 
 
 def with_stems(ops: list[Op]) -> list[Op]:
@@ -133,6 +136,7 @@ class OpResolver:
         self.namespace = namespace
         self.own_ops = own_ops
         self.mutating_ops = mutating_ops  # those of own_ops that write an argument: no formula may call them
+        self.own_op_returns: dict[str, int] = {}  # how many values each of own_ops returns (resolve sets it)
         self.namespace_at = namespace_at or node.position  # where the spec sets the namespace
         self.diagnostics = diagnostics
 

@@ -607,6 +607,42 @@ def test_a_reference_index_is_checked_as_the_rest(text, message, column):
     assert (info.value.message, info.value.column) == (message, column)
 
 
+def test_a_reference_indexes_a_call_of_an_own_op_of_several_returns_as_a_formula_does():
+    ctx = FormulaContext({"x": "tensor"}, 0, "kopgen_test_expr", frozenset({"pair"}), own_op_returns={"pair": 2},
+                         string_keywords=True)
+    assert parse_formula("pair(x)[1][..., :2]", ctx).python == "torch.ops.kopgen_test_expr.pair.default(x)[1][..., :2]"
+    with pytest.raises(ExprError, match=r"out of range: 'pair' returns 2 values"):
+        parse_formula("pair(x)[2]", ctx)
+
+
 def test_a_formula_still_indexes_only_grads_and_results():
     with pytest.raises(ExprError, match=r"indexing is only allowed as grads\[i\] or results\[i\]"):
         parse_formula("grad * a[0]", ONE)
+
+
+def fused_context() -> FormulaContext:
+    """The namespace has a fused backward `norm_backward` of two returns and an op `scaled` of one."""
+    return FormulaContext({"x": "tensor", "w": "tensor", "eps": "float"}, 1, "kopgen_test_expr",
+                          frozenset({"norm_backward", "scaled"}), own_op_returns={"norm_backward": 2, "scaled": 1})
+
+
+def test_a_fused_backward_call_is_indexed_and_reads_its_arguments():
+    f = parse_formula("norm_backward(grad, x, w, eps)[1]", fused_context())
+    assert f.python == "torch.ops.kopgen_test_expr.norm_backward.default(grad, x, w, eps)[1]"
+    assert (f.saved_tensors, f.scalars, f.grads_used, f.own_ops_called) == (("x", "w"), ("eps",), (0,), ("norm_backward",))
+
+
+@pytest.mark.parametrize(("text", "message", "column"), [
+    ("norm_backward(grad, x, w, eps)[2]", "norm_backward(...)[2] is out of range: 'norm_backward' returns 2 values", 31),
+    ("norm_backward(grad, x, w, eps)[-1]", "norm_backward(...)[...] needs an integer literal, like norm_backward(...)[0]",
+     31),
+    ("norm_backward(grad, x, w, eps)[x]", "norm_backward(...)[...] needs an integer literal, like norm_backward(...)[0]",
+     31),
+    ("scaled(grad, w)[0]", "'scaled' returns one Tensor; use its call without an index", 16),
+    ("norm_backward(grad, x, w, eps) * 2", "'norm_backward' returns 2 values; index its call, like norm_backward(...)[0]",
+     0),
+    ("norm_backward(grad, y, w, eps)[0]", ("unknown name 'y'; use the op's arguments, grad(s), result(s), torch or "
+                                           "this namespace's ops"), 20),
+])
+def test_fused_backward_calls_are_checked(text, message, column):
+    assert _problems(parse_formula, text, fused_context()) == [(message, column)]

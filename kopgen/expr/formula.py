@@ -11,7 +11,7 @@ import ast
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .syntax import (
     METADATA_ATTRIBUTES,
@@ -34,6 +34,9 @@ class FormulaContext:
     namespace: str
     own_ops: frozenset[str]  # op names in the same namespace
     mutating_ops: frozenset[str] = frozenset()  # those of own_ops whose schema mutates an argument
+    # How many values each of own_ops returns (where its schema parses): a call of one that returns
+    # several is indexed with an integer literal, like rms_norm_backward(...)[0].
+    own_op_returns: Mapping[str, int] = field(default_factory=dict)
     # A custom kernel's `reference` may pass strings by keyword (reduction="none"); formulas take none.
     string_keywords: bool = False
 
@@ -80,6 +83,7 @@ class _FormulaChecker(Checker):
         self.scalars: set[str] = set()
         self.used = {"grads": set(), "results": set()}  # output indices
         self.ops: set[str] = set()
+        self.indexed: set[int] = set()  # id() of the own-op calls that are indexed, as a call of several returns must be
 
     def visit_children(self, node: ast.AST) -> None:
         for child in ast.iter_child_nodes(node):
@@ -124,6 +128,10 @@ class _FormulaChecker(Checker):
         try:
             if isinstance(node.func, ast.Name):
                 self.name(node.func, "call")
+                returns = self.ctx.own_op_returns.get(node.func.id, 1)
+                if node.func.id in self.ctx.own_ops and returns > 1 and id(node) not in self.indexed:
+                    raise self.error(node.func, f"'{node.func.id}' returns {returns} values; index its call, "
+                                                f"like {node.func.id}(...)[0]")
             elif isinstance(node.func, ast.Attribute):
                 self.check_callee(node.func)
                 self.visit_Attribute(node.func, methods=METADATA_METHODS)
@@ -159,6 +167,9 @@ class _FormulaChecker(Checker):
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
         base, index = node.value, node.slice
+        if isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and base.func.id in self.ctx.own_ops:
+            self.own_op_index(base, base.func.id, index)
+            return
         if not (isinstance(base, ast.Name) and base.id in self.used
                 and base.id not in self.ctx.arg_kinds):
             raise self.error(node, "indexing is only allowed as grads[i] or results[i] "
@@ -170,6 +181,20 @@ class _FormulaChecker(Checker):
             raise self.error(index, f"{base.id}[{index.value}] is out of range: the op has "
                                     f"{n} output{'s' * (n != 1)}")
         self.used[base.id].add(index.value)
+
+    def own_op_index(self, call: ast.Call, op: str, index: ast.expr) -> None:
+        """`op(...)[i]`: one of the values an own op of several returns gives (a fused backward's gradients)."""
+        self.indexed.add(id(call))
+        self.check(call)
+        count = self.ctx.own_op_returns.get(op)
+        if count is None:  # its schema does not parse: reported with that op
+            return
+        if count == 1:
+            raise self.error(index, f"'{op}' returns one Tensor; use its call without an index")
+        if not (isinstance(index, ast.Constant) and type(index.value) is int):
+            raise self.error(index, f"{op}(...)[...] needs an integer literal, like {op}(...)[0]")
+        if not 0 <= index.value < count:
+            raise self.error(index, f"{op}(...)[{index.value}] is out of range: '{op}' returns {count} values")
 
     def name(self, node: ast.Name, use: str) -> None:
         """Resolve a name; `use` is 'value', 'call', 'base' (of x.attr) or 'metadata'."""
@@ -217,8 +242,9 @@ class _ReferenceChecker(_FormulaChecker):
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
         base = node.value
-        if isinstance(base, ast.Name) and base.id in self.used and base.id not in self.ctx.arg_kinds:
-            super().visit_Subscript(node)  # grads[i] / results[i]: their own rules
+        own_op = isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and base.func.id in self.ctx.own_ops
+        if own_op or (isinstance(base, ast.Name) and base.id in self.used and base.id not in self.ctx.arg_kinds):
+            super().visit_Subscript(node)  # grads[i], results[i], op(...)[i]: their own rules
             return
         self.check(base)
         self.check(node.slice)

@@ -9,6 +9,7 @@ renamed where an argument of the op takes them.
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 
 from ..model import Backward, Op, Saved
 from ..names import Locals, locals_for
@@ -109,10 +110,62 @@ class _FormulaNames(ast.NodeTransformer):
         return self.generic_visit(node)
 
 
-def _formula(op: Op, python: str) -> str:
+class _SharedCalls(ast.NodeTransformer):
+    """A formula with each call that backward runs once beforehand read from its local."""
+
+    def __init__(self, locals_by_call: dict[str, str]):
+        self.locals_by_call = locals_by_call
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        local = self.locals_by_call.get(ast.unparse(node))
+        return ast.Name(local, ast.Load()) if local else self.generic_visit(node)
+
+
+def _formula(op: Op, python: str, shared: tuple[SharedCall, ...] = ()) -> str:
     """A formula's Python (over the arguments, grad(s) and result(s)) in the names of backward."""
     args = {a.name for a in op.args}
-    return ast.unparse(_FormulaNames(locals_for(op), args, op.backward.num_outputs == 1).visit(ast.parse(python)))
+    tree = _SharedCalls({call.python: call.local for call in shared}).visit(ast.parse(python))
+    return ast.unparse(_FormulaNames(locals_for(op), args, op.backward.num_outputs == 1).visit(tree))
+
+
+@dataclass(frozen=True)
+class SharedCall:
+    """A call of an op of the namespace that several gradients' formulas make (a fused backward giving
+    each of them one of its returns): backward runs it once, into a local, when one of them is wanted."""
+
+    python: str  # the call, as the formulas' Python has it (torch.ops.<namespace>.<op>.default(...))
+    called_op: str
+    local: str
+    users: tuple[int, ...]  # the indices of the inputs whose gradients read it
+
+
+def _own_op_calls(python: str) -> dict[str, str]:
+    """The calls of the namespace's ops in a formula's Python (a formula reaches torch.ops in no other
+    way), as text: the op each calls."""
+    calls = {}
+    for node in ast.walk(ast.parse(python)):
+        func = node.func if isinstance(node, ast.Call) else None
+        if isinstance(func, ast.Attribute) and ast.unparse(func).startswith("torch.ops."):
+            calls[ast.unparse(node)] = func.value.attr  # torch.ops.<namespace>.<op>.default
+    return calls
+
+
+def shared_calls(op: Op) -> tuple[SharedCall, ...]:
+    """The own-op calls that more than one gradient's formula makes, in the order the formulas make them;
+    one per op (a second call of the same op with other arguments stays in its formulas)."""
+    users: dict[str, list[int]] = {}
+    called_op = {}
+    for gradient in op.backward.gradients:
+        for text, name in (_own_op_calls(gradient.formula.python) if gradient.formula else {}).items():
+            users.setdefault(text, []).append(gradient.arg.index)
+            called_op[text] = name
+    shared, seen = [], set()
+    for text, indices in users.items():
+        name = called_op[text]
+        if len(indices) > 1 and name not in seen:
+            seen.add(name)
+            shared.append(SharedCall(text, name, locals_for(op).shared_call(name), tuple(indices)))
+    return tuple(shared)
 
 
 def backward_body(op: Op) -> list[str]:
@@ -132,10 +185,18 @@ def backward_body(op: Op) -> list[str]:
         lines += _padded_needs_input_grad(bw, local, ctx)
     gradients = [g for g in bw.gradients if g.formula]
     lines += [f"    {local.derived('gradient', g.arg.name)} = None" for g in gradients]
+    shared = shared_calls(op)
+    needs = _needs_input_grad(bw, local, ctx)
+    names = {a.index: a.name for a in op.args}
+    for call in shared:
+        readers = " and ".join(names[i] for i in call.users)
+        lines.append(f"    # One {call.called_op} call serves the gradients of {readers}: it runs once, if one is wanted.")
+        lines.append(f"    if {' or '.join(f'{needs}[{i}]' for i in call.users)}:")
+        lines.append("        " + layout.assign(call.local, _formula(op, call.python), 8))
     lines.append("    # Each gradient is summed back to its input's shape, where the input was broadcast.")
     for g in gradients:
-        lines.append(f"    if {_needs_input_grad(bw, local, ctx)}[{g.arg.index}]:")
-        summed = f"{layout.operand(_formula(op, g.formula.python))}.sum_to_size({ctx}.{local.derived('shape', g.arg.name)})"
+        lines.append(f"    if {needs}[{g.arg.index}]:")
+        summed = f"{layout.operand(_formula(op, g.formula.python, shared))}.sum_to_size({ctx}.{local.derived('shape', g.arg.name)})"
         lines.append("        " + layout.assign(local.derived("gradient", g.arg.name), summed, 8))
     gradients_returned = []
     for arg in op.args[: op.positional_count]:

@@ -153,7 +153,8 @@ def make_drawn(package: Package) -> tuple[str, ...]:
 
 
 def samples(op: Op) -> tuple[Sample, ...]:
-    """normal, empty, non-contiguous and broadcast inputs (where the op has such)."""
+    """normal, empty, non-contiguous and broadcast inputs (where the op has such; a custom kernel is tested
+    on broadcast inputs only where the spec's `tests.shapes` give them)."""
     result = [_sample(op, _normal_label(op, i), lambda a, s=shapes: (s[a.name],)) for i, shapes in enumerate(op.shapes)]
     first = op.shapes[0]
     rank = max(len(shape) for shape in first.values())
@@ -174,7 +175,8 @@ def samples(op: Op) -> tuple[Sample, ...]:
     # Inputs after the first broadcast from their last dimension; written arguments always have the full shape
     # (the first input keeps it too, so that the reference, which reads only inputs, has the written shape).
     lead = next((a for a in op.tensor_args if not a.is_mutated and not a.is_optional), op.lead)
-    if first[lead.name] and any(a is not lead and not a.is_mutated for a in op.tensor_args):
+    others = any(a is not lead and not a.is_mutated for a in op.tensor_args)
+    if _KINDS[type(op.body)].broadcasts and first[lead.name] and others:
         result.append(
             _sample(op, "broadcast", lambda a: (first[a.name] if a is lead or a.is_mutated else first[a.name][-1:],))
         )
@@ -354,11 +356,11 @@ def _with_shape_relations(op: Op, shape_of):
         given = shape_of(a)
         if a.name not in relations or given is None:
             return given
-        # Only the Tensors EXPR names: two related Tensors must not draw each other's shapes.
-        named = {n.id for n in ast.walk(ast.parse(relations[a.name], mode="eval")) if isinstance(n, ast.Name)}
-        tensors = [t for t in op.tensor_args if t.name in named and related(t) is not None]
+        # Only the arguments the relation names: two relations to a third argument are no cycle.
+        read = {node.id for node in ast.walk(ast.parse(relations[a.name], mode="eval")) if isinstance(node, ast.Name)}
+        tensors = [t for t in op.tensor_args if t.name in read and related(t) is not None]
         names = {t.name: _Sizes(tuple(related(t)[0])) for t in tensors}
-        names |= {n: int(sample_value(t, op)) for n, t in by_name.items() if t.kind == "int"}
+        names |= {n: int(sample_value(t, op)) for n, t in by_name.items() if t.kind == "int" and n in read}
         shape = eval(relations[a.name], {"__builtins__": {}}, names)  # the metadata language, checked
         return (tuple(shape), *given[1:])
 
@@ -422,6 +424,8 @@ class _KindTests(NamedTuple):
     differentiable: Callable[[Op], bool] = lambda op: True  # whether autograd could track an output at all
     empties: bool = False  # whether `empty` empties every Tensor with the lead's rows, not only the full-rank ones
     kept_dense: Callable[[Op], frozenset[str]] = lambda op: frozenset()  # Tensors the noncontiguous sample keeps dense
+    # Whether its inputs broadcast, as kopgen's own kernels do; a user's kernel is held to the shapes the spec gives.
+    broadcasts: bool = True
 
 
 def _nothing(op: Op) -> list:
@@ -469,5 +473,5 @@ _KINDS = {
     PointwiseCompute: _KindTests(_nothing, _nothing),
     RowReduction: _KindTests(_row_samples, _row_data),
     CustomKernel: _KindTests(_nothing, _nothing, _custom_class_body, _some_float_output, empties=True,
-                             kept_dense=_dense_written),
+                             kept_dense=_dense_written, broadcasts=False),
 }
