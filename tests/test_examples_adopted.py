@@ -46,4 +46,4 @@ def test_llm_triton_adopted_passes_its_suite(tmp_path, monkeypatch):
     # silu_and_mul (triton_op, mutating), rms_norm and its fused backward (triton_op), cross_entropy_forward
     # (custom_op): CUDA tests skip here.
     deselect = [arg for test in GROWN_BREAKS_SHAPE_RELATIONS for arg in ("--deselect", test)]
-    installed_suite_passes(repo, tmp_path / "site", *deselect, at_least=130)
+    installed_suite_passes(repo, tmp_path / "site", *deselect, at_least=110)
