@@ -188,6 +188,16 @@ def samples(op: Op) -> tuple[Sample, ...]:
     return tuple(result)
 
 
+def grown_sample(op: Op) -> Sample | None:
+    """The normal sample with every size n > 1 grown to n + 2 (as Make grows them) before the spec's shape
+    relations apply, where it has relations: growing a related shape itself would break it (3 is half of 6,
+    5 is not half of 8)."""
+    if not any(s.shape for s in op.sample_args):
+        return None
+    first = op.shapes[0]
+    return _sample(op, "grown", lambda a: (tuple(n if n == 1 else n + 2 for n in first[a.name]),))
+
+
 def normal_sample(op: Op) -> str:
     """The sample of the spec's first test shapes: what the checks of one sample run on."""
     return _normal_label(op, 0)
@@ -314,6 +324,8 @@ def op_data(op: Op, package: Package) -> tuple[str, ...]:
         arguments.append([f"lead_input={op.lead.index},"])
     if op.tags:
         arguments.append(_keyword("tags", "(", [f"torch.Tag.{tag}" for tag in op.tags], ")"))
+    if grown := grown_sample(op):
+        arguments.append(_collection("grown_sample=lambda make: (", grown.args, "),", 4))
     if op.is_triton_op:
         arguments.append([f"kernels_module={_str(f'{package.name}.kernels.{op.name}')},"])
     return tuple(line for argument in arguments for line in argument)

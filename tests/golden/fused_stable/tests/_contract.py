@@ -53,6 +53,9 @@ class OpData:
     returns: bool = False  # Mutating: whether it also returns Tensors
     lead_input: int = 0  # OnCuda: the argument that the CUDA-graph test computes
     tags: tuple[torch.Tag, ...] = ()  # Tagged: the tags its schema carries
+    # The normal sample grown for the dynamic-shape compile, where shapes relate (out has half
+    # of input's width): sizes grown and relations applied when kopgen generated it.
+    grown_sample: Callable | None = None
 
     @property
     def tolerances(self) -> dict:
@@ -175,7 +178,10 @@ class Contract:
     def make_args(self, sample, device, dtype, requires_grad=False, grown=False):
         """The arguments of one sample; `requires_grad` applies to the gradient inputs."""
         data = self.data
-        args = data.samples[sample](Make(device, dtype, data.positive_inputs, grown))
+        if grown and data.grown_sample is not None:
+            args = data.grown_sample(Make(device, dtype, data.positive_inputs))
+        else:
+            args = data.samples[sample](Make(device, dtype, data.positive_inputs, grown))
         return tuple(
             arg.detach().requires_grad_(requires_grad)
             if i in data.gradient_inputs and arg is not None
