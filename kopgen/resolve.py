@@ -298,18 +298,21 @@ class OpResolver:
         tensors = [a.name for a in args if a.is_tensor]
         shapes = []
         shapes_node = node.get("shapes") if node else None
+        # A Tensor whose shape `tests: args:` computes from the others needs none in a mapping (its () is replaced).
+        args_node = node.get("args") if node else None
+        related = {name for name, (_, entry) in args_node.entries.items() if "shape" in entry.entries} if args_node else set()
         for entry in shapes_node.items if shapes_node else ():
             value = plain(entry)
             if isinstance(value, list):
                 shapes.append({name: tuple(value) for name in tensors})
                 continue
-            missing = [name for name in tensors if name not in value]
+            missing = [name for name in tensors if name not in value and name not in related]
             unknown = [name for name in value if name not in tensors]
             if missing or unknown:
                 what = f"has no shape for {', '.join(missing)}" if missing else f"names {', '.join(unknown)}, not a Tensor argument"
                 self.error(entry.position, f"this test shape {what}")
                 continue
-            shapes.append({name: tuple(value[name]) for name in tensors})
+            shapes.append({name: tuple(value.get(name, ())) for name in tensors})
         if not shapes:
             shapes.append({name: DEFAULT_SHAPE for name in tensors})
         atol = node.get("atol") if node else None

@@ -75,3 +75,27 @@ ops:
 """)
     text = (generate(spec, tmp_path / "repo") / "tests/test_norm_backward.py").read_text()
     assert '"normal": lambda make: (make(8, 6), make(8, 6), make(6)),' in text
+
+
+def test_a_shape_mapping_leaves_out_the_tensors_a_relation_shapes(tmp_path):
+    """`tests.shapes` gives the lead alone (7 tokens); query follows it, also in the empty sample."""
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text("""\
+kopgen: 1
+package: krot
+defaults:
+  backends: {cpu: python, cuda: triton}
+ops:
+  - schema: "scale_rows(Tensor positions, Tensor! query, int heads) -> ()"
+    kernel: custom
+    reference: {query: "query * 2"}
+    tests:
+      shapes: [{positions: [7]}]
+      args:
+        heads: {value: 4}
+        positions: {dtype: int64, low: 0, high: 20}
+        query: {shape: "(positions.shape[0], 16 * heads)"}
+""")
+    text = (generate(spec, tmp_path / "repo") / "tests/test_scale_rows.py").read_text()
+    assert "make.drawn(7, dtype=torch.int64, low=0, high=20),\n            make(7, 64),\n" in text
+    assert "make.drawn(0, dtype=torch.int64, low=0, high=20),\n            make(0, 64),\n" in text

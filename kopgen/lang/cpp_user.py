@@ -99,10 +99,12 @@ class CustomCppOp(CppOp):
         if bound:
             return [*statements, f"return {call};" if op.output_names else f"{call};"]
         statements += [self._allocation(out, fake, lead) for out, fake in zip(op.output_names, op.body.outputs)]
-        # the lead written Tensor: the first mutated argument that is always given, else the first output
+        # Nothing to launch when every Tensor it writes (each mutated argument that is always given, each
+        # output) is empty; one empty among them is not enough (a weight's gradient over no rows is zeros).
         written = [a.name for a in op.tensor_args if a.is_mutated and not a.is_optional] + list(op.output_names)
         if written:  # an op that writes only a Tensor!? calls its kernel whatever its size
-            statements += [f"if ({written[0]}.numel() == 0) {{", f"  {self._return}", "}"]
+            empty = " && ".join(f"{name}.numel() == 0" for name in written)
+            statements += [f"if ({empty}) {{", f"  {self._return}", "}"]
         statements.append(f"{call};")
         return statements + ([self._return] if op.output_names else [])
 

@@ -1,7 +1,8 @@
 // rms_norm's CPU kernel (torch_library): out = input / sqrt(mean(input^2, -1) + epsilon) * weight,
 // over the last dimension. `out` is allocated by kopgen as `fake` says (input's shape and dtype);
 // kopgen has checked the devices and made the inputs dense.
-#include <ATen/ATen.h>
+#include "kernels.h"
+
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
@@ -11,7 +12,11 @@
 
 namespace kllm {
 
-void rms_norm_cpu(const at::Tensor& input, const at::Tensor& weight, double epsilon, at::Tensor& out) {
+void rms_norm_cpu(
+    const at::Tensor& input,
+    const at::Tensor& weight,
+    double epsilon,
+    at::Tensor& out) {
   const int64_t hidden = input.size(-1);
   TORCH_CHECK(weight.dim() == 1 && weight.size(0) == hidden,
               "rms_norm: weight must be 1-D with input's last dimension");

@@ -3,7 +3,8 @@
 //   grad_input = r * (grad * weight - xhat * mean(grad * weight * xhat))
 //   grad_weight = sum over rows of grad * xhat
 // kopgen allocates grad_input (input's shape) and grad_weight (weight's shape) as `fake` says.
-#include <ATen/ATen.h>
+#include "kernels.h"
+
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
@@ -14,8 +15,13 @@
 
 namespace kllm {
 
-void rms_norm_backward_cpu(const at::Tensor& grad, const at::Tensor& input, const at::Tensor& weight,
-                           double epsilon, at::Tensor& grad_input, at::Tensor& grad_weight) {
+void rms_norm_backward_cpu(
+    const at::Tensor& grad,
+    const at::Tensor& input,
+    const at::Tensor& weight,
+    double epsilon,
+    at::Tensor& grad_input,
+    at::Tensor& grad_weight) {
   const int64_t hidden = input.size(-1);
   TORCH_CHECK(grad.sizes() == input.sizes(), "rms_norm_backward: grad and input shapes differ");
   TORCH_CHECK(weight.dim() == 1 && weight.size(0) == hidden,

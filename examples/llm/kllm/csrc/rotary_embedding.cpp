@@ -4,7 +4,8 @@
 // Pairs: (i, i + rot_dim / 2) when is_neox (GPT-NeoX), else (2i, 2i + 1) (GPT-J), each rotated as
 //   x1' = x1 * cos[i] - x2 * sin[i],  x2' = x2 * cos[i] + x1 * sin[i].
 // kopgen has checked the devices and the contiguity of query and key.
-#include <ATen/ATen.h>
+#include "kernels.h"
+
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
@@ -36,8 +37,13 @@ void rotate_heads(scalar_t* x, int64_t heads, int64_t head_size, const scalar_t*
 
 }  // namespace
 
-void rotary_embedding_cpu(const at::Tensor& positions, at::Tensor& query, const std::optional<at::Tensor>& key,
-                          int64_t head_size, const at::Tensor& cos_sin_cache, bool is_neox) {
+void rotary_embedding_cpu(
+    const at::Tensor& positions,
+    at::Tensor& query,
+    const std::optional<at::Tensor>& key,
+    int64_t head_size,
+    const at::Tensor& cos_sin_cache,
+    bool is_neox) {
   const int64_t tokens = positions.numel();
   if (tokens == 0) {
     return;

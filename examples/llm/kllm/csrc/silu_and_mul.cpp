@@ -1,7 +1,8 @@
 // silu_and_mul's CPU kernel (torch_library): out = silu(input[..., :d]) * input[..., d:], where
 // d = input.size(-1) / 2. kopgen's host function has checked the devices, made `input` dense
 // and checked that `out` is; it returns early when `out` is empty.
-#include <ATen/ATen.h>
+#include "kernels.h"
+
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>

@@ -2,7 +2,8 @@
 // saturated to the format's finite range [-448, 448] (float8_e4m3fn has no infinity: an
 // unsaturated overflow would be NaN). NaN stays NaN. `scale` is one float32 value, computed
 // beforehand (static quantization). kopgen has checked the devices and contiguity.
-#include <ATen/ATen.h>
+#include "kernels.h"
+
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <c10/util/Float8_e4m3fn.h>
@@ -11,7 +12,10 @@
 
 namespace kllm {
 
-void static_scaled_fp8_quant_cpu(at::Tensor& result, const at::Tensor& input, const at::Tensor& scale) {
+void static_scaled_fp8_quant_cpu(
+    at::Tensor& result,
+    const at::Tensor& input,
+    const at::Tensor& scale) {
   TORCH_CHECK(result.scalar_type() == at::kFloat8_e4m3fn, "static_scaled_fp8_quant: result must be float8_e4m3fn");
   TORCH_CHECK(result.sizes() == input.sizes(), "static_scaled_fp8_quant: result and input shapes differ");
   TORCH_CHECK(scale.numel() == 1 && scale.scalar_type() == at::kFloat,

@@ -3,6 +3,8 @@
 //   input = residual / sqrt(mean(residual^2) + epsilon) * weight
 // Only the stable ABI (torch::stable, torch/headeronly): one build serves torch 2.10 and later.
 // kopgen has checked the devices and that input and residual are contiguous.
+#include "kernels.h"
+
 #include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
 #include <torch/headeronly/core/ScalarType.h>
@@ -52,8 +54,11 @@ void fused_add_rms_norm_typed(torch::stable::Tensor& input, torch::stable::Tenso
 
 }  // namespace
 
-void fused_add_rms_norm_cpu(torch::stable::Tensor& input, torch::stable::Tensor& residual,
-                            const torch::stable::Tensor& weight, double epsilon) {
+void fused_add_rms_norm_cpu(
+    torch::stable::Tensor& input,
+    torch::stable::Tensor& residual,
+    const torch::stable::Tensor& weight,
+    double epsilon) {
   using torch::headeronly::ScalarType;
   const int64_t hidden = input.size(input.dim() - 1);
   STD_TORCH_CHECK(residual.numel() == input.numel() && residual.dim() == input.dim(),

@@ -137,6 +137,21 @@ TRAPS = {
 }
 
 
+def is_fp8(arg) -> bool:
+    floating = isinstance(arg, torch.Tensor) and arg.is_floating_point()
+    return floating and arg.itemsize == 1
+
+
+def opcheck_tests(args: tuple) -> tuple[str, ...]:
+    """opcheck's tests for a sample. test_schema compares every argument before and after
+    the call with allclose, which fp8 tensors lack: a sample holding one leaves it out, and
+    check_matches_reference (torch.equal on what the kernel may only read) catches trap 1."""
+    tests = tuple(TRAPS)  # opcheck's default tests
+    if any(is_fp8(arg) for arg in args):
+        return tuple(test for test in tests if test != "test_schema")
+    return tests
+
+
 def marked_written(op: torch._ops.OpOverload) -> set[str]:
     """The arguments the schema marks written (`Tensor!`)."""
     return {
@@ -189,7 +204,9 @@ class Contract:
         if grown and data.grown_sample is not None:
             args = data.grown_sample(Make(device, dtype, data.positive_inputs))
         else:
-            args = data.samples[sample](Make(device, dtype, data.positive_inputs, grown))
+            args = data.samples[sample](
+                Make(device, dtype, data.positive_inputs, grown)
+            )
         return tuple(
             arg.detach().requires_grad_(requires_grad)
             if i in data.gradient_inputs and arg is not None
@@ -262,6 +279,9 @@ class Contract:
         meta = tuple(a.to("meta") if isinstance(a, torch.Tensor) else a for a in args)
         fakes = self.run(self.data.op, meta)
         for i, (fake, output) in enumerate(zip(fakes, outputs, strict=True)):
+            if output is None:  # a Tensor!? left out: None on meta too
+                assert fake is None
+                continue
             for what, of in METADATA.items():
                 assert of(fake) == of(output), (
                     f"trap 2 (fake kernel): output {i}'s {what}: fake says {of(fake)}, "
@@ -273,7 +293,11 @@ class Contract:
         args = self.make_args(opcheck_sample, device, dtype, requires_grad)
         positional, keywords = self.split(args)
         results = torch.library.opcheck(
-            self.data.op, positional, keywords, raise_exception=False
+            self.data.op,
+            positional,
+            keywords,
+            test_utils=opcheck_tests(args),
+            raise_exception=False,
         )
         failed = {test: got for test, got in results.items() if got != "SUCCESS"}
         assert not failed, "\n".join(

@@ -1,8 +1,9 @@
 // rms_norm's CUDA kernel (torch_library): out = input / sqrt(mean(input^2, -1) + epsilon) * weight.
 // `out` is allocated by kopgen as `fake` says; kopgen has checked the devices, made the inputs
 // dense, set the device guard and passes PyTorch's current stream.
+#include "../kernels.h"
+
 #include <ATen/Dispatch.h>
-#include <ATen/core/Tensor.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 #include <cuda_runtime.h>
@@ -52,8 +53,12 @@ __global__ void rms_norm_kernel(scalar_t* __restrict__ out, const scalar_t* __re
 
 }  // namespace
 
-void rms_norm_cuda(const at::Tensor& input, const at::Tensor& weight, double epsilon, at::Tensor& out,
-                   cudaStream_t stream) {
+void rms_norm_cuda(
+    const at::Tensor& input,
+    const at::Tensor& weight,
+    double epsilon,
+    at::Tensor& out,
+    cudaStream_t stream) {
   const int64_t hidden = input.size(-1);
   TORCH_CHECK(weight.dim() == 1 && weight.size(0) == hidden,
               "rms_norm: weight must be 1-D with input's last dimension");

@@ -4,8 +4,9 @@
 //   grad_weight = sum over rows of grad * xhat
 // kopgen allocates grad_input and grad_weight as `fake` says, checks devices, makes the inputs
 // dense, sets the device guard and passes PyTorch's current stream.
+#include "../kernels.h"
+
 #include <ATen/Dispatch.h>
-#include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
@@ -98,9 +99,14 @@ __global__ void rms_norm_grad_weight_kernel(scalar_t* __restrict__ grad_weight,
 
 }  // namespace
 
-void rms_norm_backward_cuda(const at::Tensor& grad, const at::Tensor& input, const at::Tensor& weight,
-                            double epsilon, at::Tensor& grad_input, at::Tensor& grad_weight,
-                            cudaStream_t stream) {
+void rms_norm_backward_cuda(
+    const at::Tensor& grad,
+    const at::Tensor& input,
+    const at::Tensor& weight,
+    double epsilon,
+    at::Tensor& grad_input,
+    at::Tensor& grad_weight,
+    cudaStream_t stream) {
   const int64_t hidden = input.size(-1);
   TORCH_CHECK(grad.sizes() == input.sizes(), "rms_norm_backward: grad and input shapes differ");
   TORCH_CHECK(weight.dim() == 1 && weight.size(0) == hidden,

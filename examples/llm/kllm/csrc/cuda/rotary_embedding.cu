@@ -4,8 +4,9 @@
 // Pairs: (i, i + rot_dim / 2) when is_neox (GPT-NeoX), else (2i, 2i + 1) (GPT-J), each rotated as
 //   x1' = x1 * cos[i] - x2 * sin[i],  x2' = x2 * cos[i] + x1 * sin[i].
 // kopgen has checked the devices and contiguity, set the device guard and passes the stream.
+#include "../kernels.h"
+
 #include <ATen/Dispatch.h>
-#include <ATen/core/Tensor.h>
 #include <c10/macros/Macros.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
@@ -57,9 +58,14 @@ __global__ void rotary_embedding_kernel(const int64_t* __restrict__ positions, s
 
 }  // namespace
 
-void rotary_embedding_cuda(const at::Tensor& positions, at::Tensor& query, const std::optional<at::Tensor>& key,
-                           int64_t head_size, const at::Tensor& cos_sin_cache, bool is_neox,
-                           cudaStream_t stream) {
+void rotary_embedding_cuda(
+    const at::Tensor& positions,
+    at::Tensor& query,
+    const std::optional<at::Tensor>& key,
+    int64_t head_size,
+    const at::Tensor& cos_sin_cache,
+    bool is_neox,
+    cudaStream_t stream) {
   const int64_t tokens = positions.numel();
   if (tokens == 0) {
     return;

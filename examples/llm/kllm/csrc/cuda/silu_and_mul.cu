@@ -1,8 +1,9 @@
 // silu_and_mul's CUDA kernel (torch_library): out = silu(input[..., :d]) * input[..., d:], where
 // d = input.size(-1) / 2. kopgen's host function has checked the devices and contiguity, set the
 // device guard and returns early when `out` is empty; `stream` is PyTorch's current stream.
+#include "../kernels.h"
+
 #include <ATen/Dispatch.h>
-#include <ATen/core/Tensor.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 #include <cuda_runtime.h>

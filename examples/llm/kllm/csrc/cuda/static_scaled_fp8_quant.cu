@@ -3,8 +3,9 @@
 // (__NV_SATFINITE); NaN stays NaN. `scale` is one float32 value on the device, read by every
 // thread (no copy to the host). kopgen has checked the devices and contiguity, set the device
 // guard and passes PyTorch's current stream.
+#include "../kernels.h"
+
 #include <ATen/Dispatch.h>
-#include <ATen/core/Tensor.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 #include <cuda_fp8.h>
@@ -33,8 +34,11 @@ __global__ void static_scaled_fp8_quant_kernel(__nv_fp8_storage_t* __restrict__ 
 
 }  // namespace
 
-void static_scaled_fp8_quant_cuda(at::Tensor& result, const at::Tensor& input, const at::Tensor& scale,
-                                  cudaStream_t stream) {
+void static_scaled_fp8_quant_cuda(
+    at::Tensor& result,
+    const at::Tensor& input,
+    const at::Tensor& scale,
+    cudaStream_t stream) {
   TORCH_CHECK(result.scalar_type() == at::kFloat8_e4m3fn, "static_scaled_fp8_quant: result must be float8_e4m3fn");
   TORCH_CHECK(result.sizes() == input.sizes(), "static_scaled_fp8_quant: result and input shapes differ");
   TORCH_CHECK(scale.numel() == 1 && scale.scalar_type() == at::kFloat,

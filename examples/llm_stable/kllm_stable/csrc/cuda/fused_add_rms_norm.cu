@@ -3,6 +3,8 @@
 //   input = residual / sqrt(mean(residual^2) + epsilon) * weight
 // Only the stable ABI (torch::stable, torch/headeronly): one build serves torch 2.10 and later.
 // kopgen has checked the devices and contiguity, set the device guard and passes the stream.
+#include "../kernels.h"
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -80,8 +82,12 @@ void launch(torch::stable::Tensor& input, torch::stable::Tensor& residual, const
 
 }  // namespace
 
-void fused_add_rms_norm_cuda(torch::stable::Tensor& input, torch::stable::Tensor& residual,
-                             const torch::stable::Tensor& weight, double epsilon, cudaStream_t stream) {
+void fused_add_rms_norm_cuda(
+    torch::stable::Tensor& input,
+    torch::stable::Tensor& residual,
+    const torch::stable::Tensor& weight,
+    double epsilon,
+    cudaStream_t stream) {
   using torch::headeronly::ScalarType;
   const int64_t hidden = input.size(input.dim() - 1);
   STD_TORCH_CHECK(residual.numel() == input.numel() && residual.dim() == input.dim(),
