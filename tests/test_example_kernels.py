@@ -1,9 +1,10 @@
 """The example kernel repos' kernels (examples/llm, examples/llm_stable, examples/llm_triton),
-written for kopgen's custom-kernel conventions (docs/format.md), each tested on its own against a
-float64 PyTorch reference: the C++ CPU kernels built into one small extension (and the stable-ABI
-one into another), the Triton kernels run in Triton's interpreter inside the package kopgen
-generates around them, the CUDA kernels compiled by nvcc for sm_90 (object files only: nothing
-CUDA runs here). tests/test_examples_adopted.py runs the repos' generated suites.
+written on kopgen's declarations for them (csrc/kernels.h, docs/format.md), each tested on its own
+against a float64 PyTorch reference: the C++ CPU kernels built inside the package `kopgen adopt`
+generates around them (its host functions allocate the outputs), the Triton kernels run in Triton's
+interpreter inside theirs, the CUDA kernels and the generated CUDA host code compiled by nvcc for
+sm_90 (object files only: nothing CUDA runs here). tests/test_examples_adopted.py runs the repos'
+generated suites.
 """
 
 from __future__ import annotations
@@ -17,112 +18,58 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import pip_install
+from .test_compiled import nvcc_flags, torch_includes
+
 torch = pytest.importorskip("torch")
 
 pytestmark = pytest.mark.slow
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-CSRC = EXAMPLES / "llm" / "kllm" / "csrc"  # csrc/<op>.cpp, csrc/cuda/<op>.cu: where kopgen's skeletons go
-STABLE_CSRC = EXAMPLES / "llm_stable" / "kllm_stable" / "csrc"
-TRITON = EXAMPLES / "llm_triton"
 NVCC = shutil.which("nvcc")
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
-
-# Test-only registrations around the kernels' own functions (kopgen generates the real ones):
-# a functional op allocates its outputs here, as kopgen's host function will.
-ATEN_BINDINGS = """
-#include <ATen/ATen.h>
-#include <torch/library.h>
-{includes}
-
-TORCH_LIBRARY(kllm_examples, m) {{
-  m.def("silu_and_mul(Tensor(a!) out, Tensor input) -> ()", [](at::Tensor out, const at::Tensor& input) {{
-    kllm::silu_and_mul_cpu(out, input);
-  }});
-  m.def("rms_norm(Tensor input, Tensor weight, float epsilon) -> Tensor",
-        [](const at::Tensor& input, const at::Tensor& weight, double epsilon) {{
-          at::Tensor out = at::empty_like(input);
-          kllm::rms_norm_cpu(input, weight, epsilon, out);
-          return out;
-        }});
-  m.def("rms_norm_backward(Tensor grad, Tensor input, Tensor weight, float epsilon) -> (Tensor, Tensor)",
-        [](const at::Tensor& grad, const at::Tensor& input, const at::Tensor& weight, double epsilon) {{
-          at::Tensor grad_input = at::empty_like(input);
-          at::Tensor grad_weight = at::empty_like(weight);
-          kllm::rms_norm_backward_cpu(grad, input, weight, epsilon, grad_input, grad_weight);
-          return std::make_tuple(grad_input, grad_weight);
-        }});
-  m.def("rotary_embedding(Tensor positions, Tensor(a!) query, Tensor(b!)? key, int head_size, "
-        "Tensor cos_sin_cache, bool is_neox) -> ()",
-        [](const at::Tensor& positions, at::Tensor query, const std::optional<at::Tensor>& key,
-           int64_t head_size, const at::Tensor& cos_sin_cache, bool is_neox) {{
-          kllm::rotary_embedding_cpu(positions, query, key, head_size, cos_sin_cache, is_neox);
-        }});
-  m.def("static_scaled_fp8_quant(Tensor(a!) result, Tensor input, Tensor scale) -> ()",
-        [](at::Tensor result, const at::Tensor& input, const at::Tensor& scale) {{
-          kllm::static_scaled_fp8_quant_cpu(result, input, scale);
-        }});
-}}
-"""
-ATEN_SOURCES = ["silu_and_mul", "rms_norm", "rms_norm_backward", "rotary_embedding", "static_scaled_fp8_quant"]
-
-STABLE_BINDINGS = """
-#include <torch/csrc/stable/library.h>
-#include "{source}"
-
-namespace {{
-void fused_add_rms_norm(torch::stable::Tensor input, torch::stable::Tensor residual,
-                        torch::stable::Tensor weight, double epsilon) {{
-  kllm_stable::fused_add_rms_norm_cpu(input, residual, weight, epsilon);
-}}
-}}  // namespace
-
-STABLE_TORCH_LIBRARY(kllm_stable_examples, m) {{
-  m.def("fused_add_rms_norm(Tensor(a!) input, Tensor(b!) residual, Tensor weight, float epsilon) -> ()");
-}}
-STABLE_TORCH_LIBRARY_IMPL(kllm_stable_examples, CPU, m) {{
-  m.impl("fused_add_rms_norm", TORCH_BOX(&fused_add_rms_norm));
-}}
-"""
+STABLE = ["-DTORCH_TARGET_VERSION=0x020a000000000000"]
 
 
-def build(name: str, source: str, tmp_path_factory, flags: list[str]) -> None:
-    """Builds and loads a library of operators (`load`, not `load_inline`, which would add
-    torch/extension.h: slower to compile, and refused beside the stable ABI)."""
-    from torch.utils.cpp_extension import load
+def adopted(name: str, tmp_path_factory) -> Path:
+    """A copy of examples/NAME with kopgen's files around the kernels (`kopgen adopt`)."""
+    from kopgen.adopt import adopt
 
-    directory = tmp_path_factory.mktemp(name)
-    path = directory / f"{name}.cpp"
-    path.write_text(source)
-    load(name, sources=[str(path)], extra_cflags=["-O1", "-Wall", "-Werror", *flags],
-         build_directory=str(directory), is_python_module=False)
+    repo = tmp_path_factory.mktemp(name) / "repo"
+    shutil.copytree(EXAMPLES / name, repo)
+    adopt(repo / "kopgen.yaml")
+    return repo
+
+
+def installed(name: str, package: str, tmp_path_factory):
+    """examples/NAME adopted, built and imported: torch.ops.<package> registered."""
+    site = tmp_path_factory.mktemp(f"{name}_site")
+    pip_install(adopted(name, tmp_path_factory), site)
+    sys.path.insert(0, str(site))
+    try:
+        importlib.import_module(package)
+    finally:
+        sys.path.remove(str(site))
+    return getattr(torch.ops, package)
 
 
 @pytest.fixture(scope="module")
 def aten_ops(tmp_path_factory):
-    """The five ATen CPU kernels in one translation unit: one compile of ATen's headers."""
-    includes = "\n".join(f'#include "{CSRC / name}.cpp"' for name in ATEN_SOURCES)
-    build("kllm_examples", ATEN_BINDINGS.format(includes=includes), tmp_path_factory, [])
-    return torch.ops.kllm_examples
+    """The five torch_library ops of examples/llm."""
+    return installed("llm", "kllm", tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
 def stable_ops(tmp_path_factory):
-    """The stable-ABI kernel in its own extension: it must not see ATen's headers."""
-    source = STABLE_BINDINGS.format(source=STABLE_CSRC / "fused_add_rms_norm.cpp")
-    build("kllm_stable_examples", source, tmp_path_factory, ["-DTORCH_TARGET_VERSION=0x020a000000000000"])
-    return torch.ops.kllm_stable_examples
+    """The stable-ABI op of examples/llm_stable."""
+    return installed("llm_stable", "kllm_stable", tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
 def triton_kernels(tmp_path_factory):
     """The Triton kernel modules, imported inside the package kopgen generates around them (they
     use its `_support`), under another name, without running its __init__ (no ops registered)."""
-    from kopgen.adopt import adopt
-
-    repo = tmp_path_factory.mktemp("llm_triton") / "repo"
-    shutil.copytree(TRITON, repo)
-    adopt(repo / "kopgen.yaml")
+    repo = adopted("llm_triton", tmp_path_factory)
     package = types.ModuleType("example_kllm_triton")
     package.__path__ = [str(repo / "kllm_triton")]
     sys.modules[package.__name__] = package
@@ -284,27 +231,51 @@ def test_cross_entropy_forward_triton(triton_kernels, dtype, classes):
     torch.testing.assert_close(loss.double(), expected, atol=1e-4, rtol=1e-5)
 
 
-def nvcc(source: Path, out: Path, defines: list[str]) -> subprocess.Popen:
-    from torch.utils.cpp_extension import COMMON_NVCC_FLAGS, include_paths
-
-    command = [NVCC, *COMMON_NVCC_FLAGS, "-std=c++20", "-O3", "-arch=sm_90", *defines,
-               *(f"-I{path}" for path in include_paths()), "-c", str(source), "-o", str(out)]
+def nvcc(source: Path, out: Path, flags: list[str]) -> subprocess.Popen:
+    """nvcc as torch's CUDAExtension calls it (test_compiled.py), warnings as errors: C++20 for
+    torch's headers. `-x c++` in `flags`: a host file built by nvcc's host compiler."""
+    base = [flag.replace("c++17", "c++20") for flag in nvcc_flags()]
+    command = [NVCC, *base, *flags, *torch_includes(), "-c", str(source), "-o", str(out)]
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit)")
-def test_cuda_kernels_compile(tmp_path):
-    """Every example .cu compiles for sm_90: the ATen ones as one translation unit (ATen's headers
-    parsed once), the stable-ABI one on its own, both at once."""
-    stable = STABLE_CSRC / "cuda" / "fused_add_rms_norm.cu"
-    sources = [*sorted((CSRC / "cuda").glob("*.cu")), stable]
-    assert len(sources) == 6
-    aten = tmp_path / "aten_kernels.cu"
-    aten.write_text("".join(f'#include "{source}"\n' for source in sources if source != stable))
-    runs = [nvcc(aten, tmp_path / "aten.o", []),
-            nvcc(stable, tmp_path / "stable.o", ["-DUSE_CUDA", "-DTORCH_TARGET_VERSION=0x020a000000000000"])]
+def test_cuda_kernels_and_hosts_compile(tmp_path_factory, tmp_path):
+    """Every example .cu compiles for sm_90 against kopgen's kernels.h, and so does the generated CUDA host code that calls them (cuda/ops.cpp:
+    device guard, stream): the ATen kernels as one translation unit (ATen's headers parsed once),
+    the stable-ABI one on its own, all at once; the kernels define what the host code calls."""
+    import sysconfig
+
+    aten = adopted("llm", tmp_path_factory) / "kllm/csrc"
+    stable = adopted("llm_stable", tmp_path_factory) / "kllm_stable/csrc"
+    kernels = sorted(path.name for path in (aten / "cuda").glob("*.cu"))
+    assert len(kernels) == 5
+    unit = aten / "cuda/all_kernels.cu"  # beside them: each includes "../kernels.h"
+    unit.write_text("".join(f'#include "{name}"\n' for name in kernels))
+    # The host files, as the host compiler builds them (a CPU build of torch ships c10/cuda
+    # without the header its CUDA build generates: test_compiled.py's stub).
+    stub = tmp_path / "stub/c10/cuda/impl/cuda_cmake_macros.h"
+    stub.parent.mkdir(parents=True)
+    stub.write_text("#pragma once\n")
+    host = ["-x", "c++", "-DUSE_CUDA", f"-I{sysconfig.get_paths()['include']}"]
+    runs = [nvcc(unit, tmp_path / "aten.o", []),
+            nvcc(stable / "cuda/fused_add_rms_norm.cu", tmp_path / "stable.o", STABLE),
+            nvcc(aten / "cuda/ops.cpp", tmp_path / "aten_host.o", [*host, f"-I{tmp_path / 'stub'}"]),
+            nvcc(stable / "cuda/ops.cpp", tmp_path / "stable_host.o", [*host, *STABLE])]
     outputs = [run.communicate()[0] for run in runs]
-    assert [run.returncode for run in runs] == [0, 0], outputs
+    assert [run.returncode for run in runs] == [0, 0, 0, 0], outputs
+    # What the linker would find: each kernel the host code calls is defined by the kernel files (one
+    # defined with another signature than kernels.h declares is another overload, another symbol).
+    for host, kernels, namespace in [("aten_host.o", "aten.o", "4kllm"), ("stable_host.o", "stable.o", "11kllm_stable")]:
+        called = symbols(tmp_path / host, "--undefined-only", f"_ZN{namespace}")
+        assert len(called) == (5 if host == "aten_host.o" else 1)
+        assert called <= symbols(tmp_path / kernels, "--defined-only", f"_ZN{namespace}")
+
+
+def symbols(path: Path, which: str, prefix: str) -> set[str]:
+    """The (mangled) symbols `nm` lists with `which`, of the names starting with `prefix`."""
+    lines = subprocess.run(["nm", which, str(path)], capture_output=True, text=True, check=True).stdout.splitlines()
+    return {line.split()[-1] for line in lines if line.split()[-1].startswith(prefix)}
 
 
 if __name__ == "__main__":
