@@ -99,3 +99,24 @@ ops:
     text = (generate(spec, tmp_path / "repo") / "tests/test_scale_rows.py").read_text()
     assert "make.drawn(7, dtype=torch.int64, low=0, high=20),\n            make(7, 64),\n" in text
     assert "make.drawn(0, dtype=torch.int64, low=0, high=20),\n            make(0, 64),\n" in text
+
+
+def test_the_cuda_graph_test_computes_a_tensor_of_the_ops_dtype(tmp_path):
+    """nn.Linear feeds the first Tensor the tests draw in the op's dtype, not int64 positions."""
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text("""\
+kopgen: 1
+package: krot
+defaults:
+  backends: {cpu: python, cuda: triton}
+ops:
+  - schema: "shift(Tensor positions, Tensor! query) -> ()"
+    kernel: custom
+    reference: {query: "query + positions.unsqueeze(-1)"}
+    tests:
+      shapes: [{positions: [7], query: [7, 16]}]
+      args:
+        positions: {dtype: int64, low: 0, high: 20}
+""")
+    text = (generate(spec, tmp_path / "repo") / "tests/test_shift.py").read_text()
+    assert "    lead_input=1,\n" in text
