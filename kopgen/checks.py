@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterator
 
 from .errors import Diagnostic, Position
-from .lang.tests import sample_setting, sample_value
+from .lang.tests import sample_setting, sample_shapes, sample_value
 from .loader import Mapping, Sequence
 from .model import CustomKernel, Op, Package
 
@@ -75,7 +75,7 @@ def _fake_against_reference(torch, node: Mapping, op: Op) -> list[Diagnostic]:
     """One warning per `fake` entry that differs from the reference on some test shapes and dtype."""
     fake = node.get("fake")
     entries = list(fake.items) if isinstance(fake, Sequence) else [fake]
-    for shapes in op.shapes:
+    for shapes in (sample_shapes(op, given) for given in op.shapes):
         for dtype in [d for d in op.dtypes if d in UPCAST_DTYPES][:1] or op.dtypes[:1]:
             pairs = _evaluate(torch, op, shapes, getattr(torch, dtype))
             found = [

@@ -350,6 +350,13 @@ def _sample(op: Op, label: str, shape_of, empty: bool = False) -> Sample:
     return Sample(label, tuple(args), empty)
 
 
+def sample_shapes(op: Op, shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+    """The Tensors' shapes of the sample of `shapes` (one of the spec's `tests.shapes`), the spec's shape
+    relations applied, as the generated tests make them."""
+    shape_of = _with_shape_relations(op, lambda a: (shapes[a.name],))
+    return {a.name: tuple(shape_of(a)[0]) for a in op.tensor_args}
+
+
 class _Sizes(NamedTuple):
     """A sample Tensor as the metadata language reads it at generation time: `x.shape`, `x.shape[i]`."""
 
