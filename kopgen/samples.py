@@ -24,7 +24,7 @@ _VALUE_TYPES = {
     "ScalarType": ((str,), "a dtype name (float32, int64, ...)"),
 }  # fmt: skip
 # Types whose sample the tests draw or choose without being told: the rest need a default or a `value`.
-_DRAWN = ("Tensor", "int", "SymInt", "float", "bool", "Scalar")
+_DRAWN = ("Tensor", "int", "SymInt", "float", "bool", "Scalar", "Tensor[]", "Tensor?[]")
 
 
 def resolve_sample_args(resolver: OpResolver, args: tuple[Arg, ...], body: Body | None) -> tuple[SampleArg, ...]:
