@@ -125,8 +125,8 @@ def module_level_names(stems: Sequence[str]) -> list[dict[str, str]]:
     """Per op (by its stem, in spec order) its module-level names, unique in the package: each as
     MODULE_LEVEL_NAMES has it, or with `_` appended where a name settled before takes it. Kinds are
     settled in the table's order across all ops, so the handles come first and keep their names (but
-    where an import has it: op support's is `_support_`); beside
-    op f_backward, whose handle is `_f_backward`, op f's backward function is `_f_backward_`."""
+    where an import has it: op support's is `_support_`): beside op f_backward, whose handle is
+    `_f_backward`, op f's backward function is `_f_backward_`."""
     taken = set(MODULE_IMPORTS)
     names: list[dict[str, str]] = [{} for _ in stems]
     for kind, pattern in MODULE_LEVEL_NAMES.items():
