@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterator
 
 from .errors import Diagnostic, Position
-from .lang.tests import sample_setting, sample_value
+from .lang.tests import TENSOR_LISTS, sample_setting, sample_shapes, sample_value
 from .loader import Mapping, Sequence
 from .model import CustomKernel, Op, Package
 
@@ -75,7 +75,7 @@ def _fake_against_reference(torch, node: Mapping, op: Op) -> list[Diagnostic]:
     """One warning per `fake` entry that differs from the reference on some test shapes and dtype."""
     fake = node.get("fake")
     entries = list(fake.items) if isinstance(fake, Sequence) else [fake]
-    for shapes in op.shapes:
+    for shapes in (sample_shapes(op, given) for given in op.shapes):
         for dtype in [d for d in op.dtypes if d in UPCAST_DTYPES][:1] or op.dtypes[:1]:
             pairs = _evaluate(torch, op, shapes, getattr(torch, dtype))
             found = [
@@ -103,6 +103,9 @@ def _evaluate(torch, op: Op, shapes: dict, dtype) -> list[tuple]:
         if arg.is_tensor:
             own = getattr(torch, setting.dtype) if setting is not None and setting.dtype else dtype
             values[arg.name] = torch.empty(shapes[arg.name], dtype=own, device="meta")
+        elif str(arg.schema.type) in TENSOR_LISTS:  # as the samples draw them: Tensors of the lead's shape
+            tensor = torch.empty(shapes[op.lead.name], dtype=dtype, device="meta")
+            values[arg.name] = [tensor, tensor if TENSOR_LISTS[str(arg.schema.type)] == 2 else None]
         else:
             values[arg.name] = eval(sample_value(arg, op), {"torch": torch, "math": math})  # a literal kopgen printed
     scope = {"torch": torch, "math": math, **values}

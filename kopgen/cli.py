@@ -93,6 +93,7 @@ def adopt_command(spec: Path) -> None:
 
 def _adopt(spec: Path) -> None:
     with _reported():
+        _warn(check_spec(spec)[1])
         adoption = adopt(spec)
     for path in sorted(adoption.writes):
         click.echo(f"wrote {path}")

@@ -339,6 +339,7 @@ class Op:
     rtol: float | None
     backward: Backward | None
     stem: str = ""  # the op in generated names (`scale` for `scale_`), unique in its package; see resolve.with_stems
+    module_names: tuple[tuple[str, str], ...] = ()  # (kind, name): names.module_level_names, by resolve.with_stems
     sample_args: tuple[SampleArg, ...] = ()  # the arguments the spec's `tests: args:` sets
 
     @property

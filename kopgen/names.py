@@ -4,6 +4,8 @@ A spec's names become Python modules and functions, C++ identifiers, file names 
 namespaces. Where an argument (or the op) takes a name the generated code binds itself (`result`,
 `grad`, `mask`, `out1`, ...), the generated code renames its local, as torchgen's api/cpp.py does:
 `Locals` holds every such name of an op, and the templates and lang/ modules take them from it.
+The names an op binds at module level (`_f_backward`, its handle `_f`, ...) are settled package-wide
+(`module_level_names`): op f's backward function gives way to the handle of op f_backward.
 The names Python, C++ and torch keep for themselves, and those the generated functions read from
 their modules, cannot be renamed: the checks report a spec name that takes one, at its position.
 """
@@ -78,6 +80,24 @@ DERIVED_NAMES = {
     # backward's gradients), named after the op less its `_backward`: rms_norm_backward -> rms_norm_grads
     "shared_call": "{}_grads",
 }
+# The names each op binds at module level in _registration.py (its handle in ops.py too), `{}` its stem.
+# Two ops' names can meet (op f's `_f_backward` is the handle of op f_backward): module_level_names
+# settles them package-wide.
+MODULE_LEVEL_NAMES = {
+    "handle": "_{}",  # the op's OpOverload (ops.py), its custom op or triton_op (_registration.py)
+    "cpu_op": "_{}_cpu",  # a triton_op's CPU kernel as an op of its own
+    "cuda_launcher": "_{}_cuda",  # a triton_op's eager CUDA kernel around the user's launcher
+    "fake": "_{}_fake",
+    "setup_context": "_{}_setup_context",
+    "backward": "_{}_backward",
+    "kernels": "{}_kernels",  # kernels/<op>.py, as _registration.py and the benchmark import it
+    "cpu_kernel": "{}_cpu_kernel",  # an existing function bound as a device's kernel, as imported
+    "cuda_kernel": "{}_cuda_kernel",
+}
+# What the generated modules bind at module level besides the ops' names: their imports, the Library fragment.
+MODULE_IMPORTS = frozenset(
+    {"annotations", "torch", "Tensor", "Sequence", "wrap_triton", "_C", "_support", "_lib", "_registration"}
+)
 # torch calls setup_context(ctx=, inputs=, output=, keyword_only_inputs=) by keyword: these parameter
 # names cannot change, so an argument of one of them is unpacked there under another name.
 SETUP_CONTEXT_PARAMETERS = ("ctx", "inputs", "output", "keyword_only_inputs")
@@ -99,6 +119,26 @@ def fresh(name: str, taken: set[str] | frozenset[str]) -> str:
     while name in taken:
         name += "_"
     return name
+
+
+def module_level_names(stems: Sequence[str]) -> list[dict[str, str]]:
+    """Per op (by its stem, in spec order) its module-level names, unique in the package: each as
+    MODULE_LEVEL_NAMES has it, or with `_` appended where a name settled before takes it. Kinds are
+    settled in the table's order across all ops, so the handles come first and keep their names (but
+    where an import has it: op support's is `_support_`): beside op f_backward, whose handle is
+    `_f_backward`, op f's backward function is `_f_backward_`."""
+    taken = set(MODULE_IMPORTS)
+    names: list[dict[str, str]] = [{} for _ in stems]
+    for kind, pattern in MODULE_LEVEL_NAMES.items():
+        for settled, stem in zip(names, stems, strict=True):
+            settled[kind] = fresh(pattern.format(stem), taken)
+            taken.add(settled[kind])
+    return names
+
+
+def module_name(op: Op, kind: str) -> str:
+    """`op`'s module-level name of `kind` (MODULE_LEVEL_NAMES), as its package settled it."""
+    return dict(op.module_names).get(kind) or MODULE_LEVEL_NAMES[kind].format(op.stem)
 
 
 def output_names(arg_names: Iterable[str], count: int) -> tuple[str, ...]:

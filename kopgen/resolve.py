@@ -27,7 +27,7 @@ from .model import (
     Package,
     Route,
 )
-from .names import check_argument_names, check_cpp_names, check_op_name, check_package_names
+from .names import check_argument_names, check_cpp_names, check_op_name, check_package_names, module_level_names
 from .samples import resolve_sample_args
 from .schema import FunctionSchema, SchemaError, parse_schema
 
@@ -105,7 +105,8 @@ def _own_ops(op_nodes: tuple[Mapping, ...]) -> tuple[frozenset[str], frozenset[s
 def with_stems(ops: list[Op]) -> list[Op]:
     """Each op with the stem of its generated names: its name, less the trailing `_` of an in-place op
     (`scale_cpu_kernel`, not `scale__cpu_kernel`). Where that stem is another op's name or stem (`scale`
-    beside `scale_`), `scale_inplace`; where that is taken too, the op's own name, which no other op has."""
+    beside `scale_`), `scale_inplace`; where that is taken too, the op's own name, which no other op has.
+    And the names the op binds at module level, settled package-wide from the stems."""
     names = {op.name for op in ops}
     taken = set(names)
     stems = {}
@@ -117,7 +118,10 @@ def with_stems(ops: list[Op]) -> list[Op]:
         stem = next((s for s in (base, f"{base}_inplace") if s not in taken), op.name)
         taken.add(stem)
         stems[op.name] = stem
-    return [dataclasses.replace(op, stem=stems[op.name]) for op in ops]
+    # the names each op binds at module level (_registration.py, ops.py), unique in the package
+    module_names = module_level_names([stems[op.name] for op in ops])
+    return [dataclasses.replace(op, stem=stems[op.name], module_names=tuple(names.items()))
+            for op, names in zip(ops, module_names, strict=True)]
 
 
 def _text(node: Node | None, default: str) -> str:

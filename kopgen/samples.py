@@ -24,7 +24,7 @@ _VALUE_TYPES = {
     "ScalarType": ((str,), "a dtype name (float32, int64, ...)"),
 }  # fmt: skip
 # Types whose sample the tests draw or choose without being told: the rest need a default or a `value`.
-_DRAWN = ("Tensor", "int", "SymInt", "float", "bool", "Scalar")
+_DRAWN = ("Tensor", "int", "SymInt", "float", "bool", "Scalar", "Tensor[]", "Tensor?[]")
 
 
 def resolve_sample_args(resolver: OpResolver, args: tuple[Arg, ...], body: Body | None) -> tuple[SampleArg, ...]:
@@ -48,8 +48,8 @@ def resolve_sample_args(resolver: OpResolver, args: tuple[Arg, ...], body: Body 
         else:
             for extra in (dtype, low, high, shape):
                 if extra is not None:
-                    resolver.error(extra.position, f"'{name}' is a {arg.schema.type} argument: set its value, "
-                                               "e.g. {value: 1.0}; dtype, low, high and shape are for Tensors")
+                    resolver.error(extra.position, f"'{name}' is an argument of type {arg.schema.type}: set its "
+                                               "value, e.g. {value: ...}; dtype, low, high and shape are for Tensors")
             if value is not None:
                 _check_value(resolver, arg, value)
         settings.append(SampleArg(name, *(_plain(n) for n in (dtype, low, high, value)), shape=_shape(resolver, args, shape)))

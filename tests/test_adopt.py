@@ -157,14 +157,33 @@ def test_the_adopted_repo_with_bound_kernels_passes_its_suite(repo, tmp_path):
 
 @pytest.mark.slow
 def test_the_adopted_extension_repo_builds_and_passes_its_suite(tmp_path):
-    """examples/adopt_muladd: an extension repo whose C++ and CUDA kernels exist before kopgen runs."""
+    """examples/adopt_muladd, the adoption walk: an extension repo with its own README and C++ and CUDA
+    kernels written before kopgen runs (bound on torch_library) is adopted, builds and passes its suite,
+    its files byte-identical throughout; a spec change + `kopgen update` then rewrites kopgen's files only."""
     repo = tmp_path / "adopt_muladd"
     shutil.copytree(Path(__file__).parent.parent / "examples" / "adopt_muladd", repo)
-    before = hashes(repo)
+    users = hashes(repo)
+    del users["kopgen.yaml"]
+    assert set(users) == {"README.md", "csrc/muladd.cpp", "csrc/cuda/muladd.cu"}
     result = run("adopt", repo / "kopgen.yaml")
     assert result.exit_code == 0, result.output
-    assert all(hashes(repo)[path] == digest for path, digest in before.items())
+    assert "kept README.md (yours, as it was)" in result.output
+    assert not (repo / "extension_cpp/csrc/mymuladd.cpp").exists()  # both devices bound: no skeleton
     installed_suite_passes(repo, tmp_path / "site", at_least=10)
+    built = hashes(repo)
+    assert all(built[path] == digest for path, digest in users.items())
+
+    spec = (repo / "kopgen.yaml").read_text()
+    (repo / "kopgen.yaml").write_text(spec.replace("of one shape.", "of one shape (the repo's own kernels)."))
+    result = run("update", repo)
+    assert result.exit_code == 0, result.output
+    after = hashes(repo)
+    changed = {path for path in after if built.get(path) != after[path]}
+    state = json.loads((repo / ".kopgen/state.json").read_text())
+    assert "extension_cpp/ops.py" in changed  # the new doc reaches the Python API
+    assert changed <= {*state["generated"], ".kopgen/state.json", "kopgen.yaml"}
+    assert set(after) == set(built) and not set(users) & changed
+    assert run("update", repo, "--check").exit_code == 0
 
 
 def test_a_device_not_bound_keeps_its_skeleton(repo):
@@ -175,3 +194,80 @@ def test_a_device_not_bound_keeps_its_skeleton(repo):
     assert "muladd_cpu_kernel,\n" in registration  # the op defined with the bound CPU kernel
     assert '_muladd.register_kernel(("cuda",), muladd_kernels.muladd_triton)' in registration
     assert "def muladd_triton(" in (repo / "kbook/kernels/muladd.py").read_text()
+
+
+# An existing stable-ABI C++ function, written before kopgen runs, in the op's own signature (stable types).
+AXPY_SPEC = """\
+kopgen: 1
+package: kaxpy
+defaults:
+  registration: stable_abi
+  backends: {cpu: cpp}
+  dtypes: [float32, float64]
+ops:
+  - schema: "axpy(Tensor x, Tensor y, float alpha) -> Tensor"
+    doc: alpha * x + y, by our own function.
+    kernel:
+      source:
+        cpu: csrc/axpy.cpp:axpy_cpu
+    reference: "alpha * x + y"
+    fake: {shape: x.shape}
+    backward:
+      x: "grad * alpha"
+      y: "grad"
+"""
+AXPY_CPP = """\
+// alpha * x + y on the CPU, against the stable ABI only: one binary for every torch >= 2.10.
+#include <torch/csrc/stable/ops.h>
+#include <torch/csrc/stable/tensor.h>
+#include <torch/headeronly/util/Exception.h>
+
+namespace kaxpy {
+namespace {
+
+template <typename scalar_t>
+void axpy_loop(const torch::stable::Tensor& x, const torch::stable::Tensor& y, double alpha,
+               torch::stable::Tensor& out) {
+  const auto* xs = static_cast<const scalar_t*>(x.const_data_ptr());
+  const auto* ys = static_cast<const scalar_t*>(y.const_data_ptr());
+  auto* result = static_cast<scalar_t*>(out.mutable_data_ptr());
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    result[i] = static_cast<scalar_t>(alpha * xs[i] + ys[i]);
+  }
+}
+
+}  // namespace
+
+torch::stable::Tensor axpy_cpu(const torch::stable::Tensor& x, const torch::stable::Tensor& y,
+                               double alpha) {
+  STD_TORCH_CHECK(x.numel() == y.numel() && x.scalar_type() == y.scalar_type(),
+                  "axpy: x and y must have one shape and dtype");
+  const torch::stable::Tensor x_dense = torch::stable::contiguous(x);
+  const torch::stable::Tensor y_dense = torch::stable::contiguous(y);
+  torch::stable::Tensor out = torch::stable::empty_like(x_dense);
+  if (x.scalar_type() == torch::headeronly::ScalarType::Double) {
+    axpy_loop<double>(x_dense, y_dense, alpha, out);
+  } else {
+    axpy_loop<float>(x_dense, y_dense, alpha, out);
+  }
+  return out;
+}
+
+}  // namespace kaxpy
+"""
+
+
+@pytest.mark.slow
+def test_a_bound_stable_abi_function_passes_its_suite(tmp_path):
+    """A C++ function in stable types bound on stable_abi: declared in kernels.h with the op's own signature,
+    wrapped and registered by kopgen, built into the abi3 module; the suite passes and the file is untouched."""
+    repo = tmp_path / "kaxpy"
+    (repo / "csrc").mkdir(parents=True)
+    (repo / "csrc/axpy.cpp").write_text(AXPY_CPP)
+    (repo / "kopgen.yaml").write_text(AXPY_SPEC)
+    result = run("adopt", repo / "kopgen.yaml")
+    assert result.exit_code == 0, result.output
+    assert "torch::stable::Tensor axpy_cpu(\n" in (repo / "kaxpy/csrc/kernels.h").read_text()
+    assert "return axpy_cpu(x, y, alpha);" in (repo / "kaxpy/csrc/ops.cpp").read_text()
+    installed_suite_passes(repo, tmp_path / "site", at_least=10)
+    assert (repo / "csrc/axpy.cpp").read_text() == AXPY_CPP

@@ -7,12 +7,14 @@ from click.testing import CliRunner
 
 from kopgen.checks import _evaluate
 from kopgen.cli import main
+from kopgen.lang.tests import sample_shapes
 from kopgen.model import CustomKernel
 from kopgen.pipeline import check_spec
 from tests.conftest import EXAMPLES
 
 ROOT = Path(__file__).resolve().parent.parent
-SPECS = sorted(EXAMPLES.glob("*.yaml")) + sorted((ROOT / "tests" / "specs").glob("*.yaml"))
+SPECS = (sorted(EXAMPLES.glob("*.yaml")) + sorted(EXAMPLES.glob("*/kopgen.yaml"))
+         + sorted((ROOT / "tests" / "specs").glob("*.yaml")))
 
 TRAPS = """\
 kopgen: 1
@@ -97,4 +99,35 @@ def test_no_warning_on_the_examples(spec):
     assert warnings == []
     for op in package.ops:
         if isinstance(op.body, CustomKernel) and op.body.reference is not None:
-            assert _evaluate(torch, op, op.shapes[0], torch.float32), op.name
+            assert _evaluate(torch, op, sample_shapes(op, op.shapes[0]), torch.float32), op.name
+
+
+def test_fake_is_checked_on_the_shapes_the_relations_give(tmp_path):
+    """weight's shape follows input's last dimension: the reference's `.sum(0)` matches `fake` there, and
+    would not on the raw test shape (8, 6)."""
+    pytest.importorskip("torch")
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text("""\
+kopgen: 1
+package: krel
+defaults:
+  backends: {cpu: python}
+ops:
+  - schema: "scaled_colsum(Tensor input, Tensor weight) -> Tensor"
+    kernel: custom
+    reference: "(input * weight).sum(0)"
+    fake: {shape: weight.shape}
+    tests:
+      args:
+        weight: {shape: "(input.shape[-1],)"}
+""")
+    assert check_spec(spec, run_meta=True)[1] == []
+    spec.write_text(spec.read_text().replace("fake: {shape: weight.shape}", "fake: {shape: input.shape}"))
+    [warning] = check_spec(spec, run_meta=True)[1]
+    assert "(input: (8, 6), weight: (6,))" in str(warning) and "the reference returns (6,)" in str(warning)
+
+
+def test_adopt_prints_the_warnings_too(traps):
+    result = CliRunner().invoke(main, ["adopt", str(traps)])
+    assert result.exit_code == 0, result.output
+    assert [line.split(": warning: ")[1] for line in result.stderr.splitlines()] == [OUT, unmarked("y_out")]

@@ -87,3 +87,14 @@ def test_mutating_and_optional_custom_kernels_pass_their_suite(tmp_path_factory,
     repo = generate(spec, root / "repo")
     write_kernels(repo / "kmutate")
     installed_suite_passes(repo, root / "site", at_least=60)
+
+
+@pytest.mark.slow
+def test_tensor_list_arguments_get_samples_and_pass(tmp_path):
+    """A required `Tensor[]` and `Tensor?[]` are drawn as lists of the lead's shape (with None in the
+    optional one), in every sample, and opcheck takes them (tests/specs/custom_tensor_lists.yaml, the
+    reference as its python kernel)."""
+    repo = generate(ROOT / "tests/specs/custom_tensor_lists.yaml", tmp_path / "repo")
+    assert "[make(0, 6), make(0, 6)],\n            [make(0, 6), None]," in (repo / "tests/test_weighted_sum.py").read_text()
+    result = installed_suite_passes(repo, tmp_path / "site", "-rA", at_least=14)
+    assert "PASSED tests/test_weighted_sum.py::TestWeightedSum::test_opcheck[cpu-torch.float32-empty-False]" in result.stdout

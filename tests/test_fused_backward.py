@@ -48,7 +48,7 @@ torch.rsqrt(input.pow(2).mean(-1, keepdim=True) + epsilon) ** 2 * (grad * weight
 """
 
 BACKWARD = '''\
-def _rms_norm_backward(ctx, grad):
+def _rms_norm_backward_(ctx, grad):
     input, weight = ctx.saved_tensors
     epsilon = ctx.epsilon
     grad_input = None

@@ -260,3 +260,59 @@ def test_suite_of_colliding_names_passes(tmp_path):
     """Built (C++ with -Werror) and installed, the generated suite passes on CPU."""
     repo = generate(COLLIDING, tmp_path / "repo")
     installed_suite_passes(repo, tmp_path / "site", "-rs", at_least=100)
+
+
+# -- module-level names, unique in the package
+
+# Ops named like another op's module-level names: op f's backward and setup_context functions, fake
+# kernel, triton_op CPU op and CUDA launcher are `_f_backward`, ..., the handles of the others; and the
+# handle of op `support` would be _registration.py's `_support` module.
+NEIGHBOURS = ["f", "f_backward", "f_setup_context", "f_fake", "f_cpu", "f_cuda", "support"]
+
+
+def neighbours_spec(route: str) -> str:
+    backends = "{cpu: cpp, cuda: cuda}" if route in ("torch_library", "stable_abi") else "{cpu: triton, cuda: triton}"
+    ops = "".join(f"""\
+  - schema: "{name}(Tensor x) -> Tensor"
+    kernel: custom
+    reference: "x * 2"
+    fake: {{shape: x.shape}}
+""" + ("" if name == "f_backward" else '    backward:\n      x: "grad * 2"\n') for name in NEIGHBOURS)
+    return f"kopgen: 1\npackage: kfnames\ndefaults:\n  registration: {route}\n  backends: {backends}\nops:\n{ops}"
+
+
+def module_level_bindings(module: ast.Module) -> list[str]:
+    """Every name a module binds at its top level (defs, classes, assignments, imports), once per binding."""
+    bound = []
+    for node in module.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            bound.append(node.name)
+        elif isinstance(node, ast.Assign):
+            bound += [target.id for target in node.targets if isinstance(target, ast.Name)]
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound += [(alias.asname or alias.name).split(".")[0] for alias in node.names]
+    return bound
+
+
+@pytest.mark.parametrize("route", ["custom_op", "library", "triton_op", "torch_library", "stable_abi"])
+def test_ops_named_like_each_others_module_names_get_distinct_names(tmp_path, route):
+    (tmp_path / "kopgen.yaml").write_text(neighbours_spec(route))
+    repo = generate(tmp_path / "kopgen.yaml", tmp_path / "repo")
+    for path in sorted(repo.rglob("*.py")):
+        bound = module_level_bindings(ast.parse(path.read_text()))
+        assert len(bound) == len(set(bound)), (path.name, sorted({n for n in bound if bound.count(n) > 1}))
+    result = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--isolated", "--select", "F811", "."],
+                            cwd=repo, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    registration = (repo / "kfnames/_registration.py").read_text()
+    # The handles keep their names; op f's own functions give way with a `_`.
+    assert "torch.library.register_autograd(\n    \"kfnames::f\", _f_backward_, setup_context=_f_setup_context_\n)" \
+        in registration
+    assert "def _f_fake_(x):" in registration
+    if route == "triton_op":
+        assert "_f_cpu_ = torch.library.custom_op(\n    \"kfnames::_f_cpu\"," in registration
+        assert '_f.register_kernel("cuda", _f_cuda_)' in registration
+        assert '@torch.library.triton_op("kfnames::f_cpu", mutates_args=())\ndef _f_cpu(x: Tensor)' in registration
+    if route in ("custom_op", "triton_op"):
+        assert "\n_support_ = torch.library" in registration or "def _support_(" in registration
+    assert "_support_ = torch.ops.kfnames.support.default" in (repo / "kfnames/ops.py").read_text()

@@ -15,18 +15,18 @@ from ..model import Backward, Op, Saved
 from ..names import Locals, locals_for
 from . import layout
 from .layout import literal, wrap
-from .python import returns, tuple_target
+from .python import backward_function, returns, setup_context_function, tuple_target
 
 
 def register_autograd(op: Op) -> str:
     return wrap("torch.library.register_autograd(",
-                [literal(op.qualname), f"_{op.stem}_backward", f"setup_context=_{op.stem}_setup_context"])
+                [literal(op.qualname), backward_function(op), f"setup_context={setup_context_function(op)}"])
 
 
 def setup_context_define(op: Op) -> str:
     # torch calls setup_context by keyword: its parameters keep torch's names (names.SETUP_CONTEXT_PARAMETERS).
     keyword_only = ["keyword_only_inputs"] if op.keyword_only_names else []
-    return wrap(f"def _{op.stem}_setup_context(", ["ctx", "inputs", *keyword_only, "output"], "):")
+    return wrap(f"def {setup_context_function(op)}(", ["ctx", "inputs", *keyword_only, "output"], "):")
 
 
 def _needs_input_grad(backward: Backward, local: Locals, ctx: str) -> str:
@@ -86,7 +86,7 @@ def setup_context_body(op: Op) -> list[str]:
 
 def backward_define(op: Op) -> str:
     local = locals_for(op)
-    return f"def _{op.stem}_backward({local.ctx}, {local.grad if op.backward.num_outputs == 1 else '*' + local.grads}):"
+    return f"def {backward_function(op)}({local.ctx}, {local.grad if op.backward.num_outputs == 1 else '*' + local.grads}):"
 
 
 class _FormulaNames(ast.NodeTransformer):

@@ -4,7 +4,7 @@ Python kernels it times against the operators, and the arguments it calls them w
 
 from __future__ import annotations
 
-from ..model import Op, Package
+from ..model import Arg, Op, Package
 from . import layout, python, tests
 from .layout import literal
 
@@ -34,7 +34,16 @@ def keyword_only(package: Package) -> str:
     return _table("KEYWORD_ONLY", {op.name: literal(op.keyword_only_names) for op in package.ops})
 
 
+def _large(arg: Arg, op: Op) -> str:
+    """A large Tensor (or list of them, as the tests' samples hold), else the tests' value."""
+    if arg.is_tensor:
+        return "make()"
+    if str(arg.schema.type) in tests.TENSOR_LISTS:
+        return "[make(), make()]" if tests.TENSOR_LISTS[str(arg.schema.type)] == 2 else "[make(), None]"
+    return tests.sample_value(arg, op)
+
+
 def make_args(op: Op) -> str:
     """An op's entry of make_args: a large tensor for each Tensor argument, a sample value for the others."""
-    values = [python.Code("make()" if a.is_tensor else tests.sample_value(a, op)) for a in op.args]
+    values = [python.Code(_large(a, op)) for a in op.args]
     return layout.statement(f"{literal(op.name)}: lambda: {literal(tuple(values))},", 8)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from ..model import Arg, CustomKernel, Kernel, Op, Package, PointwiseCompute, RowReduction
-from ..names import locals_for
+from ..names import locals_for, module_name
 from ..schema import python_annotation, python_default
 from . import layout
 from .layout import LINE_LENGTH, literal, wrap
@@ -95,8 +95,8 @@ def api_import(package: Package) -> str:
 
 
 def handle(op: Op) -> str:
-    """ops.py's module-level name of the op's OpOverload."""
-    return f"_{op.stem}"
+    """ops.py's module-level name of the op's OpOverload (and _registration.py's of its custom op)."""
+    return module_name(op, "handle")
 
 
 def exports(package: Package) -> str:
@@ -136,7 +136,7 @@ def section(package: Package, op: Op) -> str:
 
 def kernels_module(op: Op) -> str:
     """The name _registration.py and the benchmark import the op's kernels module under."""
-    return f"{op.stem}_kernels"
+    return module_name(op, "kernels")
 
 
 def registration_imports(package: Package) -> list[str]:
@@ -177,7 +177,7 @@ def bound_imports(package: Package, prefix: str) -> list[str]:
 
 def bound_kernel(op: Op, device: str) -> str:
     """The name a bound function is imported under: `<op>_<device>_kernel`."""
-    return f"{op.stem}_{device}_kernel"
+    return module_name(op, f"{device}_kernel")
 
 
 def registered_kernel(op: Op, kernel: Kernel) -> str:
@@ -248,7 +248,7 @@ def _eager_kernel(op: Op, kernel: Kernel) -> str:
 
 def cuda_launcher(op: Op) -> str:
     """_registration.py's eager CUDA kernel of a triton_op whose launcher is the user's."""
-    return f"_{op.stem}_cuda"
+    return module_name(op, "cuda_launcher")
 
 
 def cuda_launcher_call(op: Op, indent: int) -> str:
@@ -268,7 +268,7 @@ def tags_argument(op: Op) -> list[str]:
 
 def cpu_handle(op: Op) -> str:
     """_registration.py's name of a triton_op's CPU op."""
-    return f"_{op.stem}_cpu"
+    return module_name(op, "cpu_op")
 
 
 def traced_launch(op: Op) -> str:
@@ -290,9 +290,19 @@ def not_differentiable_error(op: Op) -> str:
     return wrap("raise RuntimeError(", [literal(message)], ")", 4)
 
 
+def setup_context_function(op: Op) -> str:
+    """_registration.py's setup_context of the op's autograd formula."""
+    return module_name(op, "setup_context")
+
+
+def backward_function(op: Op) -> str:
+    """_registration.py's backward of the op's autograd formula."""
+    return module_name(op, "backward")
+
+
 def register_no_autograd(op: Op) -> str:
     return wrap("torch.library.register_autograd(",
-                [literal(op.qualname), f"_{op.stem}_backward", f"setup_context=_{op.stem}_setup_context"])
+                [literal(op.qualname), backward_function(op), f"setup_context={setup_context_function(op)}"])
 
 
 def impls(op: Op) -> list[str]:
@@ -330,7 +340,7 @@ class Code(str):
 
 def cpu_op(op: Op) -> str:
     """A triton_op's CPU kernel as an op of its own (tracing never enters it): its qualified name."""
-    return f"{op.namespace}::{cpu_handle(op)}"
+    return f"{op.namespace}::_{op.stem}_cpu"  # unique in the namespace: no op's name starts with `_`
 
 
 def fake_target(op: Op) -> str:
@@ -349,7 +359,7 @@ def fake_define(op: Op) -> str:
     for arg in op.args:
         default = python_default(arg.schema)
         parts.append(arg.name if default is None else f"{arg.name}={layout.requote(default)}")
-    return wrap(f"def _{op.stem}_fake(", _with_star(op, parts), "):")
+    return wrap(f"def {module_name(op, 'fake')}(", _with_star(op, parts), "):")
 
 
 def fake_body(op: Op) -> list[str]:

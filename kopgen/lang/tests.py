@@ -353,8 +353,27 @@ def _sample(op: Op, label: str, shape_of, empty: bool = False) -> Sample:
     args = []
     for a in op.args:
         shape = shape_of(a) if a.is_tensor else None
-        args.append(sample_value(a, op) if not a.is_tensor else "None" if shape is None else _make(op, a, *shape))
+        if str(a.schema.type) in TENSOR_LISTS:
+            args.append(_tensor_list(op, a, shape_of(op.lead)))
+        else:
+            args.append(sample_value(a, op) if not a.is_tensor else "None" if shape is None else _make(op, a, *shape))
     return Sample(label, tuple(args), empty)
+
+
+# A Tensor list of the sample: two Tensors of the lead's shape (a `Tensor?[]` holds None for its second).
+TENSOR_LISTS = {"Tensor[]": 2, "Tensor?[]": 1}
+
+
+def _tensor_list(op: Op, arg: Arg, lead_shape) -> str:
+    made = _make(op, op.lead, lead_shape[0])
+    return f"[{made}, {made}]" if TENSOR_LISTS[str(arg.schema.type)] == 2 else f"[{made}, None]"
+
+
+def sample_shapes(op: Op, shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+    """The Tensors' shapes of the sample of `shapes` (one of the spec's `tests.shapes`), the spec's shape
+    relations applied, as the generated tests make them."""
+    shape_of = _with_shape_relations(op, lambda a: (shapes[a.name],))
+    return {a.name: tuple(shape_of(a)[0]) for a in op.tensor_args}
 
 
 class _Sizes(NamedTuple):

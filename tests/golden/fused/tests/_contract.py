@@ -193,12 +193,11 @@ class Contract:
     def make_args(self, sample, device, dtype, requires_grad=False, grown=False):
         """The arguments of one sample; `requires_grad` applies to the gradient inputs."""
         data = self.data
-        if grown and data.grown_sample is not None:
+        if grown and data.grown_sample is not None:  # grown by kopgen, relations kept
             args = data.grown_sample(Make(device, dtype, data.positive_inputs))
         else:
-            args = data.samples[sample](
-                Make(device, dtype, data.positive_inputs, grown)
-            )
+            make = Make(device, dtype, data.positive_inputs, grown)
+            args = data.samples[sample](make)
         return tuple(
             arg.detach().requires_grad_(requires_grad)
             if i in data.gradient_inputs and arg is not None
