@@ -4,6 +4,7 @@
 #include "../kernels.h"
 
 #include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 #include <cuda_runtime.h>
@@ -16,8 +17,9 @@ namespace {
 constexpr int kRmsNormThreads = 256;  // a multiple of the warp size
 
 // The sum of `value` over the block's threads, returned to every thread.
-__device__ float rms_norm_block_sum(float value) {
-  __shared__ float warp_sums[kRmsNormThreads / 32];
+template <typename acc_t>
+__device__ acc_t rms_norm_block_sum(acc_t value) {
+  __shared__ acc_t warp_sums[kRmsNormThreads / 32];
   for (int offset = 16; offset > 0; offset /= 2) {
     value += __shfl_xor_sync(0xffffffffu, value, offset);
   }
@@ -26,28 +28,30 @@ __device__ float rms_norm_block_sum(float value) {
     warp_sums[warp] = value;
   }
   __syncthreads();
-  float total = 0.0f;
+  acc_t total = 0;
   for (int i = 0; i < kRmsNormThreads / 32; ++i) {
     total += warp_sums[i];
   }
   return total;
 }
 
-template <typename scalar_t>
+template <typename scalar_t, typename acc_t = at::opmath_type<scalar_t>>
 __global__ void rms_norm_kernel(scalar_t* __restrict__ out, const scalar_t* __restrict__ input,
-                                const scalar_t* __restrict__ weight, float epsilon, int64_t hidden) {
+                                const scalar_t* __restrict__ weight, acc_t epsilon, int64_t hidden) {
   // Geometry: one block of kRmsNormThreads threads per row (gridDim.x = rows); the threads stride over
   // the row's `hidden` columns twice: the sum of squares, then the scaled write. int64_t offsets.
   const int64_t base = static_cast<int64_t>(blockIdx.x) * hidden;
-  float squares = 0.0f;
+  acc_t squares = 0;
   for (int64_t col = threadIdx.x; col < hidden; col += blockDim.x) {
-    const float v = static_cast<float>(input[base + col]);
+    const acc_t v = static_cast<acc_t>(input[base + col]);
     squares += v * v;
   }
-  const float inv_rms = rsqrtf(rms_norm_block_sum(squares) / static_cast<float>(hidden) + epsilon);
+  // In float (double for double inputs: gradcheck perturbs them by 1e-6).
+  const acc_t mean_square = rms_norm_block_sum(squares) / static_cast<acc_t>(hidden);
+  const acc_t inv_rms = acc_t(1) / sqrt(mean_square + epsilon);
   for (int64_t col = threadIdx.x; col < hidden; col += blockDim.x) {
-    const float v = static_cast<float>(input[base + col]);
-    out[base + col] = static_cast<scalar_t>(v * inv_rms * static_cast<float>(weight[col]));
+    const acc_t v = static_cast<acc_t>(input[base + col]);
+    out[base + col] = static_cast<scalar_t>(v * inv_rms * static_cast<acc_t>(weight[col]));
   }
 }
 
@@ -71,7 +75,7 @@ void rms_norm_cuda(
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "rms_norm_cuda", [&] {
     rms_norm_kernel<scalar_t><<<static_cast<unsigned int>(rows), kRmsNormThreads, 0, stream>>>(
         out.mutable_data_ptr<scalar_t>(), input.const_data_ptr<scalar_t>(),
-        weight.const_data_ptr<scalar_t>(), static_cast<float>(epsilon), hidden);
+        weight.const_data_ptr<scalar_t>(), static_cast<at::opmath_type<scalar_t>>(epsilon), hidden);
   });
   const cudaError_t error = cudaGetLastError();
   TORCH_CHECK(error == cudaSuccess, "rms_norm_cuda: ", cudaGetErrorString(error));

@@ -7,6 +7,7 @@
 #include "../kernels.h"
 
 #include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
 #include <ATen/ops/empty.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
@@ -22,8 +23,9 @@ constexpr int kBackwardThreads = 256;  // a multiple of the warp size
 // The sum of `value` over the block's threads, returned to every thread. Callable more than
 // once per kernel: the barrier at the end keeps the next call from overwriting `warp_sums`
 // before every thread has read it.
-__device__ float rms_norm_backward_block_sum(float value) {
-  __shared__ float warp_sums[kBackwardThreads / 32];
+template <typename acc_t>
+__device__ acc_t rms_norm_backward_block_sum(acc_t value) {
+  __shared__ acc_t warp_sums[kBackwardThreads / 32];
   for (int offset = 16; offset > 0; offset /= 2) {
     value += __shfl_xor_sync(0xffffffffu, value, offset);
   }
@@ -31,7 +33,7 @@ __device__ float rms_norm_backward_block_sum(float value) {
     warp_sums[threadIdx.x / 32] = value;
   }
   __syncthreads();
-  float total = 0.0f;
+  acc_t total = 0;
   for (int i = 0; i < kBackwardThreads / 32; ++i) {
     total += warp_sums[i];
   }
@@ -39,52 +41,52 @@ __device__ float rms_norm_backward_block_sum(float value) {
   return total;
 }
 
-template <typename scalar_t>
-__global__ void rms_norm_grad_input_kernel(scalar_t* __restrict__ grad_input, float* __restrict__ inv_rms,
+template <typename scalar_t, typename acc_t = at::opmath_type<scalar_t>>
+__global__ void rms_norm_grad_input_kernel(scalar_t* __restrict__ grad_input, acc_t* __restrict__ inv_rms,
                                            const scalar_t* __restrict__ grad,
                                            const scalar_t* __restrict__ input,
-                                           const scalar_t* __restrict__ weight, float epsilon,
+                                           const scalar_t* __restrict__ weight, acc_t epsilon,
                                            int64_t hidden) {
   // Geometry: one block of kBackwardThreads threads per row (gridDim.x = rows), striding over the row's
   // columns: one pass for the two sums, one for the write. Also stores the row's r. int64_t offsets.
   const int64_t row = blockIdx.x;
   const int64_t base = row * hidden;
-  float squares = 0.0f;
-  float dot = 0.0f;  // sum of grad * weight * x
+  acc_t squares = 0;
+  acc_t dot = 0;  // sum of grad * weight * x
   for (int64_t col = threadIdx.x; col < hidden; col += blockDim.x) {
-    const float v = static_cast<float>(input[base + col]);
+    const acc_t v = static_cast<acc_t>(input[base + col]);
     squares += v * v;
-    dot += static_cast<float>(grad[base + col]) * static_cast<float>(weight[col]) * v;
+    dot += static_cast<acc_t>(grad[base + col]) * static_cast<acc_t>(weight[col]) * v;
   }
-  const float n = static_cast<float>(hidden);
-  const float r = rsqrtf(rms_norm_backward_block_sum(squares) / n + epsilon);
-  const float mean_gwx = r * rms_norm_backward_block_sum(dot) / n;
+  const acc_t n = static_cast<acc_t>(hidden);
+  const acc_t r = acc_t(1) / sqrt(rms_norm_backward_block_sum(squares) / n + epsilon);
+  const acc_t mean_gwx = r * rms_norm_backward_block_sum(dot) / n;
   if (threadIdx.x == 0) {
     inv_rms[row] = r;
   }
   for (int64_t col = threadIdx.x; col < hidden; col += blockDim.x) {
-    const float gw = static_cast<float>(grad[base + col]) * static_cast<float>(weight[col]);
-    const float xhat = static_cast<float>(input[base + col]) * r;
+    const acc_t gw = static_cast<acc_t>(grad[base + col]) * static_cast<acc_t>(weight[col]);
+    const acc_t xhat = static_cast<acc_t>(input[base + col]) * r;
     grad_input[base + col] = static_cast<scalar_t>(r * (gw - xhat * mean_gwx));
   }
 }
 
-template <typename scalar_t>
+template <typename scalar_t, typename acc_t = at::opmath_type<scalar_t>>
 __global__ void rms_norm_grad_weight_kernel(scalar_t* __restrict__ grad_weight,
                                             const scalar_t* __restrict__ grad,
                                             const scalar_t* __restrict__ input,
-                                            const float* __restrict__ inv_rms, int64_t rows,
+                                            const acc_t* __restrict__ inv_rms, int64_t rows,
                                             int64_t hidden) {
   // Geometry: blocks of 32 x 8 threads, one block per 32 columns (gridDim.x = ceil(hidden / 32));
   // threadIdx.x picks the column (a warp reads 32 neighbours), threadIdx.y every 8th row. The 8
   // partial sums meet in shared memory, in a fixed order (deterministic). int64_t offsets.
-  __shared__ float partial[8][33];  // 33: no bank conflicts on the column-wise reads
+  __shared__ acc_t partial[8][33];  // 33: no bank conflicts on the column-wise reads
   const int64_t col = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
-  float total = 0.0f;
+  acc_t total = 0;
   if (col < hidden) {
     for (int64_t row = threadIdx.y; row < rows; row += 8) {
       const int64_t at = row * hidden + col;
-      total += static_cast<float>(grad[at]) * static_cast<float>(input[at]) * inv_rms[row];
+      total += static_cast<acc_t>(grad[at]) * static_cast<acc_t>(input[at]) * inv_rms[row];
     }
   }
   partial[threadIdx.y][threadIdx.x] = total;
@@ -116,20 +118,23 @@ void rms_norm_backward_cuda(
   }
   const int64_t rows = input.numel() / hidden;
   TORCH_CHECK(rows < (int64_t{1} << 31), "rms_norm_backward: more rows than a CUDA grid holds");
-  // Each row's r, computed by the first kernel and read by the second (on the same stream).
-  const at::Tensor inv_rms = at::empty({rows}, input.options().dtype(at::kFloat));
+  // Each row's r, computed by the first kernel and read by the second (on the same stream), in
+  // float (double for double inputs, which gradcheck perturbs by 1e-6).
+  const at::ScalarType acc_type = at::toOpMathType(input.scalar_type());
+  const at::Tensor inv_rms = at::empty({rows}, input.options().dtype(acc_type));
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "rms_norm_backward_cuda", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
     if (rows > 0) {
       rms_norm_grad_input_kernel<scalar_t><<<static_cast<unsigned int>(rows), kBackwardThreads, 0, stream>>>(
-          grad_input.mutable_data_ptr<scalar_t>(), inv_rms.mutable_data_ptr<float>(),
+          grad_input.mutable_data_ptr<scalar_t>(), inv_rms.mutable_data_ptr<acc_t>(),
           grad.const_data_ptr<scalar_t>(), input.const_data_ptr<scalar_t>(),
-          weight.const_data_ptr<scalar_t>(), static_cast<float>(epsilon), hidden);
+          weight.const_data_ptr<scalar_t>(), static_cast<acc_t>(epsilon), hidden);
     }
     const dim3 block(32, 8);
     const dim3 grid(static_cast<unsigned int>((hidden + 31) / 32));
     rms_norm_grad_weight_kernel<scalar_t><<<grid, block, 0, stream>>>(
         grad_weight.mutable_data_ptr<scalar_t>(), grad.const_data_ptr<scalar_t>(),
-        input.const_data_ptr<scalar_t>(), inv_rms.const_data_ptr<float>(), rows, hidden);
+        input.const_data_ptr<scalar_t>(), inv_rms.const_data_ptr<acc_t>(), rows, hidden);
   });
   const cudaError_t error = cudaGetLastError();
   TORCH_CHECK(error == cudaSuccess, "rms_norm_backward_cuda: ", cudaGetErrorString(error));
