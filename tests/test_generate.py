@@ -75,6 +75,22 @@ def test_generated_python_passes_ruff(tmp_path, spec):
         assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.parametrize("example", sorted(p.parent.name for p in EXAMPLES.glob("*/kopgen.yaml")))
+def test_adopted_example_repos_python_passes_ruff(tmp_path, example):
+    """The example kernel repos, adopted: kopgen's Python files among the user's are formatted too."""
+    repo = tmp_path / example
+    shutil.copytree(EXAMPLES / example, repo)
+    assert CliRunner().invoke(main, ["adopt", str(repo / "kopgen.yaml")]).exit_code == 0
+    generated = sorted(str(p.relative_to(repo)) for p in repo.rglob("*.py") if p.read_text().startswith("# @generated"))
+    assert generated
+    for command in (["check", *generated], ["format", "--check", "--diff", *generated]):
+        result = subprocess.run(
+            [sys.executable, "-m", "ruff", *command[:1], "--no-cache", "--isolated", *command[1:]],
+            cwd=repo, capture_output=True, text=True, check=False,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_new_is_fast_and_never_imports_torch(tmp_path, muladd_spec):
     """`kopgen new` is text work: under 1 s wall, and neither torch nor triton is imported."""
     walls = []

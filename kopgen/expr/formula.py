@@ -22,6 +22,7 @@ from .syntax import (
     did_you_mean,
     error_at,
     parse,
+    unparse,
 )
 
 
@@ -274,7 +275,7 @@ def parse_formula(text: str, ctx: FormulaContext) -> Formula:
         for keyword in getattr(node, "keywords", ()):
             if isinstance(keyword.value, ast.Constant) and type(keyword.value.value) is str:
                 keyword.value = ast.Name(json.dumps(keyword.value.value), ast.Load())
-    python = ast.unparse(body)
+    python = unparse(body)
     order = list(ctx.arg_kinds)
     return Formula(
         text=text,

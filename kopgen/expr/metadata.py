@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 
-from .syntax import METADATA_ATTRIBUTES, METADATA_METHODS, Checker, ExprError, did_you_mean, parse
+from .syntax import METADATA_ATTRIBUTES, METADATA_METHODS, Checker, ExprError, did_you_mean, parse, unparse
 
 # Every torch.<dtype> of torch 2.11 and 2.13 (`isinstance(getattr(torch, n), torch.dtype)`), kept
 # here so that kopgen needs no torch import; aliases (torch.float, torch.long, ...) included.
@@ -105,4 +105,4 @@ def parse_metadata(text: str, tensors: Iterable[str], ints: Iterable[str]) -> st
     checker = _MetadataChecker(text, frozenset(tensors), frozenset(ints))
     checker.check(body)
     ExprError.raise_any(checker.errors)
-    return ast.unparse(body)
+    return unparse(body)

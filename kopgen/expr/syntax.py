@@ -78,6 +78,34 @@ def parse(text: str) -> ast.expr:
     return body
 
 
+def unparse(node: ast.AST) -> str:
+    """`node` as Python source, its slices spaced as ruff formats them (`x[: n // 2]`, `x[a.b : n]`), so that
+    generated files holding a spec's expression are already formatted."""
+    return _RuffSlices().visit(node)
+
+
+class _RuffSlices(ast._Unparser):  # ast.unparse's own printer, one method changed
+    def visit_Slice(self, node: ast.Slice) -> None:
+        parts = [node.lower, node.upper] + ([node.step] if node.step is not None else [])
+        texts = [unparse(part) if part is not None else "" for part in parts]
+        if all(part is None or _simple_bound(part) for part in parts):
+            self.write(":".join(texts))
+            return
+        # A bound that is more than a name or a number: the colons spaced as binary operators,
+        # without a space toward an omitted bound.
+        text = texts[0]
+        for part in texts[1:]:
+            text += " :" if text and not text.endswith(":") else ":"
+            text += f" {part}" if part else ""
+        self.write(text)
+
+
+def _simple_bound(node: ast.expr) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    return isinstance(node, ast.Name) or (isinstance(node, ast.Constant) and type(node.value) in (int, float))
+
+
 def did_you_mean(name: str, candidates) -> str:
     close = difflib.get_close_matches(name, list(candidates), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ..model import Op, Package, PointwiseCompute, RowReduction
 from ..names import locals_for
+from . import layout
 
 LINE_LENGTH = 100  # generated C++/CUDA lines stay within it (but for very long names or expressions)
 # C++ types of the scalar arguments, as the host functions and launchers take them.
@@ -354,19 +355,19 @@ def cuda_ops_summary(package: Package) -> str:
 
 
 def sources(package: Package) -> str:
-    """setup.py's SOURCES, a Python list: ops.cpp, then the user's C++ files."""
+    """setup.py's `SOURCES = [...]`: ops.cpp, then the user's C++ files (laid out as ruff does)."""
     from .cpp_user import user_sources
 
-    return json.dumps([f"{package.name}/csrc/ops.cpp", *user_sources(package, "cpu")])
+    return layout.statement("SOURCES = " + json.dumps([f"{package.name}/csrc/ops.cpp", *user_sources(package, "cpu")]), 0)
 
 
 def cuda_sources(package: Package) -> str:
-    """setup.py's CUDA_SOURCES, a Python list: kopgen's CUDA files, then the user's."""
+    """setup.py's `CUDA_SOURCES = [...]`: kopgen's CUDA files, then the user's (laid out as ruff does)."""
     from .cpp_user import user_sources
 
-    if not package.cuda_ops:
-        return "[]"
-    sources = [f"{package.name}/csrc/cuda/ops.cpp"]
-    if cuda_functor_ops(package):
+    sources = [f"{package.name}/csrc/cuda/ops.cpp"] if package.cuda_ops else []
+    if package.cuda_ops and cuda_functor_ops(package):
         sources.append(f"{package.name}/csrc/cuda/kernels.cu")
-    return json.dumps(sources + user_sources(package, "cuda"))
+    if package.cuda_ops:
+        sources += user_sources(package, "cuda")
+    return layout.statement("CUDA_SOURCES = " + json.dumps(sources), 0)

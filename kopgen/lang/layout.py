@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import io
 import itertools
+import keyword
 import tokenize
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -268,10 +269,19 @@ def _can_omit_parentheses(line: _Line, lo: int, hi: int, indent: int) -> bool:
     if last.text in _BRACKETS.values():
         if last.partner == hi - 2:
             return False  # empty brackets cannot be split
+        if last.text == "]" and last.partner > lo and _ends_operand(line.tokens[last.partner - 1].text):
+            return False  # ruff splits no subscript outside parentheses: `a * x[...]` is wrapped instead
         openings = [i for i in range(lo, last.partner) if line.tokens[i].text in _BRACKETS]
         head = indent + len(line.source(0, last.partner + 1))
         return bool(openings) or head <= LINE_LENGTH
     return False
+
+
+def _ends_operand(text: str) -> bool:
+    """Whether a token ends an operand, so that a `[` after it opens a subscript (not a list)."""
+    if text in (")", "]", "}") or text[-1] in "'\"":
+        return True
+    return (text[-1].isalnum() or text[-1] == "_") and not keyword.iskeyword(text)
 
 
 def _right_hand_split(line: _Line, lo: int, hi: int, indent: int, first_bracket: int, comma: bool) -> list[str] | None:
