@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from . import __version__
 from .bound import bind_sources
-from .expr import ExprError, Formula, FormulaContext, parse_formula, parse_metadata, parse_pointwise
+from .expr import ExprError, Formula, FormulaContext, is_dynamic, parse_formula, parse_metadata, parse_pointwise
 from .expr.syntax import did_you_mean
 from .loader import Mapping, Node, Scalar, Sequence
 from .model import (
@@ -20,6 +20,7 @@ from .model import (
     MutationReference,
     PointwiseCompute,
     Reduction,
+    Route,
     RowReduction,
     Write,
 )
@@ -227,12 +228,24 @@ def _resolve_fake(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg,
         for key, default in (("shape", None), ("dtype", f"{tensors[0]}.dtype"), ("strides", None)):
             node = entry.get(key)
             try:
-                metadata.append(parse_metadata(node.value, tensors, ints) if node else default)
+                metadata.append(parse_metadata(node.value, tensors, ints, dynamic=key == "shape") if node else default)
             except ExprError as error:
                 resolver.expr_errors(node, error)
                 metadata.append(None)  # reported: no CustomKernel is made
+        if metadata[0] is not None and is_dynamic(metadata[0]):
+            _check_dynamic_route(resolver, entry.get("shape"))
         outputs.append(FakeOutput(*metadata))
     return outputs
+
+
+def _check_dynamic_route(resolver: OpResolver, shape: Node) -> None:
+    """A `dynamic()` size: only the Python routes let the user's launcher allocate its own output."""
+    route = resolver.resolve_registration()
+    if route is Route.TRITON_OP or route.is_compiled:
+        how = ("torch.library.triton_op traces its body, which allocates from `fake`" if route is Route.TRITON_OP
+               else "the generated C++ host function allocates each output from `fake`")
+        resolver.error(shape.value_position, f"dynamic() needs registration custom_op or library, whose launcher "
+                                             f"allocates its own output: on {route}, {how}")
 
 
 def _resolve_contiguous(resolver: OpResolver, args: tuple[Arg, ...]) -> tuple[str, ...]:

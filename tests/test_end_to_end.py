@@ -178,6 +178,20 @@ def test_custom_kernel_outputs_of_other_dtypes_shapes_and_strides(tmp_path_facto
     installed_suite_passes(repo, root / "site", at_least=60)
 
 
+def test_custom_kernel_output_sized_by_the_data(tmp_path_factory):
+    """tests/specs/custom_dynamic.yaml: x's positive elements, a size only the data decides (`fake`:
+    dynamic()); a hand-written launcher allocates its output and passes the suite, opcheck and the
+    dynamic-shape compile included."""
+    root = tmp_path_factory.mktemp("dynamic")
+    repo = generate(ROOT / "tests/specs/custom_dynamic.yaml", root / "repo")
+    path = repo / "kdyn/kernels/positive_values.py"
+    text = path.read_text()
+    start = text.index("def positive_values_python(")
+    path.write_text(text[:start] + "def positive_values_python(x: Tensor) -> Tensor:\n"
+                    "    return torch.masked_select(x, x > 0)\n")
+    installed_suite_passes(repo, root / "site", at_least=20)
+
+
 def test_custom_kernel_samples_the_spec_sets(tmp_path_factory):
     """tests/specs/custom_samples.yaml: a per-row cross-entropy whose int64 target in [0, C) keeps its
     dtype in every sample and whose reference passes reduction="none"; its `python` kernel (the

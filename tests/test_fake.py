@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
 from kopgen import generate
 from kopgen.expr import ExprError
-from kopgen.expr.metadata import TORCH_DTYPES, parse_metadata
+from kopgen.expr.metadata import TORCH_DTYPES, fake_source, is_dynamic, parse_metadata
 
 TENSORS, INTS = ("x", "w"), ("n", "head_size")
 
@@ -55,6 +57,25 @@ def test_metadata_refuses(text, message):
     assert str(error.value).startswith(message)
 
 
+@pytest.mark.parametrize("text", ["(dynamic(),)", "(dynamic(max=1024), x.size(1))", "x.shape[:-1] + (dynamic(),)"])
+def test_a_shape_may_have_sizes_the_data_decides(text):
+    assert parse_metadata(text, TENSORS, INTS, dynamic=True) == text
+    assert is_dynamic(text)
+    assert fake_source(text, "ctx") == text.replace("dynamic(", "ctx.new_dynamic_size(")
+
+
+@pytest.mark.parametrize(("text", "dynamic", "message"), [
+    ("(dynamic(),)", False, "dynamic() is a size of a shape"),  # a dtype or strides
+    ("(dynamic(max=x.numel()),)", True, "write dynamic() or dynamic(max=N), N an int"),  # torch refuses a SymInt max
+    ("(dynamic(n),)", True, "write dynamic() or dynamic(max=N)"),
+    ("(dynamic(min=2),)", True, "write dynamic() or dynamic(max=N)"),
+])
+def test_dynamic_sizes_refused(text, dynamic, message):
+    with pytest.raises(ExprError) as error:
+        parse_metadata(text, TENSORS, INTS, dynamic=dynamic)
+    assert str(error.value).startswith(message)
+
+
 SPEC = """\
 kopgen: 1
 package: kfake
@@ -81,3 +102,17 @@ def test_outputs_are_allocated_and_referenced_as_fake_says(tmp_path):
     reference = (repo / "kfake/reference.py").read_text()
     assert "import torch\n" in reference and "dtypes = (torch.bool, x.dtype)" in reference
     assert "contiguous_outputs = False" in (repo / "tests/test_f.py").read_text()
+
+
+def test_an_output_sized_by_the_data_is_allocated_by_its_launcher(tmp_path):
+    """`dynamic()`: the fake kernel asks the fake context for a new size, _support has no allocator
+    for it, and the skeleton and the python kernel allocate the output themselves."""
+    repo = generate(Path(__file__).parent / "specs/custom_dynamic.yaml", tmp_path / "repo")
+    registration = (repo / "kdyn/_registration.py").read_text()
+    assert "ctx = torch.library.get_ctx()" in registration
+    assert "torch.empty((ctx.new_dynamic_size(),), dtype=x.dtype, device=x.device)" in registration
+    assert "positive_values_output" not in (repo / "kdyn/_support.py").read_text()
+    kernels = (repo / "kdyn/kernels/positive_values.py").read_text()
+    assert "_support.positive_values_output" not in kernels
+    assert "return reference.positive_values(x).clone()" in kernels
+    assert "data_dependent_sizes = True" in (repo / "tests/test_positive_values.py").read_text()

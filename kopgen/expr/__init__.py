@@ -9,7 +9,7 @@
 """
 
 from .formula import Formula, FormulaContext, parse_formula
-from .metadata import NOT_DIFFERENTIABLE_DTYPES, parse_metadata
+from .metadata import NOT_DIFFERENTIABLE_DTYPES, fake_source, is_dynamic, parse_metadata
 from .pointwise import ARG_KINDS, Pointwise, parse_pointwise
 from .syntax import ExprError
 
@@ -20,6 +20,8 @@ __all__ = [
     "Formula",
     "FormulaContext",
     "Pointwise",
+    "fake_source",
+    "is_dynamic",
     "parse_formula",
     "parse_metadata",
     "parse_pointwise",

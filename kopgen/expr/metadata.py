@@ -3,7 +3,9 @@
 Shapes, strides and dtypes computed from the arguments' metadata and int arguments, such as
 x.shape[:-1] + (x.shape[-1] // 2,), (n, x.size(0)), x.numel() * 2 or torch.float8_e4m3fn;
 `parse_metadata` checks one and returns it as Python source. An allow-list: nothing but metadata
-reads, int arithmetic, tuples and torch's dtypes.
+reads, int arithmetic, tuples and torch's dtypes. In a shape, `dynamic()` or `dynamic(max=N)`
+is a size only the data decides (x's positive elements: `(dynamic(),)`); a fake kernel asks
+torch.library.get_ctx().new_dynamic_size() for it (`fake_source`).
 """
 
 from __future__ import annotations
@@ -37,9 +39,9 @@ class _MetadataChecker(Checker):
 
     language = "an output shape or dtype"
 
-    def __init__(self, text: str, tensors: frozenset[str], ints: frozenset[str]):
+    def __init__(self, text: str, tensors: frozenset[str], ints: frozenset[str], dynamic: bool):
         super().__init__(text)
-        self.tensors, self.ints = tensors, ints
+        self.tensors, self.ints, self.dynamic = tensors, ints, dynamic
 
     def visit_Constant(self, node: ast.Constant) -> None:
         if type(node.value) is not int:
@@ -92,6 +94,9 @@ class _MetadataChecker(Checker):
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
+        if isinstance(func, ast.Name) and func.id == DYNAMIC:
+            self.check_dynamic(node)
+            return
         if not (isinstance(func, ast.Attribute) and func.attr in _METHODS
                 and isinstance(func.value, ast.Name) and func.value.id in self.tensors) or node.keywords:
             raise self.error(node, f"the only calls allowed are x.{'(), x.'.join(_METHODS)}() of a Tensor argument")
@@ -99,10 +104,40 @@ class _MetadataChecker(Checker):
             self.check(arg)
 
 
-def parse_metadata(text: str, tensors: Iterable[str], ints: Iterable[str]) -> str:
-    """Check an output shape, strides or dtype expression of a custom op; returns it as Python source."""
+    def check_dynamic(self, node: ast.Call) -> None:
+        """`dynamic()` or `dynamic(max=N)`: a size of a shape that only the data decides."""
+        if not self.dynamic:
+            raise self.error(node, "dynamic() is a size of a shape; dtypes and strides are known from metadata")
+        # torch's new_dynamic_size takes only a max known before tracing: no size of a dynamic shape
+        if node.args or any(k.arg != "max" or not (isinstance(k.value, ast.Constant) and type(k.value.value) is int)
+                            for k in node.keywords):
+            raise self.error(node, "write dynamic() or dynamic(max=N), N an int: torch's new_dynamic_size "
+                                   "takes a bound known before tracing")
+
+
+DYNAMIC = "dynamic"
+
+
+def is_dynamic(source: str) -> bool:
+    """Whether a checked shape has a size that only the data decides (a `dynamic()` in it)."""
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == DYNAMIC
+               for n in ast.walk(ast.parse(source, mode="eval")))
+
+
+def fake_source(source: str, ctx: str) -> str:
+    """A checked shape as a fake kernel computes it: each dynamic() asks `ctx` for a new size."""
+    tree = ast.parse(source, mode="eval")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == DYNAMIC:
+            node.func = ast.Attribute(ast.Name(ctx, ast.Load()), "new_dynamic_size", ast.Load())
+    return ast.unparse(tree)
+
+
+def parse_metadata(text: str, tensors: Iterable[str], ints: Iterable[str], dynamic: bool = False) -> str:
+    """Check an output shape, strides or dtype expression of a custom op (only a shape may have a
+    `dynamic()` size, where `dynamic` says so); returns it as Python source."""
     body = parse(text)
-    checker = _MetadataChecker(text, frozenset(tensors), frozenset(ints))
+    checker = _MetadataChecker(text, frozenset(tensors), frozenset(ints), dynamic)
     checker.check(body)
     ExprError.raise_any(checker.errors)
     return unparse(body)

@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from ..model import Arg, CustomKernel, Kernel, Op, Package, PointwiseCompute, RowReduction
+from ..expr import fake_source, is_dynamic
+from ..model import Arg, CustomKernel, FakeOutput, Kernel, Op, Package, PointwiseCompute, RowReduction
 from ..names import locals_for, module_name
 from ..schema import python_annotation, python_default
 from . import layout
@@ -148,7 +149,7 @@ def registration_imports(package: Package) -> list[str]:
         block = "STABLE_TORCH_LIBRARY" if package.stable_abi else "TORCH_LIBRARY"
         lines += [f"# Importing _C loads the extension, whose {block} block defines the compiled ops.",
                   "from . import _C, _support  # noqa: F401"]
-    else:
+    elif any(op.mutated_writes or not sized_by_data(op) for op in package.ops):  # the others' fakes allocate
         lines.append("from . import _support")
     lines += [f"from .kernels import {op.name} as {kernels_module(op)}" for op in with_python_kernels(package)]
     return lines + bound_imports(package, ".")
@@ -370,6 +371,8 @@ def fake_body(op: Op) -> list[str]:
     if not op.num_outputs:  # a custom kernel's writes have no metadata kopgen could check
         return [f"    # Nothing to describe: the op writes {names_of(op.mutated_args)} in place and returns nothing.",
                 "    return None"]
+    if sized_by_data(op):
+        return dynamic_fake_body(op)
     if op.num_outputs == 1 or _kind(op).allocates_all:
         noun = "outputs" if op.num_outputs > 1 else "output"
         return [f"    # Only metadata: the same {noun} the launcher allocates, never reading data.",
@@ -378,6 +381,29 @@ def fake_body(op: Op) -> list[str]:
     return ["    # Only metadata: the same outputs the launcher allocates, never reading data.",
             *("    " + layout.assign(name, allocate(op), 4) for name in names),
             "    " + returns(names, 4)]
+
+
+def sized_by_data(op: Op) -> bool:
+    """A custom op with an output whose size only the data decides (`dynamic()`): its launcher allocates it."""
+    return isinstance(op.body, CustomKernel) and any(is_dynamic(o.shape) for o in op.body.outputs)
+
+
+def dynamic_fake_body(op: Op) -> list[str]:
+    """A custom op whose output size only the data decides: a new symbolic size from the fake context."""
+    device = f"{op.lead.name}.device"
+    outputs = [empty_output(o, fake_source(o.shape, "ctx"), device) for o in op.body.outputs]
+    lines = ["    # Only metadata: a size the data decides is a new symbol (the launcher allocates the real output).",
+             "    ctx = torch.library.get_ctx()"]
+    if len(outputs) == 1:
+        return lines + ["    " + layout.assign("return", outputs[0], 4)]
+    return lines + ["    " + wrap("return (", outputs, ")", 4, explode=True)]
+
+
+def empty_output(output: FakeOutput, shape: str, device: str) -> str:
+    """One output's allocation: contiguous, or with the strides `fake` gives (a kernel that writes it transposed)."""
+    if output.strides is None:
+        return f"torch.empty({shape}, dtype={output.dtype}, device={device})"
+    return f"torch.empty_strided({shape}, {output.strides}, dtype={output.dtype}, device={device})"
 
 
 def written_dict(op: Op) -> str:

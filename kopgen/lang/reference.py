@@ -22,6 +22,7 @@ from .python import (
     define,
     names_of,
     returns,
+    sized_by_data,
     tuple_target,
     typing_imports,
 )
@@ -178,6 +179,9 @@ def _custom_kernel_body(op: Op) -> list[str]:
     if op.is_mutating:
         return _custom_mutating_body(op)
     reference = call_text(f"reference.{op.name}", op)
+    if sized_by_data(op):  # only the data sizes the output: the reference's own, copied (an output aliases no input)
+        return ['    """The PyTorch reference as a kernel: it allocates its output, whose size the data decides."""',
+                "    " + layout.assign("return", _clone(op, reference), 4)]
     local, outs = locals_for(op), op.output_names
     lines = ['    """The PyTorch reference as a kernel, written into outputs allocated as `fake` describes."""']
     if op.num_outputs == 1:
@@ -188,6 +192,14 @@ def _custom_kernel_body(op: Op) -> list[str]:
     return lines + ["    " + layout.assign(outputs, allocate(op), 4),
                     "    " + layout.assign(expected, reference, 4),
                     "    " + layout.statement(f"return tuple({output}.copy_({want}) for {output}, {want} in {pairs})", 4)]
+
+
+def _clone(op: Op, reference: str) -> str:
+    """The reference's outputs copied, so that none is a view of an input."""
+    if op.num_outputs == 1:
+        return f"{reference}.clone()"
+    local = locals_for(op)
+    return f"tuple({local.output}.clone() for {local.output} in {reference})"
 
 
 def _custom_mutating_body(op: Op) -> list[str]:

@@ -5,7 +5,7 @@ reduction's output and row references, each custom op's output allocator).
 
 from __future__ import annotations
 
-from ..model import CustomKernel, FakeOutput, Op, Package
+from ..model import CustomKernel, Op, Package
 from . import layout, python
 from .layout import wrap
 
@@ -55,8 +55,10 @@ def row_identity(kind: str) -> str:
 
 
 def custom_ops(package: Package) -> list[Op]:
-    """The custom ops that return Tensors, each allocated by its own helper (a mutating op may return none)."""
-    return [op for op in package.ops if isinstance(op.body, CustomKernel) and op.num_outputs]
+    """The custom ops that return Tensors, each allocated by its own helper (a mutating op may return none,
+    and one whose output size is `dynamic()` allocates it in its launcher)."""
+    return [op for op in package.ops if isinstance(op.body, CustomKernel) and op.num_outputs
+            and not python.sized_by_data(op)]  # whose launcher allocates what only the data sizes
 
 
 def checks_contiguity(package: Package) -> bool:
@@ -68,17 +70,10 @@ def checks_contiguity(package: Package) -> bool:
 def custom_output(op: Op) -> list[str]:
     """The body of a custom op's `<op>_output`: each output allocated as its spec's `fake` describes."""
     device = f"{op.lead.name}.device"
-    outputs = [_empty(output, device) for output in op.body.outputs]
+    outputs = [python.empty_output(output, output.shape, device) for output in op.body.outputs]
     noun = "outputs" if len(outputs) > 1 else "output"
     pronoun = "them" if len(outputs) > 1 else "it"
     lines = [f'    """The {noun} of {op.qualname}, as its spec\'s `fake` describes {pronoun} (its kernel is the user\'s)."""']
     if len(outputs) == 1:
         return lines + ["    " + layout.assign("return", outputs[0], 4)]
     return lines + ["    " + wrap("return (", outputs, ")", 4, explode=True)]
-
-
-def _empty(output: FakeOutput, device: str) -> str:
-    """One output's allocation: contiguous, or with the strides `fake` gives (a kernel that writes it transposed)."""
-    if output.strides is None:
-        return f"torch.empty({output.shape}, dtype={output.dtype}, device={device})"
-    return f"torch.empty_strided({output.shape}, {output.strides}, dtype={output.dtype}, device={device})"

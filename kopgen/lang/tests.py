@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ..expr import NOT_DIFFERENTIABLE_DTYPES
+from ..expr import NOT_DIFFERENTIABLE_DTYPES, is_dynamic
 from ..model import Arg, CustomKernel, Op, Package, PointwiseCompute, RowReduction, SampleArg
 from ..schema import python_default
 from .layout import requote
@@ -491,10 +491,14 @@ def _row_data(op: Op) -> list[list[str]]:
 
 
 def _custom_class_body(op: Op) -> list[str]:
-    """Outputs that `fake` gives strides are not contiguous: opcheck compares their strides instead."""
-    if all(output.strides is None for output in op.body.outputs):
-        return []
-    return ["    contiguous_outputs = False  # `fake` gives the strides, which opcheck compares"]
+    """Outputs that `fake` gives strides are not contiguous: opcheck compares their strides instead;
+    a size that only the data decides is a new symbol, which meta tensors cannot hold."""
+    lines = []
+    if any(output.strides is not None for output in op.body.outputs):
+        lines.append("    contiguous_outputs = False  # `fake` gives the strides, which opcheck compares")
+    if any(is_dynamic(output.shape) for output in op.body.outputs):
+        lines.append("    data_dependent_sizes = True  # `fake` sizes an output from the data: dynamic()")
+    return lines
 
 
 def _dense_written(op: Op) -> frozenset[str]:

@@ -453,6 +453,8 @@ def _dense_note(op: Op) -> str:
 def skeleton_outputs_allocated(op: Op) -> str:
     if not op.output_names:
         return f"; it writes {python.names_of(op.mutated_args)} in place, as the op's schema declares"
+    if python.sized_by_data(op):
+        return ", and the launcher allocates the output itself: the data sizes it"
     return ", and the outputs are allocated as its `fake` describes" if op.num_outputs > 1 else \
         ", and the output is allocated as its `fake` describes"
 
@@ -461,6 +463,10 @@ def skeleton_outputs_call(op: Op) -> list[str]:
     """The skeleton launcher's outputs, allocated as the spec's `fake` describes (none for `-> ()`)."""
     if not op.output_names:
         return []
+    if python.sized_by_data(op):  # kopgen cannot allocate from `fake` what only the data sizes
+        return ["    # TODO: `fake` sizes the output from the data (dynamic()): count its size, then allocate it here.",
+                *(f"    {name} = {python.empty_output(o, '(0,)', f'{op.lead.name}.device')}"
+                  for name, o in zip(op.output_names, op.body.outputs, strict=True))]
     return ["    " + python.layout.assign(", ".join(op.output_names), python.allocate(op), 4)]
 
 
