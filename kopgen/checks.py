@@ -114,7 +114,7 @@ def _evaluate(torch, op: Op, shapes: dict, dtype) -> list[tuple]:
         references = eval(op.body.reference.python, scope)  # checked by kopgen's formula language
     except Exception:  # noqa: BLE001 - whatever fails on meta tensors is the generated suite's to test
         return []
-    references = references if isinstance(references, tuple) else (references,)
+    references = tuple(references) if isinstance(references, (tuple, list)) else (references,)
     return list(zip(fakes, references))
 
 

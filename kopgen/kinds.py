@@ -28,6 +28,7 @@ from .names import output_names
 from .schema import FunctionSchema
 
 if TYPE_CHECKING:
+    from .errors import Position
     from .resolve import OpResolver
 
 # Scalar arguments a reduction might be expected to honour; kopgen's reductions are over the last dimension.
@@ -68,6 +69,23 @@ def resolve_kind(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, 
     if kind == "kernel":
         return bind_sources(resolver, _resolve_custom(resolver, schema, args))
     return _resolve_compute(resolver, schema, args)
+
+
+def check_list_return(resolver: OpResolver, schema: FunctionSchema, at: Position) -> None:
+    """`-> Tensor[]`: a custom kernel's outputs as one list, as many as its `fake` lists, on the Python routes."""
+    registration = resolver.resolve_registration()
+    why = None
+    if resolver.node.get("kernel") is None:
+        why = "a compute or reduce op returns a fixed number of Tensors: return them as `-> (Tensor, Tensor)`"
+    elif registration not in (Route.CUSTOM_OP, Route.LIBRARY):
+        why = (f"registration '{registration}' does not return lists in kopgen {__version__}: "
+               "use custom_op or library, or return a fixed number, `-> (Tensor, Tensor)`")
+    elif any(a.annotation is not None for a in schema.arguments):
+        why = "an op that mutates arguments returns Tensors, not a list: return a fixed number, `-> (Tensor, Tensor)`"
+    elif resolver.node.get("backward") is not None:
+        why = "kopgen writes no autograd formula for a list of outputs: return a fixed number, `-> (Tensor, Tensor)`"
+    if why:
+        resolver.error(at, f"'Tensor[]' returns are for `kernel: custom` ops on custom_op or library; {why}")
 
 
 def _refuse_custom_keys(resolver: OpResolver, kind: str) -> None:
@@ -217,7 +235,12 @@ def _resolve_references(resolver: OpResolver, schema: FunctionSchema, args: tupl
 def _resolve_fake(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, ...], fake: Node | None) -> list:
     """`fake`: the shape, dtype and strides of each returned Tensor, in the metadata language."""
     entries = [] if fake is None else list(fake.items) if isinstance(fake, Sequence) else [fake]
-    if fake is not None and len(entries) != len(schema.returns):
+    if [str(r.type) for r in schema.returns] == ["Tensor[]"]:  # a list as long as `fake`'s, as a kernel's outputs are
+        if not isinstance(fake, Sequence) or not entries:
+            resolver.error(fake.position, "a `Tensor[]` return needs `fake` as a list, one entry per Tensor it holds: "
+                                          "- {shape: x.shape}")
+            entries = []
+    elif fake is not None and len(entries) != len(schema.returns):
         resolver.error(fake.position, f"fake describes {len(entries)} output(s) but the schema returns {len(schema.returns)}")
         entries = []
     tensors = [a.name for a in args if a.is_tensor]

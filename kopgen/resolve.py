@@ -12,7 +12,7 @@ from . import __version__
 from .backward import mark_not_twice_differentiable, resolve_backward
 from .errors import Diagnostics, Position
 from .expr import ExprError
-from .kinds import resolve_kind
+from .kinds import check_list_return, resolve_kind
 from .lang.cpp_types import cpp_type_problem
 from .loader import Mapping, Node, Scalar, plain
 from .model import (
@@ -239,6 +239,8 @@ class OpResolver:
         for ret in schema.returns:
             if ret.annotation is not None:
                 self.error(at, "operators must not return (views of) their inputs: return a new Tensor, or `()` from a mutating op")
+            elif str(ret.type) == "Tensor[]" and len(schema.returns) == 1:
+                check_list_return(self, schema, at)
             elif str(ret.type) != "Tensor":
                 hint = ": return a fixed number, `-> (Tensor, Tensor)`" if ret.type.is_tensor_like else ""
                 self.error(at, f"ops return Tensors in kopgen {__version__}; '{ret.type}' returns are not supported{hint}")

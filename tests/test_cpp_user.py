@@ -142,12 +142,10 @@ def test_skeletons_are_the_users_and_throw_naming_their_file(route, check):
 
 def test_setup_compiles_the_users_files():
     package = custom_package()
-    assert cpp.sources(package) == (
-        '["kuser/csrc/ops.cpp", "kuser/csrc/argmax_positive.cpp", "kuser/csrc/pairsum.cpp", '
-        '"kuser/csrc/rotate.cpp", "kuser/csrc/scale.cpp", "kuser/csrc/silu_and_mul.cpp", "kuser/csrc/transposed.cpp", '
-        '"kuser/csrc/typed.cpp"]'
-    )
-    assert '"kuser/csrc/cuda/ops.cpp", "kuser/csrc/cuda/argmax_positive.cu"' in cpp.cuda_sources(package)
+    files = ["ops", "argmax_positive", "pairsum", "rotate", "scale", "silu_and_mul", "transposed", "typed"]
+    # one file a line, as ruff lays out a list that does not fit
+    assert cpp.sources(package) == "SOURCES = [\n" + "".join(f'    "kuser/csrc/{f}.cpp",\n' for f in files) + "]"
+    assert '    "kuser/csrc/cuda/ops.cpp",\n    "kuser/csrc/cuda/argmax_positive.cu",\n' in cpp.cuda_sources(package)
     assert "kernels.cu" not in cpp.cuda_sources(package)
 
 

@@ -591,7 +591,8 @@ REFERENCE = FormulaContext({"input": "tensor", "cache": "tensor", "positions": "
 def test_a_reference_indexes_and_slices_tensors():
     text = "torch.nn.functional.silu(input[..., :input.shape[-1] // 2]) * cache[positions, ::2, None]"
     formula = parse_formula(text, REFERENCE)
-    assert formula.python == text
+    # printed as ruff formats it: a slice bound that is more than a name or a number spaces its colon
+    assert formula.python == text.replace("[..., :input", "[..., : input")
     assert formula.saved_tensors == ("input", "cache", "positions")
 
 

@@ -65,7 +65,26 @@ def call_text(function: str, op: Op, first: Sequence[str] = ()) -> str:
 
 def return_annotation(op: Op) -> str:
     """The returned Tensors: None where the op returns nothing (it only writes its arguments)."""
+    if returns_list(op):
+        return "list[Tensor]"
     return _tensors(op.num_outputs) if op.num_outputs else "None"
+
+
+def returns_list(op: Op) -> bool:
+    """`-> Tensor[]` (a custom kernel's only return): the outputs, as many as `fake` lists, in one list."""
+    return [str(r.type) for r in op.schema.returns] == ["Tensor[]"]
+
+
+def output_target(op: Op) -> str:
+    """What the outputs of the op's allocator are unpacked into: `out`, `out0, out1`, or `(out,)` from a list."""
+    names = op.output_names
+    return f"({names[0]},)" if returns_list(op) and len(names) == 1 else ", ".join(names)
+
+
+def returned(op: Op) -> str:
+    """The op's outputs as its launcher returns them: `out`, `out0, out1`, or the list `[out0, out1]`."""
+    names = ", ".join(op.output_names)
+    return f"[{names}]" if returns_list(op) else names
 
 
 def _tensors(count: int) -> str:

@@ -21,7 +21,9 @@ from .python import (
     check_written,
     define,
     names_of,
+    return_annotation,
     returns,
+    returns_list,
     sized_by_data,
     tuple_target,
     typing_imports,
@@ -44,6 +46,8 @@ def define_reference(op: Op) -> str:
     """The reference returns what a mutating op writes (None for a `Tensor!?` left out), then what the op returns."""
     types = ["Tensor | None" if a.is_optional else "Tensor" for a in op.mutated_args] + ["Tensor"] * op.num_outputs
     returns = types[0] if len(types) == 1 else f"tuple[{', '.join(types)}]"
+    if returns_list(op):  # `-> Tensor[]` (never a mutating op's)
+        returns = return_annotation(op)
     return define(op.name, op, returns=returns)
 
 
@@ -77,9 +81,9 @@ def _custom_dtype(op: Op) -> list[str]:
     dtypes = _fake_dtypes(op)
     if dtypes is None:
         return _lead_dtype(op)
-    if len(dtypes) == 1:
+    if len(dtypes) == 1 and not returns_list(op):
         return [layout.assign(locals_for(op).dtype, dtypes[0], 4)]
-    return [layout.assign(locals_for(op).dtypes, f"({', '.join(dtypes)})", 4)]
+    return [layout.assign(locals_for(op).dtypes, f"({', '.join(dtypes)}{',' * (len(dtypes) == 1)})", 4)]
 
 
 def upcast(op: Op) -> str:
@@ -100,12 +104,24 @@ def _custom_reference_inputs(op: Op) -> tuple[Arg, ...]:
 
 def _custom_return(op: Op) -> str:
     """What a mutating op writes (as computed), then its returns in the dtypes of `fake`."""
+    if returns_list(op):  # `-> Tensor[]` (never a mutating op's): the reference's list (or tuple), as a list
+        return _custom_list_return(op)
     values = [_mutation_value(m) for m in op.body.mutations]
     if op.num_outputs:
         values.append(_custom_returned(op, spread=bool(values)))
     if len(values) == 1:
         return layout.assign("return", values[0], 4)
     return wrap("return (", values, ")", 4, explode=True)
+
+
+def _custom_list_return(op: Op) -> str:
+    """The reference's Tensors, named first (a comprehension over them fits a line), as a list in their dtypes."""
+    local = locals_for(op)
+    output, dtype, outputs = local.output, local.dtype, local.outputs
+    pairs = f"{output} in {outputs}" if _fake_dtypes(op) is None else \
+        f"{output}, {dtype} in zip({outputs}, {local.dtypes}, strict=True)"
+    return (layout.assign(outputs, op.body.reference.python, 4) + "\n    "
+            + layout.statement(f"return [{output}.to({dtype}) for {pairs}]", 4))
 
 
 def _mutation_value(mutation: MutationReference) -> str:
@@ -119,7 +135,7 @@ def _custom_returned(op: Op, spread: bool) -> str:
     """The returned Tensors in their dtypes: one value, or a tuple (`spread` into the values written before)."""
     local = locals_for(op)
     dtype, output, reference = local.dtype, local.output, op.body.reference.python
-    if op.num_outputs == 1:
+    if op.num_outputs == 1 and not returns_list(op):
         return f"{layout.operand(reference)}.to({dtype})"
     if _fake_dtypes(op) is None:
         generator = f"{output}.to({dtype}) for {output} in {reference}"
@@ -184,14 +200,15 @@ def _custom_kernel_body(op: Op) -> list[str]:
                 "    " + layout.assign("return", _clone(op, reference), 4)]
     local, outs = locals_for(op), op.output_names
     lines = ['    """The PyTorch reference as a kernel, written into outputs allocated as `fake` describes."""']
-    if op.num_outputs == 1:
+    if op.num_outputs == 1 and not returns_list(op):
         return lines + ["    " + layout.assign(outs[0], allocate(op), 4),
                         "    " + layout.assign("return", f"{outs[0]}.copy_({reference})", 4)]
     output, want, outputs, expected = local.output, local.want, local.outputs, local.expected
     pairs = f"zip({outputs}, {expected}, strict=True)"
+    copies = f"{output}.copy_({want}) for {output}, {want} in {pairs}"
     return lines + ["    " + layout.assign(outputs, allocate(op), 4),
                     "    " + layout.assign(expected, reference, 4),
-                    "    " + layout.statement(f"return tuple({output}.copy_({want}) for {output}, {want} in {pairs})", 4)]
+                    "    " + layout.statement(f"return [{copies}]" if returns_list(op) else f"return tuple({copies})", 4)]
 
 
 def _clone(op: Op, reference: str) -> str:

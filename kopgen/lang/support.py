@@ -74,6 +74,8 @@ def custom_output(op: Op) -> list[str]:
     noun = "outputs" if len(outputs) > 1 else "output"
     pronoun = "them" if len(outputs) > 1 else "it"
     lines = [f'    """The {noun} of {op.qualname}, as its spec\'s `fake` describes {pronoun} (its kernel is the user\'s)."""']
+    if python.returns_list(op):  # `-> Tensor[]`: a list, as the op returns them
+        return lines + ["    " + wrap("return [", outputs, "]", 4, explode=True)]
     if len(outputs) == 1:
         return lines + ["    " + layout.assign("return", outputs[0], 4)]
     return lines + ["    " + wrap("return (", outputs, ")", 4, explode=True)]

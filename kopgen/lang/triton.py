@@ -192,7 +192,7 @@ def outputs(op: Op) -> list[str]:
 
 def empty_return(op: Op) -> str:
     """What a launcher returns without launching (no elements)."""
-    return "return" if op.is_mutating else f"return {', '.join(op.output_names)}"
+    return "return" if op.is_mutating else f"return {python.returned(op)}"
 
 
 def broadcast(op: Op, shape: str = "") -> list[str]:
@@ -395,7 +395,7 @@ def wrapped_launcher_define(op: Op) -> str:
 
 def skeleton_return(op: Op) -> str:
     """What the launcher returns: the outputs, or nothing (a mutating op of `-> ()`)."""
-    return f"return {', '.join(op.output_names)}" if op.output_names else "return"
+    return f"return {python.returned(op)}" if op.output_names else "return"
 
 
 def skeleton_end(op: Op) -> list[str]:
@@ -467,7 +467,7 @@ def skeleton_outputs_call(op: Op) -> list[str]:
         return ["    # TODO: `fake` sizes the output from the data (dynamic()): count its size, then allocate it here.",
                 *(f"    {name} = {python.empty_output(o, '(0,)', f'{op.lead.name}.device')}"
                   for name, o in zip(op.output_names, op.body.outputs, strict=True))]
-    return ["    " + python.layout.assign(", ".join(op.output_names), python.allocate(op), 4)]
+    return ["    " + python.layout.assign(python.output_target(op), python.allocate(op), 4)]
 
 
 def broadcast_shape(op: Op) -> str:

@@ -89,12 +89,13 @@ class Make:
 
 
 def as_tuple(outputs) -> tuple:
-    return outputs if isinstance(outputs, tuple) else (outputs,)
+    """The outputs as a tuple: one Tensor, a tuple of them, or the list a `Tensor[]` return gives."""
+    return tuple(outputs) if isinstance(outputs, (tuple, list)) else (outputs,)
 
 
 def total(outputs) -> torch.Tensor:
     """A scalar that depends on every output, to call backward on."""
-    if isinstance(outputs, tuple):
+    if isinstance(outputs, (tuple, list)):
         return sum(output.sum() for output in outputs)
     return outputs.sum()
 
