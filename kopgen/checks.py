@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterator
 
 from .errors import Diagnostic, Position
-from .lang.tests import TENSOR_LISTS, sample_setting, sample_shapes, sample_value
+from .lang.tests import is_tensor_list, sample_setting, sample_shapes, sample_value, tensor_list
 from .loader import Mapping, Sequence
 from .model import CustomKernel, Op, Package
 
@@ -103,9 +103,8 @@ def _evaluate(torch, op: Op, shapes: dict, dtype) -> list[tuple]:
         if arg.is_tensor:
             own = getattr(torch, setting.dtype) if setting is not None and setting.dtype else dtype
             values[arg.name] = torch.empty(shapes[arg.name], dtype=own, device="meta")
-        elif str(arg.schema.type) in TENSOR_LISTS:  # as the samples draw them: Tensors of the lead's shape
-            tensor = torch.empty(shapes[op.lead.name], dtype=dtype, device="meta")
-            values[arg.name] = [tensor, tensor if TENSOR_LISTS[str(arg.schema.type)] == 2 else None]
+        elif is_tensor_list(arg):  # as the samples draw them: Tensors of the lead's shape
+            values[arg.name] = tensor_list(arg, torch.empty(shapes[op.lead.name], dtype=dtype, device="meta"), None)
         else:
             values[arg.name] = eval(sample_value(arg, op), {"torch": torch, "math": math})  # a literal kopgen printed
     scope = {"torch": torch, "math": math, **values}

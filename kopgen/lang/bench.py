@@ -38,8 +38,8 @@ def _large(arg: Arg, op: Op) -> str:
     """A large Tensor (or list of them, as the tests' samples hold), else the tests' value."""
     if arg.is_tensor:
         return "make()"
-    if str(arg.schema.type) in tests.TENSOR_LISTS:
-        return "[make(), make()]" if tests.TENSOR_LISTS[str(arg.schema.type)] == 2 else "[make(), None]"
+    if tests.is_tensor_list(arg):
+        return f"[{', '.join(tests.tensor_list(arg, 'make()', 'None'))}]"
     return tests.sample_value(arg, op)
 
 

@@ -365,9 +365,10 @@ def cuda_sources(package: Package) -> str:
     """setup.py's `CUDA_SOURCES = [...]`: kopgen's CUDA files, then the user's (laid out as ruff does)."""
     from .cpp_user import user_sources
 
-    sources = [f"{package.name}/csrc/cuda/ops.cpp"] if package.cuda_ops else []
-    if package.cuda_ops and cuda_functor_ops(package):
-        sources.append(f"{package.name}/csrc/cuda/kernels.cu")
+    sources = []
     if package.cuda_ops:
+        sources.append(f"{package.name}/csrc/cuda/ops.cpp")
+        if cuda_functor_ops(package):
+            sources.append(f"{package.name}/csrc/cuda/kernels.cu")
         sources += user_sources(package, "cuda")
     return layout.statement("CUDA_SOURCES = " + json.dumps(sources), 0)

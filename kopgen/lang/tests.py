@@ -353,20 +353,22 @@ def _sample(op: Op, label: str, shape_of, empty: bool = False) -> Sample:
     args = []
     for a in op.args:
         shape = shape_of(a) if a.is_tensor else None
-        if str(a.schema.type) in TENSOR_LISTS:
-            args.append(_tensor_list(op, a, shape_of(op.lead)))
+        if is_tensor_list(a):
+            made = _make(op, op.lead, shape_of(op.lead)[0])
+            args.append(f"[{', '.join(tensor_list(a, made, 'None'))}]")
         else:
             args.append(sample_value(a, op) if not a.is_tensor else "None" if shape is None else _make(op, a, *shape))
     return Sample(label, tuple(args), empty)
 
 
-# A Tensor list of the sample: two Tensors of the lead's shape (a `Tensor?[]` holds None for its second).
-TENSOR_LISTS = {"Tensor[]": 2, "Tensor?[]": 1}
+def is_tensor_list(arg: Arg) -> bool:
+    return str(arg.schema.type) in ("Tensor[]", "Tensor?[]")
 
 
-def _tensor_list(op: Op, arg: Arg, lead_shape) -> str:
-    made = _make(op, op.lead, lead_shape[0])
-    return f"[{made}, {made}]" if TENSOR_LISTS[str(arg.schema.type)] == 2 else f"[{made}, None]"
+def tensor_list(arg: Arg, one, none):
+    """A Tensor list argument as every sample draws it (the tests, the benchmark, kopgen check): two Tensors
+    of the lead's shape, `one`; a `Tensor?[]` holds one and `none`."""
+    return [one, one] if str(arg.schema.type) == "Tensor[]" else [one, none]
 
 
 def sample_shapes(op: Op, shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
