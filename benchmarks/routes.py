@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -37,6 +38,7 @@ ops:
   - schema: "muladd(Tensor a, Tensor b, float c) -> Tensor"
     registration: {route}
     backends: {backends}
+    dtypes: [float32, bfloat16]
     compute: "a * b + c"
     backward:
       a: "grad * b"
@@ -44,27 +46,46 @@ ops:
 """
 
 
-def build(workdir: Path) -> list[Path]:
-    """Generates and installs one package per route (reusing what DIR already has); their install folders."""
-    sites = []
-    for route, backends in ROUTES.items():
-        site = workdir / f"site_{route}"
-        sites.append(site)
-        if site.exists():
-            continue
-        repo = workdir / f"repo_{route}"
+def generate(workdir: Path, specs: dict[str, str]) -> None:
+    """Writes each spec and generates its repo (DIR/repo_NAME) where DIR does not have it yet."""
+    for name, text in specs.items():
+        repo = workdir / f"repo_{name}"
         if not repo.exists():  # generated elsewhere, e.g. for a machine without kopgen's dependencies
-            spec = workdir / f"{route}.yaml"
-            spec.write_text(SPEC.format(route=route, backends=backends))
-            subprocess.run([sys.executable, "-m", "kopgen", "new", str(spec), "-o", str(repo)], check=True)
-        started = time.perf_counter()
-        subprocess.run(
-            [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-             "--target", str(site), str(repo)],
-            check=True,
-        )
-        print(f"built {route} in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+            spec = workdir / f"{name}.yaml"
+            spec.write_text(text)
+            subprocess.run([sys.executable, "-m", "kopgen", "new", str(spec), "-o", str(repo)], check=True,
+                           stdout=subprocess.DEVNULL)
+
+
+def install(workdir: Path, specs: dict[str, str]) -> list[Path]:
+    """Generates and installs one package per spec into DIR/site_NAME, reusing what DIR already has;
+    the builds run in parallel (the C++/CUDA ones take minutes). Returns the install folders."""
+    generate(workdir, specs)
+    sites = [workdir / f"site_{name}" for name in specs]
+    jobs = {}
+    for site in sites:
+        if not site.exists():  # a build goes to site_NAME.partial first: a failed one is not reused
+            partial = site.with_name(site.name + ".partial")
+            shutil.rmtree(partial, ignore_errors=True)
+            repo = workdir / site.name.replace("site_", "repo_", 1)
+            jobs[site] = (subprocess.Popen(
+                [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                 "--target", str(partial), str(repo)]), time.perf_counter())
+    for site, (job, started) in jobs.items():
+        if job.wait() != 0:
+            raise SystemExit(f"building {site.name} failed (pip exit status {job.returncode})")
+        site.with_name(site.name + ".partial").rename(site)
+        print(f"built {site.name[5:]} in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     return sites
+
+
+def route_specs(routes=tuple(ROUTES)) -> dict[str, str]:
+    return {route: SPEC.format(route=route, backends=ROUTES[route]) for route in routes}
+
+
+def build(workdir: Path, routes=tuple(ROUTES)) -> list[Path]:
+    """Generates and installs one package per route (reusing what DIR already has); their install folders."""
+    return install(workdir, route_specs(routes))
 
 
 def main() -> None:
