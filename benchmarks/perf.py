@@ -105,6 +105,7 @@ class Bench:
 
 def show(title: str, header: list[str], rows: list[list]) -> None:
     """A table as plain text: the first column left-aligned, numbers right-aligned, None as '—'."""
+
     def cell(value):
         if value is None:
             return "—"
@@ -198,7 +199,9 @@ def bandwidth(b: Bench) -> None:
             row = [name, med[name] * 1e3, value, eager and value / eager, value / copy]
             rows.append(row + [own and value / own] if reference else row)
         columns = ["candidate", "ms", "GB/s", "x eager", "x copy"] + (["x contiguous"] if reference else [])
-        show(f"Bandwidth: {case}, {moved / 1e6:.3g} MB moved ({2 * copied.nbytes / 1e6:.3g} by the copy)", columns, rows)
+        show(
+            f"Bandwidth: {case}, {moved / 1e6:.3g} MB moved ({2 * copied.nbytes / 1e6:.3g} by the copy)", columns, rows
+        )
 
 
 def reductions(b: Bench) -> None:

@@ -53,8 +53,11 @@ def generate(workdir: Path, specs: dict[str, str]) -> None:
         if not repo.exists():  # generated elsewhere, e.g. for a machine without kopgen's dependencies
             spec = workdir / f"{name}.yaml"
             spec.write_text(text)
-            subprocess.run([sys.executable, "-m", "kopgen", "new", str(spec), "-o", str(repo)], check=True,
-                           stdout=subprocess.DEVNULL)
+            subprocess.run(
+                [sys.executable, "-m", "kopgen", "new", str(spec), "-o", str(repo)],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
 
 
 def install(workdir: Path, specs: dict[str, str]) -> list[Path]:
@@ -68,9 +71,23 @@ def install(workdir: Path, specs: dict[str, str]) -> list[Path]:
             partial = site.with_name(site.name + ".partial")
             shutil.rmtree(partial, ignore_errors=True)
             repo = workdir / site.name.replace("site_", "repo_", 1)
-            jobs[site] = (subprocess.Popen(
-                [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-                 "--target", str(partial), str(repo)]), time.perf_counter())
+            jobs[site] = (
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "pip",
+                        "install",
+                        "--quiet",
+                        "--no-deps",
+                        "--no-build-isolation",
+                        "--target",
+                        str(partial),
+                        str(repo),
+                    ]
+                ),
+                time.perf_counter(),
+            )
     for site, (job, started) in jobs.items():
         if job.wait() != 0:
             raise SystemExit(f"building {site.name} failed (pip exit status {job.returncode})")
@@ -123,7 +140,9 @@ def main() -> None:
     )
 
     where = torch.cuda.get_device_name() if device == "cuda" else f"CPU ({os.cpu_count()} cores)"
-    print(f"{where}, torch {torch.__version__}, {args.numel} float32 elements, median of {args.rounds} rounds of {calls} calls")
+    print(
+        f"{where}, torch {torch.__version__}, {args.numel} float32 elements, median of {args.rounds} rounds of {calls} calls"
+    )
     print(f"{'candidate':<26}{'us/call':>10}{'x bare':>9}")
     base = medians["bare launcher"]
     for name, median in medians.items():
