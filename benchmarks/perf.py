@@ -274,12 +274,15 @@ def fusion(b: Bench) -> None:
          ["candidate", "ms", "GB/s", "x Inductor", "x eager"], rows)  # fmt: skip
 
 
-def commit_of(workdir: Path) -> str:
-    """kopgen's commit: from git, else what --generate-only wrote beside the repos (the GPU machine has no git)."""
-    found = subprocess.run(["git", "describe", "--always", "--dirty"], check=False, capture_output=True, text=True,
-                           cwd=Path(__file__).parent).stdout.strip()  # fmt: skip
+def generated_at(workdir: Path) -> str:
+    """The kopgen commit DIR's repos were generated at (they are reused: that, not today's checkout, is
+    what runs), saved beside them when first generated; the GPU machine has no kopgen checkout."""
     saved = workdir / "COMMIT"
-    return found or (saved.read_text().strip() if saved.exists() else "unknown")
+    if not saved.exists():
+        found = subprocess.run(["git", "describe", "--always", "--dirty"], check=False, capture_output=True,
+                               text=True, cwd=Path(__file__).parent).stdout.strip()  # fmt: skip
+        saved.write_text((found or "unknown") + "\n")
+    return saved.read_text().strip()
 
 
 def header(torch, device: str, commit: str, quick: bool) -> None:
@@ -291,7 +294,7 @@ def header(torch, device: str, commit: str, quick: bool) -> None:
         triton_version = "absent"
     where = torch.cuda.get_device_name() if device == "cuda" else f"CPU: {platform.processor() or platform.machine()}"
     print(f"# kopgen perf: {where}, {os.cpu_count()} cores, {torch.get_num_threads()} threads")
-    print(f"# torch {torch.__version__}, triton {triton_version}, commit {commit}, "
+    print(f"# torch {torch.__version__}, triton {triton_version}, repos generated at {commit}, "
           f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC{', --quick' if quick else ''}")  # fmt: skip
 
 
@@ -307,11 +310,11 @@ def main() -> None:
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="kopgen-perf-"))
     workdir.mkdir(parents=True, exist_ok=True)
+    commit = generated_at(workdir)  # before generating: a new DIR records today's commit
     specs = routes.route_specs(args.routes) if set(args.only) - {"reductions"} else {}
     specs |= rows_specs() if "reductions" in args.only else {}
     if args.generate_only:
         routes.generate(workdir, routes.route_specs() | rows_specs())
-        (workdir / "COMMIT").write_text(commit_of(workdir) + "\n")
         return
     sys.path[:0] = [str(site) for site in routes.install(workdir, specs)]
 
@@ -325,7 +328,7 @@ def main() -> None:
     bare = launchers and (launchers.muladd_triton if device == "cuda" else launchers.muladd_python)
     rows = {route: importlib.import_module(f"krows_{route}") for route in ROW_ROUTES if f"rows_{route}" in specs}
     bench = Bench(torch, device, sizes_for(device, args.quick), ops, bare, rows)
-    header(torch, device, commit_of(workdir), args.quick)
+    header(torch, device, commit, args.quick)
     for table in args.only:
         globals()[{"percall": "per_call"}.get(table, table)](bench)
 
