@@ -103,16 +103,17 @@ class Bench:
         )
 
 
+def cell(value) -> str:
+    """A number to 3 digits (timing noise is larger), None as '—'."""
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 1000 else f"{value:.0f}"
+    return str(value)
+
+
 def show(title: str, header: list[str], rows: list[list]) -> None:
-    """A table as plain text: the first column left-aligned, numbers right-aligned, None as '—'."""
-
-    def cell(value):
-        if value is None:
-            return "—"
-        if isinstance(value, float):
-            return f"{value:.3g}" if abs(value) < 1000 else f"{value:.0f}"  # 3 digits: timing noise is larger
-        return str(value)
-
+    """A table as plain text: the first column left-aligned, numbers right-aligned."""
     text = [[cell(v) for v in row] for row in [header, *rows]]
     widths = [max(len(row[i]) for row in text) for i in range(len(header))]
     print(f"\n## {title}\n")
@@ -200,7 +201,9 @@ def bandwidth(b: Bench) -> None:
             rows.append(row + [own and value / own] if reference else row)
         columns = ["candidate", "ms", "GB/s", "x eager", "x copy"] + (["x contiguous"] if reference else [])
         show(
-            f"Bandwidth: {case}, {moved / 1e6:.3g} MB moved ({2 * copied.nbytes / 1e6:.3g} by the copy)", columns, rows
+            f"Bandwidth: {case}, {cell(moved / 1e6)} MB moved ({cell(2 * copied.nbytes / 1e6)} by the copy)",
+            columns,
+            rows,
         )
 
 
