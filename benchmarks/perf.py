@@ -116,10 +116,10 @@ def show(title: str, header: list[str], rows: list[list]) -> None:
     """A table as plain text: the first column left-aligned, numbers right-aligned."""
     text = [[cell(v) for v in row] for row in [header, *rows]]
     widths = [max(len(row[i]) for row in text) for i in range(len(header))]
-    print(f"\n## {title}\n")
+    print(f"## {title}\n")
     for row in text:
         print("  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths))).rstrip())
-    sys.stdout.flush()
+    print(flush=True)  # a blank line ends the table
 
 
 def checked(candidates: dict, want, what: str) -> dict:
@@ -133,7 +133,8 @@ def checked(candidates: dict, want, what: str) -> dict:
             torch.testing.assert_close(got, want, check_stride=False, msg=lambda m, name=name: f"{name}: {m}")
             kept[name] = (fn, args)
         except Exception as error:  # noqa: BLE001 (a route that fails here is a finding: print it, measure the rest)
-            print(f"{what}: {name} left out: {type(error).__name__}: {str(error).splitlines()[0][:160]}")
+            label = ", ".join(name) if isinstance(name, tuple) else name
+            print(f"{what}: {label} left out: {type(error).__name__}: {str(error).splitlines()[0][:160]}")
     return kept
 
 
@@ -144,15 +145,17 @@ def per_call(b: Bench) -> None:
     gx, gy = x.clone().requires_grad_(), y.clone().requires_grad_()
     fns = {"eager a * b + c": lambda a, b, c: a * b + c} | ({"bare launcher": b.bare} if b.bare else {})
     fns |= {f"{route} operator": op for route, op in b.ops.items()}
-    candidates = {(name, False): (fn, (x, y, 0.5)) for name, fn in fns.items()}
-    candidates |= {(name, True): (fn, (gx, gy, 0.5)) for name, fn in fns.items() if name != "bare launcher"}
+    candidates = {(name, "no grad"): (fn, (x, y, 0.5)) for name, fn in fns.items()}
+    candidates |= {(name, "grad"): (fn, (gx, gy, 0.5)) for name, fn in fns.items() if name != "bare launcher"}
     candidates = checked(candidates, x * y + 0.5, "per call")
     med = b.medians(candidates, b.sizes.calls)
-    eager, bare = med.get(("eager a * b + c", False)), med.get(("bare launcher", False))
-    eager_grad = med.get(("eager a * b + c", True))
+    eager, bare = med.get(("eager a * b + c", "no grad")), med.get(("bare launcher", "no grad"))
+    eager_grad = med.get(("eager a * b + c", "grad"))
     rows = []
     for name in fns:
-        plain, grad = med.get((name, False)), med.get((name, True))
+        plain, grad = med.get((name, "no grad")), med.get((name, "grad"))
+        if plain is None and grad is None:
+            continue  # left out above
         rows.append([
             name,
             plain and plain * 1e6, plain and eager and plain / eager, plain and bare and plain / bare,
