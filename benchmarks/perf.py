@@ -306,6 +306,7 @@ def header(torch, device: str, commit: str, quick: bool) -> None:
     print(f"# kopgen perf: {where}, {os.cpu_count()} cores, {torch.get_num_threads()} threads")
     print(f"# torch {torch.__version__}, triton {triton_version}, repos generated at {commit}, "
           f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC{', --quick' if quick else ''}")  # fmt: skip
+    print()
 
 
 def main() -> None:
