@@ -263,25 +263,55 @@ def backward(b: Bench) -> None:
     show(f"Forward + backward: ms, {n} float32 elements", ["candidate", "ms", "x eager", "x compiled eager"], rows)
 
 
+INDUCTOR, EAGER = "Inductor: (a * b + c).relu() * 2", "eager: (a * b + c).relu() * 2"  # as in fusion.py
+
+
+def epilogue_bandwidth_here(b: Bench, numel: int) -> dict[str, float]:
+    """GB/s of torch.compile'd `op(a, b, 0.5).relu() * 2` per route, of Inductor's fusion (INDUCTOR) and
+    of eager (EAGER), 12 bytes per element: perf.py's own copy of benchmarks/fusion.py's measurement
+    (issue 15, part E), used where that file is absent. A fresh Inductor cache, as there: AOTAutograd's
+    cache key leaves out how a custom op is traced, so an old entry would time an older package."""
+    from torch._inductor.utils import fresh_inductor_cache
+
+    def eager(a, b):
+        return (a * b + 0.5).relu() * 2
+
+    x, y = b.rand(numel), b.rand(numel)
+    with fresh_inductor_cache():
+        candidates = {
+            route: (b.torch.compile(lambda a, b, op=op: op(a, b, 0.5).relu() * 2, fullgraph=True), (x, y))
+            for route, op in b.ops.items()
+        }
+        candidates[INDUCTOR] = (b.torch.compile(eager, fullgraph=True), (x, y))
+        candidates[EAGER] = (eager, (x, y))
+        med = b.medians(checked(candidates, eager(x, y), "fusion"), b.sizes.long_calls)
+    return {name: 3 * x.nbytes / s / 1e9 for name, s in med.items()}
+
+
 def fusion(b: Bench) -> None:
-    """torch.compile of `op(a, b, c).relu() * 2` per route vs Inductor's fusion of `(a * b + c).relu() * 2`.
-    (benchmarks/fusion.py, written beside this, counts kernels and looks at torch.export; this is
-    only the bandwidth, measured the same way as the other tables.)"""
-    torch, n = b.torch, b.sizes.fusion
-    x, y = b.rand(n), b.rand(n)
-    fns = {f"compiled {route} op(...).relu() * 2": op for route, op in b.ops.items()}
-    candidates = {
-        name: (torch.compile(lambda a, b, op=op: op(a, b, 0.5).relu() * 2), (x, y)) for name, op in fns.items()
-    }
-    candidates["Inductor (a * b + c).relu() * 2"] = (torch.compile(lambda a, b: (a * b + 0.5).relu() * 2), (x, y))
-    candidates["eager (a * b + c).relu() * 2"] = (lambda a, b: (a * b + 0.5).relu() * 2, (x, y))
-    candidates = checked(candidates, (x * y + 0.5).relu() * 2, "fusion")
-    med = b.medians(candidates, b.sizes.long_calls)
-    gbs = {name: 3 * x.nbytes / s / 1e9 for name, s in med.items()}
-    inductor, eager = gbs.get("Inductor (a * b + c).relu() * 2"), gbs.get("eager (a * b + c).relu() * 2")
-    rows = [[name, med[name] * 1e3, v, inductor and v / inductor, eager and v / eager] for name, v in gbs.items()]
-    show(f"Compiled with an epilogue: {n} float32 elements, GB/s counting 3 x {x.element_size()} bytes per element",
-         ["candidate", "ms", "GB/s", "x Inductor", "x eager"], rows)  # fmt: skip
+    """Compiled `op(a, b, c).relu() * 2` per route vs Inductor's fusion of `(a * b + c).relu() * 2`,
+    measured by benchmarks/fusion.py's `epilogue_bandwidth` where it exists (it also counts kernels
+    and checks torch.export, in its tests), else by the copy above."""
+    n = b.sizes.fusion
+    try:
+        import fusion as part_e
+    except ImportError:
+        gbs, source = epilogue_bandwidth_here(b, n), "perf.py's own measurement: benchmarks/fusion.py is absent"
+        inductor, eager = gbs.get(INDUCTOR), gbs.get(EAGER)
+    else:
+        gbs, source = part_e.epilogue_bandwidth(b.ops, b.device, n, b.sizes.rounds), "measured by benchmarks/fusion.py"
+        inductor, eager = gbs.get(part_e.INDUCTOR), gbs.get(part_e.EAGER)
+    rows = [
+        [
+            f"compiled {name} op(...).relu() * 2" if name in b.ops else name,
+            v,
+            inductor and v / inductor,
+            eager and v / eager,
+        ]
+        for name, v in gbs.items()
+    ]
+    show(f"Compiled with an epilogue: {n} float32 elements, GB/s counting 12 bytes per element ({source})",
+         ["candidate", "GB/s", "x Inductor", "x eager"], rows)  # fmt: skip
 
 
 def generated_at(workdir: Path) -> str:
