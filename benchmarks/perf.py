@@ -2,12 +2,13 @@
 forward + backward, and a compiled epilogue against Inductor's own fusion.
 
     python benchmarks/perf.py [--device cpu|cuda] [--workdir DIR] [--quick] [--only TABLE ...]
+                              [--routes ROUTE ...] [--threads N]
     python benchmarks/perf.py --generate-only --workdir DIR     (then run it where kopgen is absent)
 
 Generates examples/muladd.yaml's op (routes.py's spec: muladd(a, b, c) = a * b + c with its
 backward) under each of the five routes, and row reductions sum/mean/max/min on a Triton route
 (custom_op) and a C++/CUDA route (torch_library); builds and installs them into DIR, where the next
-run reuses them. Then prints each table as it finishes. Every table times its candidates in
+run reuses them as they are (measuring another kopgen commit needs a fresh DIR). Then prints each table as it finishes. Every table times its candidates in
 interleaved rounds (timing.py) and shows the median. GB/s counts the bytes a kernel must move: each
 input read once, the output written once (a broadcast weight once, not once per row).
 """
@@ -342,7 +343,7 @@ def header(torch, device: str, commit: str, quick: bool) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda where available)")
-    parser.add_argument("--workdir", type=Path, default=None, help="where packages are built (kept; reused)")
+    parser.add_argument("--workdir", type=Path, default=None, help="where packages are built (kept, reused)")
     parser.add_argument("--quick", action="store_true", help="small sizes and few rounds (a smoke test)")
     parser.add_argument("--only", nargs="+", choices=TABLES, default=list(TABLES), help="the tables to print")
     parser.add_argument("--routes", nargs="+", choices=list(routes.ROUTES), default=list(routes.ROUTES))
