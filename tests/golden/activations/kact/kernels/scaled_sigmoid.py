@@ -40,16 +40,16 @@ def scaled_sigmoid_triton(x: Tensor, scale: float = 1.0) -> Tensor:
     kernel = scaled_sigmoid_kernel
     compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
     grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
-    # On the tensors' GPU, which need not be the current one.
-    with _support.device_guard(out):
-        kernel[grid](
-            x,
-            out,
-            scale,
-            n_elements,
-            BLOCK_SIZE=BLOCK_SIZE,
-            COMPUTE_DTYPE=compute_dtype,
-        )
+    _support.launch(
+        kernel,
+        grid,
+        x,
+        out,
+        scale,
+        n_elements,
+        BLOCK_SIZE=BLOCK_SIZE,
+        COMPUTE_DTYPE=compute_dtype,
+    )
     return out
 
 

@@ -43,16 +43,16 @@ def sincos_triton(x: Tensor) -> tuple[Tensor, Tensor]:
     kernel = sincos_kernel
     compute_dtype = tl.float64 if out0.dtype == torch.float64 else tl.float32
     grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
-    # On the tensors' GPU, which need not be the current one.
-    with _support.device_guard(out0):
-        kernel[grid](
-            x,
-            out0,
-            out1,
-            n_elements,
-            BLOCK_SIZE=BLOCK_SIZE,
-            COMPUTE_DTYPE=compute_dtype,
-        )
+    _support.launch(
+        kernel,
+        grid,
+        x,
+        out0,
+        out1,
+        n_elements,
+        BLOCK_SIZE=BLOCK_SIZE,
+        COMPUTE_DTYPE=compute_dtype,
+    )
     return out0, out1
 
 

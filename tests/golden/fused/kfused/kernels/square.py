@@ -39,13 +39,13 @@ def square_triton(x: Tensor) -> Tensor:
     kernel = square_kernel
     compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
     grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
-    # On the tensors' GPU, which need not be the current one.
-    with _support.device_guard(out):
-        kernel[grid](
-            x,
-            out,
-            n_elements,
-            BLOCK_SIZE=BLOCK_SIZE,
-            COMPUTE_DTYPE=compute_dtype,
-        )
+    _support.launch(
+        kernel,
+        grid,
+        x,
+        out,
+        n_elements,
+        BLOCK_SIZE=BLOCK_SIZE,
+        COMPUTE_DTYPE=compute_dtype,
+    )
     return out
