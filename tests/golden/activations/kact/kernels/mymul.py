@@ -46,7 +46,7 @@ def mymul_triton(a: Tensor, b: Tensor) -> Tensor:
     a, b = _support.broadcast_contiguous(out.shape, a, b)
     kernel = mymul_kernel if out.is_cuda else mymul_kernel_interpreted
     compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
-    grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
+    grid = ((n_elements + BLOCK_SIZE - 1) // BLOCK_SIZE,)  # one program per block
     _support.launch(
         kernel,
         grid,

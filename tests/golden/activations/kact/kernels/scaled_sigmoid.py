@@ -39,7 +39,7 @@ def scaled_sigmoid_triton(x: Tensor, scale: float = 1.0) -> Tensor:
     (x,) = _support.broadcast_contiguous(out.shape, x)
     kernel = scaled_sigmoid_kernel
     compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
-    grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
+    grid = ((n_elements + BLOCK_SIZE - 1) // BLOCK_SIZE,)  # one program per block
     _support.launch(
         kernel,
         grid,

@@ -42,7 +42,7 @@ def sincos_triton(x: Tensor) -> tuple[Tensor, Tensor]:
     (x,) = _support.broadcast_contiguous(out0.shape, x)
     kernel = sincos_kernel
     compute_dtype = tl.float64 if out0.dtype == torch.float64 else tl.float32
-    grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
+    grid = ((n_elements + BLOCK_SIZE - 1) // BLOCK_SIZE,)  # one program per block
     _support.launch(
         kernel,
         grid,

@@ -47,7 +47,7 @@ def muladd_triton(a: Tensor, b: Tensor, c: float) -> Tensor:
     a, b = _support.broadcast_contiguous(out.shape, a, b)
     kernel = muladd_kernel if out.is_cuda else muladd_kernel_interpreted
     compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
-    grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
+    grid = ((n_elements + BLOCK_SIZE - 1) // BLOCK_SIZE,)  # one program per block
     _support.launch(
         kernel,
         grid,

@@ -54,7 +54,7 @@ def bias_leaky_triton(
     x, bias = _support.broadcast_contiguous(out.shape, x, bias)
     kernel = bias_leaky_kernel if out.is_cuda else bias_leaky_kernel_interpreted
     compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
-    grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
+    grid = ((n_elements + BLOCK_SIZE - 1) // BLOCK_SIZE,)  # one program per block
     _support.launch(
         kernel,
         grid,

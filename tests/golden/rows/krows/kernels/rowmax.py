@@ -61,7 +61,7 @@ def rowmax_triton(x: Tensor) -> Tensor:
     # Up to 1024 columns per step, and as many rows as make 4096 elements per program.
     block_cols = min(1024, triton.next_power_of_2(max(n_cols, 16)))
     block_rows = min(4096 // block_cols, triton.next_power_of_2(n_rows))
-    grid = (triton.cdiv(n_rows, block_rows),)
+    grid = ((n_rows + block_rows - 1) // block_rows,)  # one program per block
     _support.launch(
         kernel,
         grid,

@@ -52,7 +52,7 @@ def scale_shift_triton(x: Tensor, scale: Tensor, shift: Tensor | None = None) ->
     x, scale, shift = _support.broadcast_contiguous(out.shape, x, scale, shift)
     kernel = scale_shift_kernel if out.is_cuda else scale_shift_kernel_interpreted
     compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
-    grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
+    grid = ((n_elements + BLOCK_SIZE - 1) // BLOCK_SIZE,)  # one program per block
     _support.launch(
         kernel,
         grid,

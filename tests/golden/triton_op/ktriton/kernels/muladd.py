@@ -53,7 +53,7 @@ def muladd_launch(kernel, a: Tensor, b: Tensor, c: float) -> Tensor:
         return out
     a, b = _support.broadcast_contiguous(out.shape, a, b)
     compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
-    grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
+    grid = ((n_elements + BLOCK_SIZE - 1) // BLOCK_SIZE,)  # one program per block
     _support.launch(
         kernel,
         grid,

@@ -54,7 +54,7 @@ def muladd_out_launch(kernel, a: Tensor, b: Tensor, c: float, out: Tensor) -> No
     # The kernel writes dense tensors; strided arguments get the values copied in afterwards.
     out_dense = out.contiguous()
     compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
-    grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
+    grid = ((n_elements + BLOCK_SIZE - 1) // BLOCK_SIZE,)  # one program per block
     _support.launch(
         kernel,
         grid,

@@ -52,7 +52,7 @@ def sincos_launch(kernel, x: Tensor) -> tuple[Tensor, Tensor]:
         return out0, out1
     (x,) = _support.broadcast_contiguous(out0.shape, x)
     compute_dtype = tl.float64 if out0.dtype == torch.float64 else tl.float32
-    grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
+    grid = ((n_elements + BLOCK_SIZE - 1) // BLOCK_SIZE,)  # one program per block
     _support.launch(
         kernel,
         grid,
