@@ -15,15 +15,35 @@ def support_templates(package: Package) -> list[str]:
     return [kind.templates["support"] for kind in package.kinds if "support" in kind.templates]
 
 
+def launches_compiled_triton(package: Package) -> bool:
+    """Whether some op's generated launcher runs a compiled Triton kernel (through _support.launch);
+    custom kernels' launchers are the user's."""
+    return any(op.uses_compiled_triton and not isinstance(op.body, CustomKernel) for op in package.ops)
+
+
+def needs_device_guard(package: Package) -> bool:
+    """Whether some custom kernel's launcher launches compiled Triton through Triton (under device_guard)."""
+    return any(op.uses_compiled_triton and isinstance(op.body, CustomKernel) for op in package.ops)
+
+
 def support_imports(package: Package) -> list[str]:
     """The standard modules _support.py imports (a blank line after them where there are some)."""
     modules = []
-    if package.uses_compiled_triton:
+    if needs_device_guard(package):
         modules.append("contextlib")
     if package.needs_tensor_metadata or {"max", "min"} & set(package.reductions):
         modules.append("math")
-    lines = [f"import {module}" for module in modules] + python.typing_imports(custom_ops(package))[:1]
+    abc = ["Callable"] * launches_compiled_triton(package)
+    abc += ["Sequence"] * bool(python.typing_imports(custom_ops(package)))
+    lines = [f"import {module}" for module in modules] + [f"from collections.abc import {', '.join(abc)}"] * bool(abc)
     return lines + ([""] if lines else [])
+
+
+def third_party_imports(package: Package) -> list[str]:
+    """torch, and Triton where _support launches compiled kernels."""
+    triton = launches_compiled_triton(package)
+    return ["import torch", *["import triton"] * triton, "from torch import Tensor",
+            *["from triton.runtime.jit import JITFunction"] * triton]
 
 
 def tensors_parameter(package: Package) -> str:

@@ -240,23 +240,24 @@ def _arguments(op: Op) -> list[str]:
 
 
 def grid(op: Op, *blocks: str) -> str:
-    """`grid = (triton.cdiv(n, BLOCK),)`: one program per block; `blocks` are the PYTHON_LOCALS of n and BLOCK."""
+    """`grid = ((n + BLOCK - 1) // BLOCK,)`: one program per block; `blocks` are the PYTHON_LOCALS of n and
+    BLOCK. Not triton.cdiv, a constexpr_function that costs microseconds per call in host code."""
     local = locals_for(op)
     n, block = (getattr(local, name) for name in blocks)
-    return f"{local.grid} = (triton.cdiv({n}, {block}),)"
+    return f"{local.grid} = (({n} + {block} - 1) // {block},)  # one program per block"
 
 
 def launch(op: Op, sizes: list[str], constants: list[str]) -> list[str]:
-    """`kernel[grid](...)`, one argument per line; inside a device guard where a launcher of its own
-    runs CUDA tensors (a triton_op's launch runs where its callers put it). `sizes` are PYTHON_LOCALS
+    """`kernel[grid](...)`, one argument per line; `_support.launch(kernel, grid, ...)` where the kernel
+    runs compiled (the launch cached per specialisation, on the tensors' GPU). `sizes` are PYTHON_LOCALS
     passed as they are; `constants` (a PYTHON_LOCALS constexpr, its value) passed by keyword."""
     local = locals_for(op)
     flags = [f"{local.flag(a.name)}={a.name} is not None" for a in op.tested_optionals]
     keywords = [f"{getattr(local, name)}={value}" for name, value in constants]
     arguments = [*_arguments(op), *(getattr(local, size) for size in sizes), *keywords,
                  f"{local.COMPUTE_DTYPE}={local.compute_dtype}", *flags]
-    if op.uses_compiled_triton and not op.is_triton_op:
-        return _guarded(op, first_written(op), arguments)
+    if op.uses_compiled_triton:
+        return ["    " + wrap("_support.launch(", [local.kernel, local.grid, *arguments], ")", 4, explode=True)]
     return ["    " + wrap(_launch(op), arguments, ")", 4, explode=True)]
 
 

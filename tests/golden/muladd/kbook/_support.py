@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
-import contextlib
+from collections.abc import Callable
 
 import torch
+import triton
 from torch import Tensor
+from triton.runtime.jit import JITFunction
 
 
 def pointwise_shape(op: str, *tensors: Tensor) -> torch.Size:
@@ -33,6 +35,8 @@ def pointwise_output(op: str, *tensors: Tensor) -> Tensor:
     """
     first = tensors[0]
     shape = pointwise_shape(op, *tensors)
+    if shape == first.shape:  # the common case, where empty_like costs a third of empty
+        return torch.empty_like(first, memory_format=torch.contiguous_format)
     return torch.empty(shape, dtype=first.dtype, device=first.device)
 
 
@@ -46,22 +50,182 @@ def broadcast_contiguous(
     )
 
 
+_WIDE = (torch.float32, torch.float64)
+
+
 def upcast(*tensors: Tensor | None) -> tuple[Tensor | None, ...]:
     """The inputs in float32 at least (float16 and bfloat16 compute in float32); None stays None."""
+    # float32 and float64 checked first: .to() and promote_types cost microseconds per tensor.
     return tuple(
-        t if t is None else t.to(torch.promote_types(t.dtype, torch.float32))
+        t
+        if t is None or t.dtype in _WIDE
+        else t.to(torch.promote_types(t.dtype, torch.float32))
         for t in tensors
     )
 
 
-_NO_GUARD = contextlib.nullcontext()
+# The direct launcher of each specialisation launched so far (see _launch_key); None where a
+# specialisation keeps Triton's own path.
+_LAUNCHERS: dict[tuple, Callable | None] = {}
+_NOT_YET = object()
+# Kernel parameter types as torch's static CUDA launcher spells them (pointers are "O").
+_STATIC_TYPES = {"i32": "i", "i64": "l", "u64": "K", "fp32": "f", "fp64": "d"}
+# Scratch buffers a compiled kernel may take a pointer to, after its arguments.
+_SCRATCH = ("global_scratch_size", "profile_scratch_size")
 
 
-def device_guard(tensor: Tensor) -> contextlib.AbstractContextManager:
-    """Makes `tensor`'s GPU current for a Triton launch: Triton launches on the current GPU, on its current stream.
+def launch(kernel, grid: tuple[int, ...], /, *args, **constexprs) -> None:
+    """`kernel[grid](*args, **constexprs)`, on the GPU of the tensors, cheaply once warm.
 
-    No guard for CPU tensors, nor where the GPU is already current: the check costs less than a guard.
+    Triton binds, specialises and hashes the arguments on every call, ~10 us of Python. Here the
+    first call of a specialisation (the key: what Triton compiles a kernel for) goes through
+    Triton, which compiles, and keeps a direct launcher of the compiled kernel; later calls go
+    straight to it. The interpreter, wrap_triton while tracing and unusual arguments keep Triton's path.
     """
-    if tensor.is_cuda and tensor.get_device() != torch.cuda.current_device():
-        return torch.cuda.device(tensor.get_device())
-    return _NO_GUARD
+    key = _launch_key(kernel, args, constexprs)
+    if key is None:
+        kernel[grid](*args, **constexprs)
+        return
+    device = key[1]
+    if device != torch.cuda.current_device():  # Triton launches on the current GPU
+        with torch.cuda.device(device):
+            return launch(kernel, grid, *args, **constexprs)
+    launcher = _LAUNCHERS.get(key, _NOT_YET)
+    if launcher is _NOT_YET:
+        compiled = kernel[grid](*args, **constexprs)
+        _LAUNCHERS[key] = _direct_launcher(compiled, len(args), constexprs)
+    elif launcher is None:
+        kernel[grid](*args, **constexprs)
+    else:
+        try:
+            launcher(grid, torch._C._cuda_getCurrentRawStream(device), args)
+        except Exception:  # noqa: BLE001  (a launcher this torch or Triton does not take: Triton's path from now on)
+            _LAUNCHERS[key] = None
+            kernel[grid](*args, **constexprs)
+
+
+def _launch_key(kernel, args: tuple, constexprs: dict) -> tuple | None:
+    """What Triton specialises a compiled kernel on, for these arguments; None to keep Triton's path.
+
+    Each Tensor's dtype, device and 16-byte alignment; each int's value being 1, its divisibility
+    by 16 and its width (i32, i64, u64); the other scalars' types; the constexprs' values. Finer
+    than Triton's own key, never coarser: a cached launcher always fits the call.
+    """
+    if type(kernel) is not JITFunction:  # the interpreter, wrap_triton, autotuners
+        return None
+    key = [kernel, -1]
+    for arg in args:
+        if isinstance(arg, Tensor):
+            device = arg.get_device()
+            if device < 0 or key[1] not in (-1, device):
+                return None  # a CPU tensor, or tensors on two GPUs: Triton's path reports it
+            key[1] = device
+            key.append((arg.dtype, arg.data_ptr() % 16 == 0))
+        elif type(arg) is int:
+            key.append((arg == 1, arg % 16 == 0, _int_type(arg)))
+        elif arg is None or type(arg) in (float, bool):
+            key.append(type(arg))
+        else:
+            return None
+    if key[1] == -1:
+        return None
+    key += constexprs.items()
+    return tuple(key)
+
+
+def _int_type(value: int) -> str:
+    """The type Triton passes an int argument as, by its range."""
+    if -(2**31) <= value < 2**31:
+        return "i32"
+    return "i64" if -(2**63) <= value < 2**63 else "u64"
+
+
+def _direct_launcher(compiled, n_args: int, constexprs: dict) -> Callable | None:
+    """A launcher of `compiled` without Triton's per-call work: torch's static CUDA launcher (what
+    Inductor launches its own Triton kernels with) where it fits, else the compiled kernel's own
+    `run`; None where neither fits this torch and Triton."""
+    try:
+        hooks = (
+            triton.knobs.runtime.launch_enter_hook,
+            triton.knobs.runtime.launch_exit_hook,
+        )
+        # Hooks (profilers) want Triton's path; Triton 3.9 holds them in a HookChain, empty when unused.
+        if any(hook is not None and getattr(hook, "calls", True) for hook in hooks):
+            return None
+        names = compiled.src.fn.arg_names
+        tail = tuple(constexprs[name] for name in names[n_args:])
+        return _static_launcher(compiled, n_args) or _run_launcher(
+            compiled, tail, hooks
+        )
+    except Exception:  # noqa: BLE001  (a Triton this helper does not know: Triton's path, always right)
+        return None
+
+
+def _static_launcher(compiled, n_args: int) -> Callable | None:
+    """The kernel launched by torch._C._StaticCudaLauncher, as Inductor's StaticallyLaunchedCudaKernel does."""
+    meta = compiled.metadata
+    launcher = getattr(torch._C, "_StaticCudaLauncher", None)
+    if launcher is None or torch.version.hip or getattr(meta, "num_ctas", 1) != 1:
+        return None
+    # Launch attributes and scratch buffers in use need Triton's own launcher.
+    special = ("launch_pdl", "launch_cooperative_grid", *_SCRATCH)
+    if any(getattr(meta, name, 0) for name in special):
+        return None
+    kept, types = _kernel_parameters(compiled.src, n_args)
+    if kept is None:
+        return None
+    # A null pointer for each scratch buffer this Triton passes, none of them used.
+    scratch = tuple(None for name in _SCRATCH if hasattr(meta, name))
+    types += "O" * len(scratch)
+    compiled._init_handles()  # loads the module on this GPU, if the first launch has not
+    function, num_warps, shared = compiled.function, meta.num_warps, meta.shared
+    launch_kernel = launcher._launch_kernel
+
+    def static_launch(grid, stream, args):
+        x, y, z = (*grid, 1, 1)[:3]
+        launch_kernel(
+            function,
+            x,
+            y,
+            z,
+            num_warps,
+            shared,
+            types,
+            (*[args[i] for i in kept], *scratch),
+            stream,
+        )
+
+    return static_launch
+
+
+def _kernel_parameters(src, n_args: int) -> tuple[list[int] | None, str]:
+    """The positions of the arguments the compiled kernel takes (not the constexprs, nor what Triton
+    specialised into constants) and their static launcher types; None if one is not positional."""
+    names = src.fn.arg_names
+    # Triton 3.3 and later key constants by a path (a tuple), earlier ones by name or position.
+    constants = {
+        key[0] if isinstance(key, tuple) else key
+        for key in getattr(src, "constants", {})
+    }
+    kept, types = [], ""
+    for position, name in enumerate(names):
+        kind = src.signature.get(name, src.signature.get(position))
+        if kind == "constexpr" or position in constants or name in constants:
+            continue
+        if position >= n_args or not (kind.startswith("*") or kind in _STATIC_TYPES):
+            return None, ""
+        kept.append(position)
+        types += "O" if kind.startswith("*") else _STATIC_TYPES[kind]
+    return kept, types
+
+
+def _run_launcher(compiled, tail: tuple, hooks: tuple) -> Callable:
+    """The kernel launched by its own `run`, with the arguments Triton 3.3 and later pass it:
+    every argument, constexprs included, which the launcher skips."""
+    run, function, metadata = compiled.run, compiled.function, compiled.packed_metadata
+
+    def run_launch(grid, stream, args):
+        x, y, z = (*grid, 1, 1)[:3]
+        run(x, y, z, stream, function, metadata, None, *hooks, *args, *tail)
+
+    return run_launch

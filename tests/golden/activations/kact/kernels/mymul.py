@@ -46,15 +46,15 @@ def mymul_triton(a: Tensor, b: Tensor) -> Tensor:
     a, b = _support.broadcast_contiguous(out.shape, a, b)
     kernel = mymul_kernel if out.is_cuda else mymul_kernel_interpreted
     compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
-    grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
-    # On the tensors' GPU, which need not be the current one.
-    with _support.device_guard(out):
-        kernel[grid](
-            a,
-            b,
-            out,
-            n_elements,
-            BLOCK_SIZE=BLOCK_SIZE,
-            COMPUTE_DTYPE=compute_dtype,
-        )
+    grid = ((n_elements + BLOCK_SIZE - 1) // BLOCK_SIZE,)  # one program per block
+    _support.launch(
+        kernel,
+        grid,
+        a,
+        b,
+        out,
+        n_elements,
+        BLOCK_SIZE=BLOCK_SIZE,
+        COMPUTE_DTYPE=compute_dtype,
+    )
     return out

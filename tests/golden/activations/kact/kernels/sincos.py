@@ -42,17 +42,17 @@ def sincos_triton(x: Tensor) -> tuple[Tensor, Tensor]:
     (x,) = _support.broadcast_contiguous(out0.shape, x)
     kernel = sincos_kernel
     compute_dtype = tl.float64 if out0.dtype == torch.float64 else tl.float32
-    grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
-    # On the tensors' GPU, which need not be the current one.
-    with _support.device_guard(out0):
-        kernel[grid](
-            x,
-            out0,
-            out1,
-            n_elements,
-            BLOCK_SIZE=BLOCK_SIZE,
-            COMPUTE_DTYPE=compute_dtype,
-        )
+    grid = ((n_elements + BLOCK_SIZE - 1) // BLOCK_SIZE,)  # one program per block
+    _support.launch(
+        kernel,
+        grid,
+        x,
+        out0,
+        out1,
+        n_elements,
+        BLOCK_SIZE=BLOCK_SIZE,
+        COMPUTE_DTYPE=compute_dtype,
+    )
     return out0, out1
 
 

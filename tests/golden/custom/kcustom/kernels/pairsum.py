@@ -53,7 +53,7 @@ def pairsum_triton(x: Tensor) -> Tensor:
     x = x.contiguous()
     kernel = pairsum_kernel if out.is_cuda else pairsum_kernel_interpreted
     compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
-    grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
+    grid = ((n_elements + BLOCK_SIZE - 1) // BLOCK_SIZE,)  # one program per block
     # On the tensors' GPU, which need not be the current one.
     with _support.device_guard(out):
         kernel[grid](

@@ -38,14 +38,14 @@ def square_triton(x: Tensor) -> Tensor:
     (x,) = _support.broadcast_contiguous(out.shape, x)
     kernel = square_kernel
     compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
-    grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
-    # On the tensors' GPU, which need not be the current one.
-    with _support.device_guard(out):
-        kernel[grid](
-            x,
-            out,
-            n_elements,
-            BLOCK_SIZE=BLOCK_SIZE,
-            COMPUTE_DTYPE=compute_dtype,
-        )
+    grid = ((n_elements + BLOCK_SIZE - 1) // BLOCK_SIZE,)  # one program per block
+    _support.launch(
+        kernel,
+        grid,
+        x,
+        out,
+        n_elements,
+        BLOCK_SIZE=BLOCK_SIZE,
+        COMPUTE_DTYPE=compute_dtype,
+    )
     return out

@@ -47,16 +47,16 @@ def muladd_triton(a: Tensor, b: Tensor, c: float) -> Tensor:
     a, b = _support.broadcast_contiguous(out.shape, a, b)
     kernel = muladd_kernel if out.is_cuda else muladd_kernel_interpreted
     compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
-    grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
-    # On the tensors' GPU, which need not be the current one.
-    with _support.device_guard(out):
-        kernel[grid](
-            a,
-            b,
-            out,
-            c,
-            n_elements,
-            BLOCK_SIZE=BLOCK_SIZE,
-            COMPUTE_DTYPE=compute_dtype,
-        )
+    grid = ((n_elements + BLOCK_SIZE - 1) // BLOCK_SIZE,)  # one program per block
+    _support.launch(
+        kernel,
+        grid,
+        a,
+        b,
+        out,
+        c,
+        n_elements,
+        BLOCK_SIZE=BLOCK_SIZE,
+        COMPUTE_DTYPE=compute_dtype,
+    )
     return out

@@ -54,17 +54,17 @@ def bias_leaky_triton(
     x, bias = _support.broadcast_contiguous(out.shape, x, bias)
     kernel = bias_leaky_kernel if out.is_cuda else bias_leaky_kernel_interpreted
     compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
-    grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
-    # On the tensors' GPU, which need not be the current one.
-    with _support.device_guard(out):
-        kernel[grid](
-            x,
-            bias,
-            out,
-            alpha,
-            int(negate),
-            n_elements,
-            BLOCK_SIZE=BLOCK_SIZE,
-            COMPUTE_DTYPE=compute_dtype,
-        )
+    grid = ((n_elements + BLOCK_SIZE - 1) // BLOCK_SIZE,)  # one program per block
+    _support.launch(
+        kernel,
+        grid,
+        x,
+        bias,
+        out,
+        alpha,
+        int(negate),
+        n_elements,
+        BLOCK_SIZE=BLOCK_SIZE,
+        COMPUTE_DTYPE=compute_dtype,
+    )
     return out

@@ -52,17 +52,17 @@ def scale_shift_triton(x: Tensor, scale: Tensor, shift: Tensor | None = None) ->
     x, scale, shift = _support.broadcast_contiguous(out.shape, x, scale, shift)
     kernel = scale_shift_kernel if out.is_cuda else scale_shift_kernel_interpreted
     compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
-    grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
-    # On the tensors' GPU, which need not be the current one.
-    with _support.device_guard(out):
-        kernel[grid](
-            x,
-            scale,
-            shift,
-            out,
-            n_elements,
-            BLOCK_SIZE=BLOCK_SIZE,
-            COMPUTE_DTYPE=compute_dtype,
-            HAS_shift=shift is not None,
-        )
+    grid = ((n_elements + BLOCK_SIZE - 1) // BLOCK_SIZE,)  # one program per block
+    _support.launch(
+        kernel,
+        grid,
+        x,
+        scale,
+        shift,
+        out,
+        n_elements,
+        BLOCK_SIZE=BLOCK_SIZE,
+        COMPUTE_DTYPE=compute_dtype,
+        HAS_shift=shift is not None,
+    )
     return out

@@ -69,19 +69,19 @@ def weighted_rowsum_triton(x: Tensor, weight: Tensor | None = None) -> Tensor:
     # Up to 1024 columns per step, and as many rows as make 4096 elements per program.
     block_cols = min(1024, triton.next_power_of_2(max(n_cols, 16)))
     block_rows = min(4096 // block_cols, triton.next_power_of_2(n_rows))
-    grid = (triton.cdiv(n_rows, block_rows),)
-    # On the tensors' GPU, which need not be the current one.
-    with _support.device_guard(out):
-        kernel[grid](
-            x,
-            weight,
-            out,
-            n_rows,
-            n_cols,
-            BLOCK_ROWS=block_rows,
-            BLOCK_COLS=block_cols,
-            COL_BLOCKS=triton.cdiv(n_cols, block_cols),
-            COMPUTE_DTYPE=compute_dtype,
-            HAS_weight=weight is not None,
-        )
+    grid = ((n_rows + block_rows - 1) // block_rows,)  # one program per block
+    _support.launch(
+        kernel,
+        grid,
+        x,
+        weight,
+        out,
+        n_rows,
+        n_cols,
+        BLOCK_ROWS=block_rows,
+        BLOCK_COLS=block_cols,
+        COL_BLOCKS=triton.cdiv(n_cols, block_cols),
+        COMPUTE_DTYPE=compute_dtype,
+        HAS_weight=weight is not None,
+    )
     return out

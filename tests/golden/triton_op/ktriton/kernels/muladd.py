@@ -40,12 +40,9 @@ muladd_kernel_interpreted = InterpretedFunction(muladd_kernel.fn)
 
 def muladd_triton(a: Tensor, b: Tensor, c: float) -> Tensor:
     """The bare launcher of muladd_kernel; the operator's CPU kernel, and its eager CUDA path."""
-    # On the tensors' GPU, which need not be the current one. (The body that torch.compile traces
-    # launches through wrap_triton instead, and Inductor runs that kernel on its tensors' device.)
-    with _support.device_guard(a):
-        return muladd_launch(
-            muladd_kernel if a.is_cuda else muladd_kernel_interpreted, a, b, c
-        )
+    return muladd_launch(
+        muladd_kernel if a.is_cuda else muladd_kernel_interpreted, a, b, c
+    )
 
 
 def muladd_launch(kernel, a: Tensor, b: Tensor, c: float) -> Tensor:
@@ -56,8 +53,10 @@ def muladd_launch(kernel, a: Tensor, b: Tensor, c: float) -> Tensor:
         return out
     a, b = _support.broadcast_contiguous(out.shape, a, b)
     compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
-    grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
-    kernel[grid](
+    grid = ((n_elements + BLOCK_SIZE - 1) // BLOCK_SIZE,)  # one program per block
+    _support.launch(
+        kernel,
+        grid,
         a,
         b,
         out,

@@ -39,16 +39,9 @@ muladd_out_kernel_interpreted = InterpretedFunction(muladd_out_kernel.fn)
 
 def muladd_out_triton(a: Tensor, b: Tensor, c: float, out: Tensor) -> None:
     """The bare launcher of muladd_out_kernel; the operator's CPU kernel, and its eager CUDA path."""
-    # On the tensors' GPU, which need not be the current one. (The body that torch.compile traces
-    # launches through wrap_triton instead, and Inductor runs that kernel on its tensors' device.)
-    with _support.device_guard(a):
-        return muladd_out_launch(
-            muladd_out_kernel if a.is_cuda else muladd_out_kernel_interpreted,
-            a,
-            b,
-            c,
-            out,
-        )
+    return muladd_out_launch(
+        muladd_out_kernel if a.is_cuda else muladd_out_kernel_interpreted, a, b, c, out
+    )
 
 
 def muladd_out_launch(kernel, a: Tensor, b: Tensor, c: float, out: Tensor) -> None:
@@ -61,8 +54,10 @@ def muladd_out_launch(kernel, a: Tensor, b: Tensor, c: float, out: Tensor) -> No
     # The kernel writes dense tensors; strided arguments get the values copied in afterwards.
     out_dense = out.contiguous()
     compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
-    grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
-    kernel[grid](
+    grid = ((n_elements + BLOCK_SIZE - 1) // BLOCK_SIZE,)  # one program per block
+    _support.launch(
+        kernel,
+        grid,
         a,
         b,
         out_dense,

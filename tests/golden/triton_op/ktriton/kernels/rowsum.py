@@ -52,10 +52,7 @@ def rowsum_triton(
     x: Tensor, weight: Tensor | None = None, *, scale: float = 1.0
 ) -> Tensor:
     """The bare launcher of rowsum_kernel; the operator's CPU kernel, and its eager CUDA path."""
-    # On the tensors' GPU, which need not be the current one. (The body that torch.compile traces
-    # launches through wrap_triton instead, and Inductor runs that kernel on its tensors' device.)
-    with _support.device_guard(x):
-        return rowsum_launch(rowsum_kernel, x, weight, scale=scale)
+    return rowsum_launch(rowsum_kernel, x, weight, scale=scale)
 
 
 def rowsum_launch(
@@ -73,8 +70,10 @@ def rowsum_launch(
     # Up to 1024 columns per step, and as many rows as make 4096 elements per program.
     block_cols = min(1024, triton.next_power_of_2(max(n_cols, 16)))
     block_rows = min(4096 // block_cols, triton.next_power_of_2(n_rows))
-    grid = (triton.cdiv(n_rows, block_rows),)
-    kernel[grid](
+    grid = ((n_rows + block_rows - 1) // block_rows,)  # one program per block
+    _support.launch(
+        kernel,
+        grid,
         x,
         weight,
         out,

@@ -40,12 +40,7 @@ sincos_kernel_interpreted = InterpretedFunction(sincos_kernel.fn)
 
 def sincos_triton(x: Tensor) -> tuple[Tensor, Tensor]:
     """The bare launcher of sincos_kernel; the operator's CPU kernel, and its eager CUDA path."""
-    # On the tensors' GPU, which need not be the current one. (The body that torch.compile traces
-    # launches through wrap_triton instead, and Inductor runs that kernel on its tensors' device.)
-    with _support.device_guard(x):
-        return sincos_launch(
-            sincos_kernel if x.is_cuda else sincos_kernel_interpreted, x
-        )
+    return sincos_launch(sincos_kernel if x.is_cuda else sincos_kernel_interpreted, x)
 
 
 def sincos_launch(kernel, x: Tensor) -> tuple[Tensor, Tensor]:
@@ -57,8 +52,10 @@ def sincos_launch(kernel, x: Tensor) -> tuple[Tensor, Tensor]:
         return out0, out1
     (x,) = _support.broadcast_contiguous(out0.shape, x)
     compute_dtype = tl.float64 if out0.dtype == torch.float64 else tl.float32
-    grid = (triton.cdiv(n_elements, BLOCK_SIZE),)
-    kernel[grid](
+    grid = ((n_elements + BLOCK_SIZE - 1) // BLOCK_SIZE,)  # one program per block
+    _support.launch(
+        kernel,
+        grid,
         x,
         out0,
         out1,
