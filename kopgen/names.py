@@ -53,7 +53,7 @@ CPP_TYPE_NAMES = frozenset({"KernelCall", "Values", "Sum", "Mean", "Max", "Min",
 # of kernels/<op>.py, the `python` kernels, references, fake kernels, setup_context and backward.
 PYTHON_LOCALS = (
     *("kernel", "grid", "n_elements", "compute_dtype", "BLOCK_SIZE", "COMPUTE_DTYPE", "offsets", "mask"),
-    *("shape", "n_rows", "n_cols", "block_rows", "block_cols", "BLOCK_ROWS", "BLOCK_COLS", "num_warps"),
+    *("shape", "n_rows", "n_cols", "block_rows", "block_cols", "BLOCK_ROWS", "BLOCK_COLS", "num_warps", "CONST_COLS"),
     *("rows", "row_mask", "total", "start", "cols", "values", "tiles", "tile", "col_tiles", "strides", "layout"),
     *("dtype", "expected", "outputs", "output", "want", "dtypes"),
     *("ctx", "grad", "grads", "result", "results", "needs_input_grad", "_"),  # `_`: an input setup_context skips

@@ -63,7 +63,7 @@ def launcher(op: Op) -> str:
 
 
 # The kernels' parameters that are compile-time constants.
-CONSTEXPRS = frozenset({"BLOCK_SIZE", "BLOCK_ROWS", "BLOCK_COLS", "COMPUTE_DTYPE"})
+CONSTEXPRS = frozenset({"BLOCK_SIZE", "BLOCK_ROWS", "BLOCK_COLS", "CONST_COLS", "COMPUTE_DTYPE"})
 
 
 def _parameter(op: Op, name: str) -> str:
@@ -320,8 +320,11 @@ def block_constants(op: Op) -> list[tuple[str, str]]:
 
 
 def row_constants(op: Op) -> list[tuple[str, str]]:
-    """A row reduction's block of rows and columns, and the warps that run it."""
-    return [*block_constants(op), ("num_warps", locals_for(op).num_warps)]
+    """A row reduction's block of rows and columns, the row length where the interpreter needs it as a
+    constexpr, and the warps that run it."""
+    local = locals_for(op)
+    const_cols = f"None if {first_written(op)}.is_cuda else {local.n_cols}"
+    return [*block_constants(op), ("CONST_COLS", const_cols), ("num_warps", local.num_warps)]
 
 
 def tile_grid(op: Op) -> str:
@@ -548,6 +551,12 @@ def block_cols_offsets(op: Op) -> str:
     local = locals_for(op)
     first = f"({local.tile} % {local.col_tiles}).to(tl.int64) * {local.BLOCK_COLS}"
     return python.layout.assign(local.cols, f"{first} + tl.arange(0, {local.BLOCK_COLS})", 4)
+
+
+def loop_end(op: Op) -> str:
+    """Where a row reduction's loop over columns ends: n_cols, or CONST_COLS in the interpreter."""
+    local = locals_for(op)
+    return f"{local.n_cols} if {local.CONST_COLS} is None else {local.CONST_COLS}"
 
 
 def row_blocks(op: Op) -> str:

@@ -72,12 +72,18 @@ def row_layout(
     """How a row reduction's kernel reads `tensors` through their strides, as n_rows x n_cols elements
     of `shape` (whose last dimension it reduces): (n_rows, n_cols, each tensor's row and column
     stride). None where the leading dimensions do not merge into one row dimension."""
+    n_cols = shape[-1]
+    for t in tensors:
+        if t is not None and (t.shape != shape or not t.is_contiguous()):
+            break
+    else:  # every tensor dense and of the full shape: rows n_cols apart
+        return shape[:-1].numel(), n_cols, (n_cols, 1) * len(tensors)
     rows = _dims(shape, len(shape) - 1, tensors)
     if len(rows) > 1:
         return None
     n_rows, row_strides = rows[0] if rows else (1, (0,) * len(tensors))
-    col_strides = tuple(_stride(t, -1) for t in tensors)
-    return n_rows, shape[-1], _pairs(row_strides, col_strides)
+    col_strides = tuple(_strides(t, len(shape))[-1] for t in tensors)
+    return n_rows, n_cols, _pairs(row_strides, col_strides)
 
 
 def row_blocks(n_rows: int, n_cols: int, element_size: int) -> tuple[int, int, int]:
@@ -112,8 +118,10 @@ def tiles(
     """How a pointwise kernel reads `tensors` through their strides, as n_rows x n_cols elements of
     `shape`: (n_rows, n_cols, each tensor's row and column stride, block_rows, block_cols), one
     program per block of block_rows x block_cols. None where more than two dimensions are left."""
-    if all(t is None or (t.shape == shape and t.is_contiguous()) for t in tensors):
-        # Every tensor dense and of the output's shape: one row, read in flat blocks.
+    for t in tensors:
+        if t is not None and (t.shape != shape or not t.is_contiguous()):
+            break
+    else:  # every tensor dense and of the output's shape: one row, read in flat blocks
         return 1, shape.numel(), (0, 1) * len(tensors), 1, block
     dims = _dims(shape, len(shape), tensors)
     if len(dims) > 2:
@@ -121,17 +129,15 @@ def tiles(
     # Fewer than two dimensions left: dimensions of one element in front.
     one = (1, (0,) * len(tensors))
     (n_rows, row_strides), (n_cols, col_strides) = ([one, one] + dims)[-2:]
-    strides = _pairs(row_strides, col_strides)
     if any(0 < row < col for row, col in zip(row_strides, col_strides)):
         # A tensor runs down the columns (a transposed one): square blocks, so that each tensor
-        # reads whole runs of its own contiguous dimension.
-        side = _power_of_2(int(block**0.5))
-        block_rows = min(side, _power_of_2(n_rows))
-        block_cols = min(side, _power_of_2(n_cols))
+        # reads whole runs of its own contiguous dimension (64 x 64 beat 32 x 32 on an H200).
+        block_rows = min(64, _power_of_2(n_rows))
+        block_cols = min(64, _power_of_2(n_cols))
     else:
         block_cols = min(block, _power_of_2(n_cols))
         block_rows = min(block // block_cols, _power_of_2(n_rows))
-    return n_rows, n_cols, strides, block_rows, block_cols
+    return n_rows, n_cols, _pairs(row_strides, col_strides), block_rows, block_cols
 
 
 def _dims(
@@ -140,29 +146,30 @@ def _dims(
     """The dimensions of shape[:end] with each tensor's stride in them (0 where it is broadcast):
     those of one element left out, and neighbours merged where every tensor steps through them as
     through one."""
+    # Per dimension, each tensor's stride in it.
+    steps_by_dim = list(zip(*[_strides(t, len(shape)) for t in tensors]))
     dims: list[tuple[int, tuple[int, ...]]] = []
-    for dim in range(end):
-        size = shape[dim]
+    for size, steps in zip(shape[:end], steps_by_dim):
         if size == 1:
             continue
-        steps = tuple(_stride(t, dim - len(shape)) for t in tensors)
-        if dims and all(o == step * size for o, step in zip(dims[-1][1], steps)):
+        if dims and list(dims[-1][1]) == [step * size for step in steps]:
             dims[-1] = (dims[-1][0] * size, steps)
         else:
             dims.append((size, steps))
     return dims
 
 
-def _stride(tensor: Tensor | None, dim: int) -> int:
-    """The stride of `tensor` in dimension `dim` (counted from the end) of the shape it broadcasts to."""
-    if tensor is None or -dim > tensor.dim() or tensor.shape[dim] == 1:
-        return 0
-    return tensor.stride(dim)
+def _strides(tensor: Tensor | None, ndim: int) -> tuple[int, ...]:
+    """The strides of `tensor` in the `ndim` dimensions it broadcasts to: 0 where it is broadcast."""
+    if tensor is None:
+        return (0,) * ndim
+    own = [0 if n == 1 else s for n, s in zip(tensor.shape, tensor.stride())]
+    return (0,) * (ndim - len(own)) + tuple(own)
 
 
 def _pairs(rows: tuple[int, ...], cols: tuple[int, ...]) -> tuple[int, ...]:
     """Each tensor's row stride then its column stride, as the kernel's parameters go."""
-    return tuple(s for pair in zip(rows, cols) for s in pair)
+    return tuple([s for pair in zip(rows, cols) for s in pair])
 
 
 def _power_of_2(n: int) -> int:

@@ -22,6 +22,7 @@ def rowsum_kernel(
     x_col_stride,
     BLOCK_ROWS: tl.constexpr,
     BLOCK_COLS: tl.constexpr,
+    CONST_COLS: tl.constexpr,
     COMPUTE_DTYPE: tl.constexpr,
 ):
     # One program reduces BLOCK_ROWS rows, BLOCK_COLS columns at a time, each input read through its
@@ -29,8 +30,9 @@ def rowsum_kernel(
     rows = tl.program_id(0).to(tl.int64) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     row_mask = rows < n_rows
     total = tl.full((BLOCK_ROWS, BLOCK_COLS), 0.0, dtype=COMPUTE_DTYPE)
-    # A loop to the row length at run time: one compile serves rows of every length.
-    for start in range(0, n_cols, BLOCK_COLS):
+    # The compiled kernel loops to the row length at run time (CONST_COLS is None), so that one compile
+    # serves rows of every length; Triton 3.6's interpreter cannot, and gets the length as a constexpr.
+    for start in range(0, n_cols if CONST_COLS is None else CONST_COLS, BLOCK_COLS):
         cols = start + tl.arange(0, BLOCK_COLS).to(tl.int64)
         mask = row_mask[:, None] & (cols < n_cols)[None, :]
         x = tl.load(
@@ -81,6 +83,7 @@ def rowsum_triton(x: Tensor) -> Tensor:
             *strides,
             BLOCK_ROWS=block_rows,
             BLOCK_COLS=block_cols,
+            CONST_COLS=None if out.is_cuda else n_cols,
             num_warps=num_warps,
             COMPUTE_DTYPE=compute_dtype,
         )
