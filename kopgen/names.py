@@ -53,8 +53,8 @@ CPP_TYPE_NAMES = frozenset({"KernelCall", "Values", "Sum", "Mean", "Max", "Min",
 # of kernels/<op>.py, the `python` kernels, references, fake kernels, setup_context and backward.
 PYTHON_LOCALS = (
     *("kernel", "grid", "n_elements", "compute_dtype", "BLOCK_SIZE", "COMPUTE_DTYPE", "offsets", "mask"),
-    *("shape", "n_rows", "n_cols", "block_rows", "block_cols", "BLOCK_ROWS", "BLOCK_COLS", "COL_BLOCKS"),
-    *("rows", "row_mask", "total", "block", "cols", "values"),
+    *("shape", "n_rows", "n_cols", "block_rows", "block_cols", "BLOCK_ROWS", "BLOCK_COLS", "num_warps", "CONST_COLS"),
+    *("rows", "row_mask", "total", "start", "cols", "values", "tiles", "tile", "col_tiles", "strides", "layout"),
     *("dtype", "expected", "outputs", "output", "want", "dtypes"),
     *("ctx", "grad", "grads", "result", "results", "needs_input_grad", "_"),  # `_`: an input setup_context skips
     "wrap",  # a triton_op's custom launcher: what it wraps each kernel in before launching it
@@ -65,6 +65,8 @@ CPP_LOCALS = ("call", "launch", "guard")  # guard: a custom kernel's CUDA device
 DERIVED_NAMES = {
     "output": "out{}",  # the outputs: `out`, or out0, out1, ...
     "pointer": "{}_ptr",  # Triton: a Tensor's kernel parameter
+    "row_stride": "{}_row_stride",  # ... and its strides, between rows and between columns
+    "col_stride": "{}_col_stride",
     "numel": "{}_numel",  # a custom kernel's skeleton: the size of a tensor it writes (an output, a mutated argument)
     "mask": "{}_mask",  # ... and mask
     "dense": "{}_dense",  # a written argument's dense buffer
@@ -193,10 +195,10 @@ class Locals:
         for name in (*PYTHON_LOCALS, *CPP_LOCALS):
             settle("local", name)
         for output in outputs:
-            for kind in ("pointer", "numel", "mask"):
+            for kind in ("pointer", "row_stride", "col_stride", "numel", "mask"):
                 settle(kind, DERIVED_NAMES[kind].format(output))
         for name in arg_names:
-            for kind in ("pointer", "dense", "gradient", "numel", "mask"):
+            for kind in ("pointer", "row_stride", "col_stride", "dense", "gradient", "numel", "mask"):
                 settle(kind, DERIVED_NAMES[kind].format(name))
             settle("shape", DERIVED_NAMES["shape"].format(name), CTX_MEMBERS)
             if name in CTX_MEMBERS:  # kept on ctx under its own name elsewhere (a scalar the formulas read)

@@ -178,7 +178,7 @@ def test_every_local_of_the_golden_trees_is_in_the_table(example):
 def test_the_locals_check_sees_a_local_missing_from_the_table(tmp_path):
     repo = generate(EXAMPLES / "rows.yaml", tmp_path / "repo")
     launcher = repo / "krows/kernels/rowsum.py"
-    launcher.write_text(launcher.read_text().replace("    n_cols = shape[-1]\n", "    n_cols = width = shape[-1]\n"))
+    launcher.write_text(launcher.read_text().replace("    n_rows, n_cols, strides = layout\n", "    n_rows, n_cols, strides = width = layout\n"))
     cpp = repo / "krows/csrc/ops.cpp"
     assert check_locals(repo, EXAMPLES / "rows.yaml") == {"kernels/rowsum.py": {"width"}} and not cpp.exists()
     fused = generate(EXAMPLES / "fused.yaml", tmp_path / "fused")
@@ -212,7 +212,7 @@ def test_colliding_names_rename_the_generated_locals(colliding):
     assert "    out1_ = grad - tl.where(HAS_out2, out2, out1) * shape\n" in split
     assert "    return out0, out1_\n" in split
     scale_into = (colliding / "kclash/kernels/scale_into.py").read_text()
-    assert "    mask_ = offsets < n_elements\n" in scale_into and "    if HAS_mask_:\n" in scale_into
+    assert "    mask_ = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]\n" in scale_into and "    if HAS_mask_:\n" in scale_into
     assert "    result_dense_ = result.contiguous()\n" in scale_into
     registration = (colliding / "kclash/_registration.py").read_text()
     assert "def _rowtotal_setup_context(ctx, inputs, output):\n    ctx_, output_, total, _, values = inputs\n" in registration

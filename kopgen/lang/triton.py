@@ -63,7 +63,7 @@ def launcher(op: Op) -> str:
 
 
 # The kernels' parameters that are compile-time constants.
-CONSTEXPRS = frozenset({"BLOCK_SIZE", "BLOCK_ROWS", "BLOCK_COLS", "COL_BLOCKS", "COMPUTE_DTYPE"})
+CONSTEXPRS = frozenset({"BLOCK_SIZE", "BLOCK_ROWS", "BLOCK_COLS", "CONST_COLS", "COMPUTE_DTYPE"})
 
 
 def _parameter(op: Op, name: str) -> str:
@@ -71,13 +71,34 @@ def _parameter(op: Op, name: str) -> str:
     return f"{getattr(locals_for(op), name)}: tl.constexpr" if name in CONSTEXPRS else getattr(locals_for(op), name)
 
 
+def _strided(op: Op, size: str) -> list[str]:
+    """The tensors a kernel indexes through their strides: all ("strides": a pointwise kernel's), or the
+    inputs ("input_strides": a row reduction's, whose output holds one value per row)."""
+    return [t.name for t in op.kernel_tensors if size == "strides" or t.name not in op.output_names]
+
+
 def kernel_define(op: Op, *sizes: str) -> str:
     """The kernel's `def`, one parameter per line: tensor pointers, scalars, then `sizes` (the names of
-    PYTHON_LOCALS), the compute dtype and a HAS_x flag per optional Tensor the expressions test."""
+    PYTHON_LOCALS; "strides": each strided tensor's row and column stride), the compute dtype and a HAS_x
+    flag per optional Tensor the expressions test."""
     local = locals_for(op)
     constants = [_parameter(op, "COMPUTE_DTYPE"), *(f"{local.flag(a.name)}: tl.constexpr" for a in op.tested_optionals)]
     parameters = [local.pointer(t.name) for t in op.kernel_tensors] + [a.name for a in op.kernel_scalars]
-    return wrap(f"def {kernel(op)}(", [*parameters, *(_parameter(op, size) for size in sizes), *constants], "):", explode=True)
+    for size in sizes:
+        parameters += _stride_parameters(op, size) if size.endswith("strides") else [_parameter(op, size)]
+    return wrap(f"def {kernel(op)}(", [*parameters, *constants], "):", explode=True)
+
+
+def _stride_parameters(op: Op, size: str) -> list[str]:
+    local = locals_for(op)
+    return [local.derived(kind, name) for name in _strided(op, size) for kind in ("row_stride", "col_stride")]
+
+
+def _offsets(op: Op, name: str) -> str:
+    """The offsets of `name`'s elements in a block of rows x columns, through its strides."""
+    local = locals_for(op)
+    row, col = local.derived("row_stride", name), local.derived("col_stride", name)
+    return f"{local.rows}[:, None] * {row} + {local.cols}[None, :] * {col}"
 
 
 def loads(op: Op, indent: int) -> list[str]:
@@ -85,14 +106,14 @@ def loads(op: Op, indent: int) -> list[str]:
     pad, local = " " * indent, locals_for(op)
     lines = []
     for arg in op.read_args:
-        offsets, mask = f"{local.pointer(arg.name)} + {local.offsets}", f"mask={local.mask}"
-        load = f"{arg.name} = tl.load({offsets}, {mask}).to({local.COMPUTE_DTYPE})"
+        offsets, mask = f"{local.pointer(arg.name)} + {_offsets(op, arg.name)}", f"mask={local.mask}"
+        value = f"tl.load({offsets}, {mask}).to({local.COMPUTE_DTYPE})"
         if arg.is_optional:
-            lines += [f"{pad}if {local.flag(arg.name)}:", f"{pad}    {load}",
+            lines += [f"{pad}if {local.flag(arg.name)}:", f"{pad}    {python.layout.assign(arg.name, value, indent + 4)}",
                       f"{pad}else:  # not given: a placeholder, which the present({arg.name}) branches never choose",
                       f"{pad}    {arg.name} = 0.0"]
         else:
-            lines.append(pad + load)
+            lines.append(pad + python.layout.assign(arg.name, value, indent))
     return lines
 
 
@@ -108,7 +129,7 @@ def stores(op: Op) -> list[str]:
         else:
             lines.append("    " + python.layout.assign(name, value, 4))
             stored = f"{name}.to({pointer}.dtype.element_ty)"
-        lines.append("    " + wrap("tl.store(", [f"{pointer} + {local.offsets}", stored, f"mask={local.mask}"], ")", 4))
+        lines.append("    " + wrap("tl.store(", [f"{pointer} + {_offsets(op, name)}", stored, f"mask={local.mask}"], ")", 4))
     return lines
 
 
@@ -195,15 +216,37 @@ def empty_return(op: Op) -> str:
     return "return" if op.is_mutating else f"return {python.returned(op)}"
 
 
-def broadcast(op: Op, shape: str = "") -> list[str]:
-    """The inputs, expanded to the first written tensor's shape (or to the local `shape` of
-    PYTHON_LOCALS) and made dense, so that the kernel indexes them flat."""
-    shape = getattr(locals_for(op), shape) if shape else f"{first_written(op)}.shape"
+def tiles(op: Op) -> list[str]:
+    """A pointwise launcher's `n_rows, n_cols, strides, block_rows, block_cols`: every tensor read
+    through its strides, or the inputs copied dense where more than two dimensions are left."""
+    local = locals_for(op)
+    shape = f"{first_written(op)}.shape"
+    arguments = [shape, local.BLOCK_SIZE, *_arguments(op)[: len(op.kernel_tensors)]]
+    return [*_layout(op, local.tiles, "tiles", arguments, "More than two dimensions left once merged"),
+            f"    {local.n_rows}, {local.n_cols}, {local.strides}, {local.block_rows}, {local.block_cols} = {local.tiles}"]
+
+
+def row_layout(op: Op) -> list[str]:
+    """A row reduction's `n_rows, n_cols, strides`: its inputs read through their strides, or copied
+    dense where their leading dimensions do not merge into rows."""
+    local = locals_for(op)
+    arguments = [local.shape, *_strided(op, "input_strides")]
+    return [*_layout(op, local.layout, "row_layout", arguments, "Leading dimensions that do not merge into one"),
+            f"    {local.n_rows}, {local.n_cols}, {local.strides} = {local.layout}"]
+
+
+def _layout(op: Op, target: str, helper: str, arguments: list[str], why: str) -> list[str]:
+    """`target = _support.<helper>(...)`; where it gives None, the inputs expanded to the shape (the first
+    argument) and made dense, and the helper called again."""
+    def call(indent: int) -> str:
+        return " " * indent + wrap(f"{target} = _support.{helper}(", arguments, ")", indent)
+
     names = [a.name for a in op.input_args]
-    if not names:
-        return []
-    target = f"({names[0]},)" if len(names) == 1 else ", ".join(names)
-    return ["    " + wrap(f"{target} = _support.broadcast_contiguous(", [shape, *names], ")", 4)]
+    if not names:  # dense tensors of one shape always have a layout
+        return [call(4)]
+    inputs = f"({names[0]},)" if len(names) == 1 else ", ".join(names)
+    return [call(4), f"    # {why}: the kernel reads dense copies.", f"    if {target} is None:",
+            "        " + wrap(f"{inputs} = _support.broadcast_contiguous(", [arguments[0], *names], ")", 8), call(8)]
 
 
 def dense_buffers(op: Op) -> list[str]:
@@ -253,24 +296,46 @@ def launch(op: Op, sizes: list[str], constants: list[str]) -> list[str]:
     passed as they are; `constants` (a PYTHON_LOCALS constexpr, its value) passed by keyword."""
     local = locals_for(op)
     flags = [f"{local.flag(a.name)}={a.name} is not None" for a in op.tested_optionals]
-    keywords = [f"{getattr(local, name)}={value}" for name, value in constants]
-    arguments = [*_arguments(op), *(getattr(local, size) for size in sizes), *keywords,
+    keywords = [f"{_keyword(local, name)}={value}" for name, value in constants]
+    arguments = [*_arguments(op), *(_size(local, size) for size in sizes), *keywords,
                  f"{local.COMPUTE_DTYPE}={local.compute_dtype}", *flags]
     if op.uses_compiled_triton:
         return ["    " + wrap("_support.launch(", [local.kernel, local.grid, *arguments], ")", 4, explode=True)]
     return ["    " + wrap(_launch(op), arguments, ")", 4, explode=True)]
 
 
-def pointwise_constants(op: Op) -> list[tuple[str, str]]:
-    """A pointwise kernel's block size, as launch passes it."""
-    return [("BLOCK_SIZE", locals_for(op).BLOCK_SIZE)]
+def _size(local, name: str) -> str:
+    """A size `launch` passes: a local of PYTHON_LOCALS, or `*strides`, each tensor's two strides."""
+    return f"*{local.strides}" if name == "strides" else getattr(local, name)
+
+
+def _keyword(local, name: str) -> str:
+    """A keyword `launch` passes: a constexpr of the kernel, or Triton's own num_warps."""
+    return name if name == "num_warps" else getattr(local, name)
+
+
+def block_constants(op: Op) -> list[tuple[str, str]]:
+    """A kernel's block of rows and columns, as launch passes it."""
+    local = locals_for(op)
+    return [("BLOCK_ROWS", local.block_rows), ("BLOCK_COLS", local.block_cols)]
 
 
 def row_constants(op: Op) -> list[tuple[str, str]]:
-    """A row reduction's block of rows and columns, and how many blocks of columns make a row."""
+    """A row reduction's block of rows and columns, the row length where the interpreter needs it as a
+    constexpr, and the warps that run it."""
     local = locals_for(op)
-    return [("BLOCK_ROWS", local.block_rows), ("BLOCK_COLS", local.block_cols),
-            ("COL_BLOCKS", f"triton.cdiv({local.n_cols}, {local.block_cols})")]
+    const_cols = f"None if {first_written(op)}.is_cuda else {local.n_cols}"
+    return [*block_constants(op), ("CONST_COLS", const_cols), ("num_warps", local.num_warps)]
+
+
+def tile_grid(op: Op) -> str:
+    """`grid = (...)`: one program per block of rows x columns."""
+    local = locals_for(op)
+    # Plain ceil division, not triton.cdiv (see grid).
+    rows = f"(({local.n_rows} + {local.block_rows} - 1) // {local.block_rows})"
+    cols = f"(({local.n_cols} + {local.block_cols} - 1) // {local.block_cols})"
+    blocks = f"{rows} * {cols}"
+    return python.layout.statement(f"{local.grid} = ({blocks},)", 4)
 
 
 def _launch(op: Op) -> str:
@@ -476,6 +541,34 @@ def broadcast_shape(op: Op) -> str:
     tensors = ", ".join(a.name for a in op.tensor_args)
     shape = locals_for(op).shape
     return python.layout.statement(f"{shape} = _support.pointwise_shape({literal(op.qualname)}, {tensors})", 4)
+
+
+def block_rows_offsets(op: Op) -> str:
+    """The rows of a pointwise kernel's block."""
+    local = locals_for(op)
+    first = f"({local.tile} // {local.col_tiles}).to(tl.int64) * {local.BLOCK_ROWS}"
+    return python.layout.assign(local.rows, f"{first} + tl.arange(0, {local.BLOCK_ROWS})", 4)
+
+
+def block_cols_offsets(op: Op) -> str:
+    """The columns of a pointwise kernel's block."""
+    local = locals_for(op)
+    first = f"({local.tile} % {local.col_tiles}).to(tl.int64) * {local.BLOCK_COLS}"
+    return python.layout.assign(local.cols, f"{first} + tl.arange(0, {local.BLOCK_COLS})", 4)
+
+
+def loop_end(op: Op) -> str:
+    """Where a row reduction's loop over columns ends: n_cols, or CONST_COLS in the interpreter."""
+    local = locals_for(op)
+    return f"{local.n_cols} if {local.CONST_COLS} is None else {local.CONST_COLS}"
+
+
+def row_blocks(op: Op) -> str:
+    """`block_rows, block_cols, num_warps = ...`: a row reduction's block shape for its row length."""
+    local = locals_for(op)
+    blocks = f"{local.block_rows}, {local.block_cols}, {local.num_warps}"
+    call = f"_support.row_blocks({local.n_rows}, {local.n_cols}, {op.output_names[0]}.element_size())"
+    return python.layout.assign(blocks, call, 4)
 
 
 def program_offsets(op: Op) -> str:

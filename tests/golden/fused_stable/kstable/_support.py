@@ -53,16 +53,6 @@ def given(tensors: tuple[Tensor | None, ...]) -> tuple[Tensor, ...]:
     return tuple(t for t in tensors if t is not None)
 
 
-def broadcast_contiguous(
-    shape: torch.Size, *tensors: Tensor | None
-) -> tuple[Tensor | None, ...]:
-    """The inputs expanded to `shape` and made dense, so that a kernel can index them flat; None stays None."""
-    return tuple(
-        t if t is None else (t if t.shape == shape else t.expand(shape)).contiguous()
-        for t in tensors
-    )
-
-
 _WIDE = (torch.float32, torch.float64)
 
 

@@ -50,6 +50,71 @@ def broadcast_contiguous(
     )
 
 
+def tiles(
+    shape: torch.Size, block: int, *tensors: Tensor | None
+) -> tuple[int, int, tuple[int, ...], int, int] | None:
+    """How a pointwise kernel reads `tensors` through their strides, as n_rows x n_cols elements of
+    `shape`: (n_rows, n_cols, each tensor's row and column stride, block_rows, block_cols), one
+    program per block of block_rows x block_cols. None where more than two dimensions are left."""
+    for t in tensors:
+        if t is not None and (t.shape != shape or not t.is_contiguous()):
+            break
+    else:  # every tensor dense and of the output's shape: one row, read in flat blocks
+        return 1, shape.numel(), (0, 1) * len(tensors), 1, block
+    dims = _dims(shape, len(shape), tensors)
+    if len(dims) > 2:
+        return None
+    # Fewer than two dimensions left: dimensions of one element in front.
+    one = (1, (0,) * len(tensors))
+    (n_rows, row_strides), (n_cols, col_strides) = ([one, one] + dims)[-2:]
+    if any(0 < row < col for row, col in zip(row_strides, col_strides)):
+        # A tensor runs down the columns (a transposed one): square blocks, so that each tensor
+        # reads whole runs of its own contiguous dimension (64 x 64 beat 32 x 32 on an H200).
+        block_rows = min(64, _power_of_2(n_rows))
+        block_cols = min(64, _power_of_2(n_cols))
+    else:
+        block_cols = min(block, _power_of_2(n_cols))
+        block_rows = min(block // block_cols, _power_of_2(n_rows))
+    return n_rows, n_cols, _pairs(row_strides, col_strides), block_rows, block_cols
+
+
+def _dims(
+    shape: torch.Size, end: int, tensors: tuple[Tensor | None, ...]
+) -> list[tuple[int, tuple[int, ...]]]:
+    """The dimensions of shape[:end] with each tensor's stride in them (0 where it is broadcast):
+    those of one element left out, and neighbours merged where every tensor steps through them as
+    through one."""
+    # Per dimension, each tensor's stride in it.
+    steps_by_dim = list(zip(*[_strides(t, len(shape)) for t in tensors]))
+    dims: list[tuple[int, tuple[int, ...]]] = []
+    for size, steps in zip(shape[:end], steps_by_dim):
+        if size == 1:
+            continue
+        if dims and list(dims[-1][1]) == [step * size for step in steps]:
+            dims[-1] = (dims[-1][0] * size, steps)
+        else:
+            dims.append((size, steps))
+    return dims
+
+
+def _strides(tensor: Tensor | None, ndim: int) -> tuple[int, ...]:
+    """The strides of `tensor` in the `ndim` dimensions it broadcasts to: 0 where it is broadcast."""
+    if tensor is None:
+        return (0,) * ndim
+    own = [0 if n == 1 else s for n, s in zip(tensor.shape, tensor.stride())]
+    return (0,) * (ndim - len(own)) + tuple(own)
+
+
+def _pairs(rows: tuple[int, ...], cols: tuple[int, ...]) -> tuple[int, ...]:
+    """Each tensor's row stride then its column stride, as the kernel's parameters go."""
+    return tuple([s for pair in zip(rows, cols) for s in pair])
+
+
+def _power_of_2(n: int) -> int:
+    """The least power of 2 at least n (and at least 1)."""
+    return 1 << max(int(n) - 1, 0).bit_length()
+
+
 _WIDE = (torch.float32, torch.float64)
 
 

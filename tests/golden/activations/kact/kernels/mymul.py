@@ -19,17 +19,38 @@ def mymul_kernel(
     a_ptr,
     b_ptr,
     out_ptr,
-    n_elements,
-    BLOCK_SIZE: tl.constexpr,
+    n_rows,
+    n_cols,
+    a_row_stride,
+    a_col_stride,
+    b_row_stride,
+    b_col_stride,
+    out_row_stride,
+    out_col_stride,
+    BLOCK_ROWS: tl.constexpr,
+    BLOCK_COLS: tl.constexpr,
     COMPUTE_DTYPE: tl.constexpr,
 ):
+    # The elements as n_rows x n_cols, each tensor read through its strides (0 where it is broadcast;
+    # Triton specialises strides of 1, so contiguous rows load as vectors). One program per block.
+    tile = tl.program_id(0)
+    col_tiles = (n_cols + BLOCK_COLS - 1) // BLOCK_COLS
     # 64-bit offsets: tensors of 2**31 elements and more are indexed correctly.
-    offsets = tl.program_id(0).to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    mask = offsets < n_elements
-    a = tl.load(a_ptr + offsets, mask=mask).to(COMPUTE_DTYPE)
-    b = tl.load(b_ptr + offsets, mask=mask).to(COMPUTE_DTYPE)
+    rows = (tile // col_tiles).to(tl.int64) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    cols = (tile % col_tiles).to(tl.int64) * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
+    mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
+    a = tl.load(
+        a_ptr + rows[:, None] * a_row_stride + cols[None, :] * a_col_stride, mask=mask
+    ).to(COMPUTE_DTYPE)
+    b = tl.load(
+        b_ptr + rows[:, None] * b_row_stride + cols[None, :] * b_col_stride, mask=mask
+    ).to(COMPUTE_DTYPE)
     out = a * b
-    tl.store(out_ptr + offsets, out.to(out_ptr.dtype.element_ty), mask=mask)
+    tl.store(
+        out_ptr + rows[:, None] * out_row_stride + cols[None, :] * out_col_stride,
+        out.to(out_ptr.dtype.element_ty),
+        mask=mask,
+    )
 
 
 # CPU tensors run the same kernel in Triton's interpreter (NumPy on the host): slow, but it
@@ -43,18 +64,29 @@ def mymul_triton(a: Tensor, b: Tensor) -> Tensor:
     n_elements = out.numel()
     if n_elements == 0:
         return out
-    a, b = _support.broadcast_contiguous(out.shape, a, b)
+    tiles = _support.tiles(out.shape, BLOCK_SIZE, a, b, out)
+    # More than two dimensions left once merged: the kernel reads dense copies.
+    if tiles is None:
+        a, b = _support.broadcast_contiguous(out.shape, a, b)
+        tiles = _support.tiles(out.shape, BLOCK_SIZE, a, b, out)
+    n_rows, n_cols, strides, block_rows, block_cols = tiles
     kernel = mymul_kernel if out.is_cuda else mymul_kernel_interpreted
     compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
-    grid = ((n_elements + BLOCK_SIZE - 1) // BLOCK_SIZE,)  # one program per block
+    grid = (
+        ((n_rows + block_rows - 1) // block_rows)
+        * ((n_cols + block_cols - 1) // block_cols),
+    )
     _support.launch(
         kernel,
         grid,
         a,
         b,
         out,
-        n_elements,
-        BLOCK_SIZE=BLOCK_SIZE,
+        n_rows,
+        n_cols,
+        *strides,
+        BLOCK_ROWS=block_rows,
+        BLOCK_COLS=block_cols,
         COMPUTE_DTYPE=compute_dtype,
     )
     return out

@@ -20,22 +20,51 @@ def scale_shift_kernel(
     scale_ptr,
     shift_ptr,
     out_ptr,
-    n_elements,
-    BLOCK_SIZE: tl.constexpr,
+    n_rows,
+    n_cols,
+    x_row_stride,
+    x_col_stride,
+    scale_row_stride,
+    scale_col_stride,
+    shift_row_stride,
+    shift_col_stride,
+    out_row_stride,
+    out_col_stride,
+    BLOCK_ROWS: tl.constexpr,
+    BLOCK_COLS: tl.constexpr,
     COMPUTE_DTYPE: tl.constexpr,
     HAS_shift: tl.constexpr,
 ):
+    # The elements as n_rows x n_cols, each tensor read through its strides (0 where it is broadcast;
+    # Triton specialises strides of 1, so contiguous rows load as vectors). One program per block.
+    tile = tl.program_id(0)
+    col_tiles = (n_cols + BLOCK_COLS - 1) // BLOCK_COLS
     # 64-bit offsets: tensors of 2**31 elements and more are indexed correctly.
-    offsets = tl.program_id(0).to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    mask = offsets < n_elements
-    x = tl.load(x_ptr + offsets, mask=mask).to(COMPUTE_DTYPE)
-    scale = tl.load(scale_ptr + offsets, mask=mask).to(COMPUTE_DTYPE)
+    rows = (tile // col_tiles).to(tl.int64) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    cols = (tile % col_tiles).to(tl.int64) * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
+    mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
+    x = tl.load(
+        x_ptr + rows[:, None] * x_row_stride + cols[None, :] * x_col_stride, mask=mask
+    ).to(COMPUTE_DTYPE)
+    scale = tl.load(
+        scale_ptr + rows[:, None] * scale_row_stride + cols[None, :] * scale_col_stride,
+        mask=mask,
+    ).to(COMPUTE_DTYPE)
     if HAS_shift:
-        shift = tl.load(shift_ptr + offsets, mask=mask).to(COMPUTE_DTYPE)
+        shift = tl.load(
+            shift_ptr
+            + rows[:, None] * shift_row_stride
+            + cols[None, :] * shift_col_stride,
+            mask=mask,
+        ).to(COMPUTE_DTYPE)
     else:  # not given: a placeholder, which the present(shift) branches never choose
         shift = 0.0
     out = x * scale + tl.where(HAS_shift, shift, 0.0)
-    tl.store(out_ptr + offsets, out.to(out_ptr.dtype.element_ty), mask=mask)
+    tl.store(
+        out_ptr + rows[:, None] * out_row_stride + cols[None, :] * out_col_stride,
+        out.to(out_ptr.dtype.element_ty),
+        mask=mask,
+    )
 
 
 # CPU tensors run the same kernel in Triton's interpreter (NumPy on the host): slow, but it
@@ -49,10 +78,18 @@ def scale_shift_triton(x: Tensor, scale: Tensor, shift: Tensor | None = None) ->
     n_elements = out.numel()
     if n_elements == 0:
         return out
-    x, scale, shift = _support.broadcast_contiguous(out.shape, x, scale, shift)
+    tiles = _support.tiles(out.shape, BLOCK_SIZE, x, scale, shift, out)
+    # More than two dimensions left once merged: the kernel reads dense copies.
+    if tiles is None:
+        x, scale, shift = _support.broadcast_contiguous(out.shape, x, scale, shift)
+        tiles = _support.tiles(out.shape, BLOCK_SIZE, x, scale, shift, out)
+    n_rows, n_cols, strides, block_rows, block_cols = tiles
     kernel = scale_shift_kernel if out.is_cuda else scale_shift_kernel_interpreted
     compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
-    grid = ((n_elements + BLOCK_SIZE - 1) // BLOCK_SIZE,)  # one program per block
+    grid = (
+        ((n_rows + block_rows - 1) // block_rows)
+        * ((n_cols + block_cols - 1) // block_cols),
+    )
     _support.launch(
         kernel,
         grid,
@@ -60,8 +97,11 @@ def scale_shift_triton(x: Tensor, scale: Tensor, shift: Tensor | None = None) ->
         scale,
         shift,
         out,
-        n_elements,
-        BLOCK_SIZE=BLOCK_SIZE,
+        n_rows,
+        n_cols,
+        *strides,
+        BLOCK_ROWS=block_rows,
+        BLOCK_COLS=block_cols,
         COMPUTE_DTYPE=compute_dtype,
         HAS_shift=shift is not None,
     )

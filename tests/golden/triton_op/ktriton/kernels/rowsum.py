@@ -19,24 +19,37 @@ def rowsum_kernel(
     scale,
     n_rows,
     n_cols,
+    x_row_stride,
+    x_col_stride,
+    weight_row_stride,
+    weight_col_stride,
     BLOCK_ROWS: tl.constexpr,
     BLOCK_COLS: tl.constexpr,
-    COL_BLOCKS: tl.constexpr,
+    CONST_COLS: tl.constexpr,
     COMPUTE_DTYPE: tl.constexpr,
     HAS_weight: tl.constexpr,
 ):
-    # One program reduces BLOCK_ROWS rows, BLOCK_COLS columns at a time; 64-bit offsets.
-    # The loop's trip count is a constexpr: Triton 3.6's interpreter cannot loop to a runtime bound.
+    # One program reduces BLOCK_ROWS rows, BLOCK_COLS columns at a time, each input read through its
+    # strides (0 where it is broadcast); 64-bit offsets.
     rows = tl.program_id(0).to(tl.int64) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     row_mask = rows < n_rows
     total = tl.full((BLOCK_ROWS, BLOCK_COLS), 0.0, dtype=COMPUTE_DTYPE)
-    for block in range(COL_BLOCKS):
-        cols = block * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
+    # The compiled kernel loops to the row length at run time (CONST_COLS is None), so that one compile
+    # serves rows of every length; Triton 3.6's interpreter cannot, and gets the length as a constexpr.
+    for start in range(0, n_cols if CONST_COLS is None else CONST_COLS, BLOCK_COLS):
+        cols = start + tl.arange(0, BLOCK_COLS).to(tl.int64)
         mask = row_mask[:, None] & (cols < n_cols)[None, :]
-        offsets = rows[:, None] * n_cols + cols[None, :]
-        x = tl.load(x_ptr + offsets, mask=mask).to(COMPUTE_DTYPE)
+        x = tl.load(
+            x_ptr + rows[:, None] * x_row_stride + cols[None, :] * x_col_stride,
+            mask=mask,
+        ).to(COMPUTE_DTYPE)
         if HAS_weight:
-            weight = tl.load(weight_ptr + offsets, mask=mask).to(COMPUTE_DTYPE)
+            weight = tl.load(
+                weight_ptr
+                + rows[:, None] * weight_row_stride
+                + cols[None, :] * weight_col_stride,
+                mask=mask,
+            ).to(COMPUTE_DTYPE)
         else:  # not given: a placeholder, which the present(weight) branches never choose
             weight = 0.0
         # Cast: under torch.compile, Inductor passes float scalars as float64, which would widen the total.
@@ -64,12 +77,17 @@ def rowsum_launch(
     if n_rows == 0:
         return out
     shape = _support.pointwise_shape("ktriton::rowsum", x, weight)
-    x, weight = _support.broadcast_contiguous(shape, x, weight)
-    n_cols = shape[-1]
+    layout = _support.row_layout(shape, x, weight)
+    # Leading dimensions that do not merge into one: the kernel reads dense copies.
+    if layout is None:
+        x, weight = _support.broadcast_contiguous(shape, x, weight)
+        layout = _support.row_layout(shape, x, weight)
+    n_rows, n_cols, strides = layout
     compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
-    # Up to 1024 columns per step, and as many rows as make 4096 elements per program.
-    block_cols = min(1024, triton.next_power_of_2(max(n_cols, 16)))
-    block_rows = min(4096 // block_cols, triton.next_power_of_2(n_rows))
+    # The block shape follows the row length: one compile per class of lengths, not per length.
+    block_rows, block_cols, num_warps = _support.row_blocks(
+        n_rows, n_cols, out.element_size()
+    )
     grid = ((n_rows + block_rows - 1) // block_rows,)  # one program per block
     _support.launch(
         kernel,
@@ -80,9 +98,11 @@ def rowsum_launch(
         scale,
         n_rows,
         n_cols,
+        *strides,
         BLOCK_ROWS=block_rows,
         BLOCK_COLS=block_cols,
-        COL_BLOCKS=triton.cdiv(n_cols, block_cols),
+        CONST_COLS=None if out.is_cuda else n_cols,
+        num_warps=num_warps,
         COMPUTE_DTYPE=compute_dtype,
         HAS_weight=weight is not None,
     )

@@ -19,18 +19,41 @@ def sincos_kernel(
     x_ptr,
     out0_ptr,
     out1_ptr,
-    n_elements,
-    BLOCK_SIZE: tl.constexpr,
+    n_rows,
+    n_cols,
+    x_row_stride,
+    x_col_stride,
+    out0_row_stride,
+    out0_col_stride,
+    out1_row_stride,
+    out1_col_stride,
+    BLOCK_ROWS: tl.constexpr,
+    BLOCK_COLS: tl.constexpr,
     COMPUTE_DTYPE: tl.constexpr,
 ):
+    # The elements as n_rows x n_cols, each tensor read through its strides (0 where it is broadcast;
+    # Triton specialises strides of 1, so contiguous rows load as vectors). One program per block.
+    tile = tl.program_id(0)
+    col_tiles = (n_cols + BLOCK_COLS - 1) // BLOCK_COLS
     # 64-bit offsets: tensors of 2**31 elements and more are indexed correctly.
-    offsets = tl.program_id(0).to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    mask = offsets < n_elements
-    x = tl.load(x_ptr + offsets, mask=mask).to(COMPUTE_DTYPE)
+    rows = (tile // col_tiles).to(tl.int64) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    cols = (tile % col_tiles).to(tl.int64) * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
+    mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
+    x = tl.load(
+        x_ptr + rows[:, None] * x_row_stride + cols[None, :] * x_col_stride, mask=mask
+    ).to(COMPUTE_DTYPE)
     out0 = tl.sin(x)
-    tl.store(out0_ptr + offsets, out0.to(out0_ptr.dtype.element_ty), mask=mask)
+    tl.store(
+        out0_ptr + rows[:, None] * out0_row_stride + cols[None, :] * out0_col_stride,
+        out0.to(out0_ptr.dtype.element_ty),
+        mask=mask,
+    )
     out1 = tl.cos(x)
-    tl.store(out1_ptr + offsets, out1.to(out1_ptr.dtype.element_ty), mask=mask)
+    tl.store(
+        out1_ptr + rows[:, None] * out1_row_stride + cols[None, :] * out1_col_stride,
+        out1.to(out1_ptr.dtype.element_ty),
+        mask=mask,
+    )
 
 
 # CPU tensors run the same kernel in Triton's interpreter (NumPy on the host): slow, but it
@@ -50,17 +73,28 @@ def sincos_launch(kernel, x: Tensor) -> tuple[Tensor, Tensor]:
     n_elements = out0.numel()
     if n_elements == 0:
         return out0, out1
-    (x,) = _support.broadcast_contiguous(out0.shape, x)
+    tiles = _support.tiles(out0.shape, BLOCK_SIZE, x, out0, out1)
+    # More than two dimensions left once merged: the kernel reads dense copies.
+    if tiles is None:
+        (x,) = _support.broadcast_contiguous(out0.shape, x)
+        tiles = _support.tiles(out0.shape, BLOCK_SIZE, x, out0, out1)
+    n_rows, n_cols, strides, block_rows, block_cols = tiles
     compute_dtype = tl.float64 if out0.dtype == torch.float64 else tl.float32
-    grid = ((n_elements + BLOCK_SIZE - 1) // BLOCK_SIZE,)  # one program per block
+    grid = (
+        ((n_rows + block_rows - 1) // block_rows)
+        * ((n_cols + block_cols - 1) // block_cols),
+    )
     _support.launch(
         kernel,
         grid,
         x,
         out0,
         out1,
-        n_elements,
-        BLOCK_SIZE=BLOCK_SIZE,
+        n_rows,
+        n_cols,
+        *strides,
+        BLOCK_ROWS=block_rows,
+        BLOCK_COLS=block_cols,
         COMPUTE_DTYPE=compute_dtype,
     )
     return out0, out1
