@@ -61,6 +61,8 @@ PYTHON_LOCALS = (
 )
 # C++ and CUDA: the host functions (csrc/ops.cpp, cuda/ops.cpp) and launchers (cuda/kernels.cu).
 CPP_LOCALS = ("call", "launch", "guard")  # guard: a custom kernel's CUDA device guard
+# ... and the autograd of csrc/ops.cpp: the saved tensors in backward, an op's dispatcher handle.
+CPP_LOCALS += ("saved", "handle")
 # Names derived from an argument, an output or the op (its stem in Python names): `{}` stands for it.
 DERIVED_NAMES = {
     "output": "out{}",  # the outputs: `out`, or out0, out1, ...
