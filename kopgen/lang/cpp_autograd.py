@@ -34,6 +34,8 @@ _ATOM = 100
 _PREC = {"?": 1, "||": 2, "&&": 3, "==": 5, "!=": 5, "<": 6, "<=": 6, ">": 6, ">=": 6, "+": 10, "-": 10,
          "*": 11, "/": 11, "unary": 12}
 _BINARY = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
+# Named unqualified (csrc/ops.cpp's `using`s): names.CPP_TYPE_NAMES keeps arguments from taking them.
+_CONTEXT, _VARIABLE_LIST = "AutogradContext", "variable_list"
 _COMPARE = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
 
 
@@ -232,7 +234,7 @@ class _Formula:
         for (_, kind), param in zip(operands, called.args, strict=True):
             if (kind == "tensor") != param.is_tensor:
                 raise Unsupported(f"{name}() is passed a {kind} for {param.name!r}")
-        code = f"dispatch::{name}({', '.join(code for code, _ in operands)})"
+        code = f"ops::{name}({', '.join(code for code, _ in operands)})"
         return _Value(code, _ATOM, _returns_kind(called), len(called.schema.returns))
 
 
@@ -293,6 +295,12 @@ class CppAutograd:
         return self.op.name
 
     @property
+    def function(self) -> str:
+        """The Function's struct: `<op>_function`, which never hides a namespace (`at`, `ops`) the way a
+        struct named after the op could (ops named `at` and `at_function` give at_function, at_function_function)."""
+        return f"{self.op.name}_function"
+
+    @property
     def _local(self):
         return locals_for(self.op)
 
@@ -302,8 +310,8 @@ class CppAutograd:
 
     @property
     def forward_signature(self) -> str:
-        returned = "variable_list" if self._multiple else "Tensor"
-        parameters = [f"AutogradContext* {self._local.ctx}", *_parameters(self.op)]
+        returned = _VARIABLE_LIST if self._multiple else "Tensor"
+        parameters = [f"{_CONTEXT}* {self._local.ctx}", *_parameters(self.op)]
         return wrap(f"static {returned} forward(", parameters, ") {", indent=2)
 
     def _saved_sources(self) -> list[str]:
@@ -325,7 +333,7 @@ class CppAutograd:
     def forward_body(self) -> list[str]:
         """Below autograd at once (the op's kernels, not this Function again), then what backward reads."""
         local, op = self._local, self.op
-        call = f"dispatch::{op.name}({', '.join(a.name for a in op.args)})"
+        call = f"ops::{op.name}({', '.join(a.name for a in op.args)})"
         lines = ["// The op's own kernels: below autograd, where this Function is not met again.",
                  f"at::AutoDispatchBelowADInplaceOrView {local.guard};"]
         outputs = self._outputs
@@ -347,7 +355,7 @@ class CppAutograd:
     @property
     def backward_signature(self) -> str:
         local = self._local
-        return f"static variable_list backward(AutogradContext* {local.ctx}, variable_list {local.grads}) {{"
+        return f"static {_VARIABLE_LIST} backward({_CONTEXT}* {local.ctx}, {_VARIABLE_LIST} {local.grads}) {{"
 
     def _saved_name(self, saved) -> str:
         return saved.name if saved.source == saved.name else self._local.result(saved.name)
@@ -358,7 +366,7 @@ class CppAutograd:
         bw, ctx = op.backward, local.ctx
         lines = []
         if bw.saved_tensors:
-            lines.append(f"variable_list {local.saved} = {ctx}->get_saved_variables();")
+            lines.append(f"{_VARIABLE_LIST} {local.saved} = {ctx}->get_saved_variables();")
             lines += [f"const Tensor& {self._saved_name(s)} = {local.saved}[{i}];" for i, s in enumerate(bw.saved_tensors)]
         scalar_types = {a.name: SCALAR_TYPES[a.kind] for a in op.args if not a.is_tensor}
         to = {"double": "toDouble", "int64_t": "toInt", "bool": "toBool"}
@@ -410,18 +418,18 @@ class CppAutograd:
         tensors = ", ".join(a.name for a in op.tensor_args)
         lines = [f"if (!torch::autograd::compute_requires_grad({tensors})) {{",
                  f"  at::AutoDispatchBelowADInplaceOrView {local.guard};",
-                 f"  return dispatch::{op.name}({arguments});",
+                 f"  return ops::{op.name}({arguments});",
                  "}"]
         if self._multiple:
             outputs = local.outputs
             unpacked = ", ".join(f"{outputs}[{i}]" for i in range(op.num_outputs))
-            return lines + [f"variable_list {outputs} = functions::{op.name}::apply({arguments});",
+            return lines + [f"{_VARIABLE_LIST} {outputs} = {self.function}::apply({arguments});",
                             f"return {{{unpacked}}};"]
-        return lines + [f"return functions::{op.name}::apply({arguments});"]
+        return lines + [f"return {self.function}::apply({arguments});"]
 
     @property
     def impl(self) -> str:
-        return f'm.impl("{self.name}", &{self.op.namespace}::autograd::{self.name});'
+        return f'm.impl("{self.name}", &{self.op.namespace}::autograd::kernels::{self.name});'
 
 
 def ops(package: Package) -> tuple[CppAutograd, ...]:

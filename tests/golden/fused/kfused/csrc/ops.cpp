@@ -138,7 +138,7 @@ using torch::autograd::variable_list;
 
 // The ops through the dispatcher, their handles looked up once: from the top (autograd included),
 // or below autograd under an AutoDispatchBelowADInplaceOrView guard.
-namespace dispatch {
+namespace ops {
 
 Tensor muladd(const Tensor& a, const Tensor& b, double c) {
   static auto handle = c10::Dispatcher::singleton()
@@ -161,15 +161,13 @@ Tensor square(const Tensor& x) {
   return handle.call(x);
 }
 
-}  // namespace dispatch
+}  // namespace ops
 
-namespace functions {
-
-struct muladd : public torch::autograd::Function<muladd> {
+struct muladd_function : public torch::autograd::Function<muladd_function> {
   static Tensor forward(AutogradContext* ctx, const Tensor& a, const Tensor& b, double c) {
     // The op's own kernels: below autograd, where this Function is not met again.
     at::AutoDispatchBelowADInplaceOrView guard;
-    Tensor out = dispatch::muladd(a, b, c);
+    Tensor out = ops::muladd(a, b, c);
     ctx->saved_data["a_shape"] = a.sym_sizes();
     ctx->saved_data["b_shape"] = b.sym_sizes();
     // Only what the formulas read, and only where a gradient that reads it is wanted.
@@ -194,11 +192,11 @@ struct muladd : public torch::autograd::Function<muladd> {
   }
 };
 
-struct mul : public torch::autograd::Function<mul> {
+struct mul_function : public torch::autograd::Function<mul_function> {
   static Tensor forward(AutogradContext* ctx, const Tensor& a, const Tensor& b) {
     // The op's own kernels: below autograd, where this Function is not met again.
     at::AutoDispatchBelowADInplaceOrView guard;
-    Tensor out = dispatch::mul(a, b);
+    Tensor out = ops::mul(a, b);
     ctx->saved_data["a_shape"] = a.sym_sizes();
     ctx->saved_data["b_shape"] = b.sym_sizes();
     // Only what the formulas read, and only where a gradient that reads it is wanted.
@@ -214,20 +212,20 @@ struct mul : public torch::autograd::Function<mul> {
     Tensor grad_a, grad_b;
     // Each gradient is summed back to its input's shape, where the input was broadcast.
     if (ctx->needs_input_grad(0)) {
-      grad_a = at::sum_to(dispatch::mul(grad, b), ctx->saved_data["a_shape"].toSymIntVector());
+      grad_a = at::sum_to(ops::mul(grad, b), ctx->saved_data["a_shape"].toSymIntVector());
     }
     if (ctx->needs_input_grad(1)) {
-      grad_b = at::sum_to(dispatch::mul(grad, a), ctx->saved_data["b_shape"].toSymIntVector());
+      grad_b = at::sum_to(ops::mul(grad, a), ctx->saved_data["b_shape"].toSymIntVector());
     }
     return {grad_a, grad_b};
   }
 };
 
-struct square : public torch::autograd::Function<square> {
+struct square_function : public torch::autograd::Function<square_function> {
   static Tensor forward(AutogradContext* ctx, const Tensor& x) {
     // The op's own kernels: below autograd, where this Function is not met again.
     at::AutoDispatchBelowADInplaceOrView guard;
-    Tensor out = dispatch::square(x);
+    Tensor out = ops::square(x);
     ctx->saved_data["x_shape"] = x.sym_sizes();
     // Only what the formulas read, and only where a gradient that reads it is wanted.
     ctx->save_for_backward({x.requires_grad() ? x : Tensor()});
@@ -241,44 +239,44 @@ struct square : public torch::autograd::Function<square> {
     Tensor grad_x;
     // Each gradient is summed back to its input's shape, where the input was broadcast.
     if (ctx->needs_input_grad(0)) {
-      grad_x = at::sum_to(dispatch::mul(grad, 2 * x), ctx->saved_data["x_shape"].toSymIntVector());
+      grad_x = at::sum_to(ops::mul(grad, 2 * x), ctx->saved_data["x_shape"].toSymIntVector());
     }
     return {grad_x};
   }
 };
 
-}  // namespace functions
-
 // The Autograd kernels: with no gradient wanted, the op's kernels at once (no node, nothing saved).
+namespace kernels {
 
 Tensor muladd(const Tensor& a, const Tensor& b, double c) {
   if (!torch::autograd::compute_requires_grad(a, b)) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    return dispatch::muladd(a, b, c);
+    return ops::muladd(a, b, c);
   }
-  return functions::muladd::apply(a, b, c);
+  return muladd_function::apply(a, b, c);
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
   if (!torch::autograd::compute_requires_grad(a, b)) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    return dispatch::mul(a, b);
+    return ops::mul(a, b);
   }
-  return functions::mul::apply(a, b);
+  return mul_function::apply(a, b);
 }
 
 Tensor square(const Tensor& x) {
   if (!torch::autograd::compute_requires_grad(x)) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    return dispatch::square(x);
+    return ops::square(x);
   }
-  return functions::square::apply(x);
+  return square_function::apply(x);
 }
 
+}  // namespace kernels
 }  // namespace kfused::autograd
 
 TORCH_LIBRARY_IMPL(kfused, Autograd, m) {
-  m.impl("muladd", &kfused::autograd::muladd);
-  m.impl("mul", &kfused::autograd::mul);
-  m.impl("square", &kfused::autograd::square);
+  m.impl("muladd", &kfused::autograd::kernels::muladd);
+  m.impl("mul", &kfused::autograd::kernels::mul);
+  m.impl("square", &kfused::autograd::kernels::square);
 }
