@@ -66,7 +66,7 @@ def python_reason(op: Op, ops: Sequence[Op]) -> str | None:
     if op.registration is Route.STABLE_ABI:
         return "the stable ABI has no autograd (docs/performance.md)"
     if op.registration is not Route.TORCH_LIBRARY:
-        return f"a Python route ({op.registration})"
+        return f"{op.registration} is a Python route"
     problem = _signature_problem(op)
     if problem:
         return problem
@@ -396,8 +396,9 @@ class CppAutograd:
             shape = f'{ctx}->saved_data["{local.derived("shape", g.arg.name)}"].toSymIntVector()'
             gradient = local.derived("gradient", g.arg.name)
             lines.append(f"if ({ctx}->needs_input_grad({_edge(op, g.arg.name)})) {{")
-            summed = wrap("at::sum_to(", [wrap_expression(expression, 10, 10), shape], ");", indent=6 + len(gradient))
-            lines.append(f"  {gradient} = {summed}")
+            # wrap() lays out the lines at their columns in csrc/ops.cpp: the statement's is 6.
+            summed = wrap(f"{gradient} = at::sum_to(", [wrap_expression(expression, 10, 10), shape], ");", indent=6)
+            lines.append(f"  {summed}")
             lines.append("}")
         returned = []
         for arg in op.args:  # one per forward argument: undefined for the scalars and the non-differentiable

@@ -1,0 +1,121 @@
+"""torch_library ops get their autograd in C++ where their backward formulas translate (lang/cpp_autograd.py):
+the choice per op, what `kopgen check` says of it, the C++ written, that it compiles, and (slow) that the
+generated suite's gradcheck, gradgradcheck and opcheck pass with it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from click.testing import CliRunner
+
+from kopgen import generate
+from kopgen.cli import main
+from kopgen.lang.cpp_autograd import python_reason
+from kopgen.model import Route
+
+from .conftest import EXAMPLES, installed_suite_passes
+from .test_compiled import compile_host
+
+# Scalars of each kind, torch.where, a condition on a bool, two outputs (grads[i], results[i]), one call of a
+# fused backward op shared by two gradients, an int in a true division; and one formula outside the subset.
+SPEC = """\
+kopgen: 1
+package: kgrads
+defaults:
+  registration: torch_library
+  backends: {cpu: cpp, cuda: cuda}
+  dtypes: [float32, float64]
+ops:
+  - schema: "bias_leaky(Tensor x, Tensor bias, *, float alpha=0.1, bool negate=False) -> Tensor"
+    compute: "-where(x + bias > 0, x + bias, alpha * (x + bias)) if negate else where(x + bias > 0, x + bias, alpha * (x + bias))"
+    backward:
+      x: "grad * torch.where(x + bias > 0, 1.0, alpha) * (-1.0 if negate else 1.0)"
+      bias: "grad * torch.where(x + bias > 0, 1.0, alpha) * (-1.0 if negate else 1.0)"
+  - schema: "sincos(Tensor x) -> (Tensor, Tensor)"
+    compute: ["sin(x)", "cos(x)"]
+    backward:
+      x: "grads[0] * results[1] - grads[1] * results[0]"
+  - schema: "scaled(Tensor x, Tensor w, float s) -> Tensor"
+    compute: "x * w * s"
+    backward:
+      x: "scaled_grads(grad, x, w, s)[0]"
+      w: "scaled_grads(grad, x, w, s)[1]"
+  - schema: "scaled_grads(Tensor grad, Tensor x, Tensor w, float s) -> (Tensor, Tensor)"
+    compute: ["grad * w * s", "grad * x * s"]
+  - schema: "expish(Tensor x, int n) -> Tensor"
+    compute: "exp(x) * (n / 2)"
+    backward:
+      x: "grad * torch.exp(x) * (n / 2)"
+  - schema: "twice(Tensor x) -> Tensor"
+    compute: "2 * x"
+    backward:
+      x: "grad * 2 * torch.ones_like(x)"
+"""
+IN_CPP = "  autograd: C++ (a torch::autograd::Function in csrc/ops.cpp; calls with grad stay in C++)\n"
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    spec = tmp_path_factory.mktemp("spec") / "kopgen.yaml"
+    spec.write_text(SPEC)
+    return generate(spec, tmp_path_factory.mktemp("kgrads") / "repo")
+
+
+def test_check_shows_which_autograd_each_op_gets(tmp_path):
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text(SPEC)
+    output = CliRunner().invoke(main, ["check", str(spec)]).output
+    assert output.count(IN_CPP) == 4  # scaled_grads has no backward
+    assert ("  autograd: Python (torch.library.register_autograd): x's formula: torch.ones_like() has no C++ "
+            "translation\n") in output
+    stable = CliRunner().invoke(main, ["check", str(EXAMPLES / "fused_stable.yaml")]).output
+    assert stable.count("autograd: Python (torch.library.register_autograd): the stable ABI has no autograd") == 4
+
+
+def test_formulas_become_aten_calls_and_own_ops_dispatcher_calls(repo):
+    ops = (repo / "kgrads/csrc/ops.cpp").read_text()
+    assert "grad * at::where(x + bias > 0, 1.0, alpha) * (negate ? -1.0 : 1.0),\n" in ops
+    assert "    bool negate = ctx->saved_data[\"negate\"].toBool();\n" in ops
+    assert "grads[0] * result1 - grads[1] * result0,\n" in ops
+    assert "    auto [out0, out1] = ops::sincos(x);\n" in ops
+    # The shared call runs once, where either gradient is wanted.
+    assert ("    std::tuple<Tensor, Tensor> scaled_grads_grads;\n"
+            "    if (ctx->needs_input_grad(0) || ctx->needs_input_grad(1)) {\n"
+            "      scaled_grads_grads = ops::scaled_grads(grad, x, w, s);\n") in ops
+    assert "grad * at::exp(x) * (static_cast<double>(n) / 2)" in ops  # Python's / of two ints is a true division
+    impls = ops.partition("TORCH_LIBRARY_IMPL(kgrads, Autograd, m) {\n")[2]
+    assert impls.splitlines()[:4] == [f'  m.impl("{name}", &kgrads::autograd::kernels::{name});'
+                                      for name in ("bias_leaky", "sincos", "scaled", "expish")]
+    registration = (repo / "kgrads/_registration.py").read_text()
+    assert registration.count("torch.library.register_autograd(") == 2  # twice's formulas; scaled_grads raises
+    assert '"kgrads::twice", _twice_backward' in registration
+    assert "_bias_leaky_backward" not in registration
+
+
+def test_what_keeps_the_python_registration(tmp_path):
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text(SPEC)
+    from kopgen.pipeline import check_spec
+
+    package, _ = check_spec(spec)
+    ops = {op.name: op for op in package.ops}
+    assert [op.name for op in package.ops if op.cpp_autograd] == ["bias_leaky", "sincos", "scaled", "expish"]
+    assert python_reason(dataclasses.replace(ops["sincos"], registration=Route.CUSTOM_OP), package.ops) \
+        == "custom_op is a Python route"
+    formula = dataclasses.replace(ops["expish"].backward.gradients[0].formula, python="grad.unsqueeze(-1) * x")
+    backward = dataclasses.replace(ops["expish"].backward, gradients=(
+        dataclasses.replace(ops["expish"].backward.gradients[0], formula=formula),))
+    assert python_reason(dataclasses.replace(ops["expish"], backward=backward), package.ops) \
+        == "x's formula: grad.unsqueeze() has no C++ translation"
+
+
+def test_the_autograd_compiles(repo, tmp_path):
+    """csrc/ops.cpp with its Functions, g++ -Wall -Werror as torch builds it."""
+    compile_host(repo / "kgrads/csrc/ops.cpp", tmp_path, "torch_library")
+
+
+@pytest.mark.slow
+def test_suite_passes_with_the_cpp_autograd(repo, tmp_path):
+    """gradcheck, gradgradcheck and opcheck (test_aot_dispatch_dynamic among them) of every op, built and run."""
+    installed_suite_passes(repo, tmp_path / "site", at_least=60)
