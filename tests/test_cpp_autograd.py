@@ -15,7 +15,7 @@ from kopgen.lang.cpp_autograd import python_reason
 from kopgen.model import Route
 
 from .conftest import EXAMPLES, installed_suite_passes
-from .test_compiled import compile_host
+from .test_compiled import compile_host, needs_nvcc
 
 # Scalars of each kind, torch.where, a condition on a bool, two outputs (grads[i], results[i]), one call of a
 # fused backward op shared by two gradients, an int in a true division; and one formula outside the subset.
@@ -113,6 +113,12 @@ def test_what_keeps_the_python_registration(tmp_path):
 def test_the_autograd_compiles(repo, tmp_path):
     """csrc/ops.cpp with its Functions, g++ -Wall -Werror as torch builds it."""
     compile_host(repo / "kgrads/csrc/ops.cpp", tmp_path, "torch_library")
+
+
+@needs_nvcc
+def test_the_autograd_compiles_beside_cuda(repo, tmp_path):
+    """The same with USE_CUDA, as a CUDA build of torch sees it (nvcc as the host compiler's driver)."""
+    compile_host(repo / "kgrads/csrc/ops.cpp", tmp_path, "torch_library", cuda=True)
 
 
 @pytest.mark.slow
