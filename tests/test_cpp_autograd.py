@@ -18,7 +18,8 @@ from .conftest import EXAMPLES, installed_suite_passes
 from .test_compiled import compile_host, needs_nvcc
 
 # Scalars of each kind, torch.where, a condition on a bool, two outputs (grads[i], results[i]), one call of a
-# fused backward op shared by two gradients, an int in a true division; and one formula outside the subset.
+# fused backward op shared by two gradients, an int in a true division, arguments named like the generated
+# locals (ctx, grad, saved, guard, handle); and one formula outside the subset.
 SPEC = """\
 kopgen: 1
 package: kgrads
@@ -47,6 +48,13 @@ ops:
     compute: "exp(x) * (n / 2)"
     backward:
       x: "grad * torch.exp(x) * (n / 2)"
+  - schema: "clash(Tensor ctx, Tensor grad, Tensor saved, float guard, Tensor handle) -> Tensor"
+    compute: "ctx * grad + saved * guard * handle"
+    backward:
+      ctx: "grads[0] * grad"
+      grad: "grads[0] * ctx"
+      saved: "grads[0] * guard * handle"
+      handle: "grads[0] * saved * guard"
   - schema: "twice(Tensor x) -> Tensor"
     compute: "2 * x"
     backward:
@@ -66,7 +74,7 @@ def test_check_shows_which_autograd_each_op_gets(tmp_path):
     spec = tmp_path / "kopgen.yaml"
     spec.write_text(SPEC)
     output = CliRunner().invoke(main, ["check", str(spec)]).output
-    assert output.count(IN_CPP) == 4  # scaled_grads has no backward
+    assert output.count(IN_CPP) == 5  # scaled_grads has no backward
     assert ("  autograd: Python (torch.library.register_autograd): x's formula: torch.ones_like() has no C++ "
             "translation\n") in output
     stable = CliRunner().invoke(main, ["check", str(EXAMPLES / "fused_stable.yaml")]).output
@@ -85,8 +93,14 @@ def test_formulas_become_aten_calls_and_own_ops_dispatcher_calls(repo):
             "      scaled_grads_grads = ops::scaled_grads(grad, x, w, s);\n") in ops
     assert "grad * at::exp(x) * (static_cast<double>(n) / 2)" in ops  # Python's / of two ints is a true division
     impls = ops.partition("TORCH_LIBRARY_IMPL(kgrads, Autograd, m) {\n")[2]
-    assert impls.splitlines()[:4] == [f'  m.impl("{name}", &kgrads::autograd::kernels::{name});'
-                                      for name in ("bias_leaky", "sincos", "scaled", "expish")]
+    assert impls.splitlines()[:5] == [f'  m.impl("{name}", &kgrads::autograd::kernels::{name});'
+                                      for name in ("bias_leaky", "sincos", "scaled", "expish", "clash")]
+    # Its locals give way to the arguments: ctx_, the saved tensors saved_, the handle handle_, guard_.
+    assert "  static variable_list backward(AutogradContext* ctx_, variable_list grads) {\n" in ops
+    assert "    variable_list saved_ = ctx_->get_saved_variables();\n    const Tensor& ctx = saved_[0];\n" in ops
+    assert "      grad_saved = at::sum_to(\n          grads[0] * guard * handle,\n" in ops
+    assert "  static auto handle_ = c10::Dispatcher::singleton()\n" in ops
+    assert "    at::AutoDispatchBelowADInplaceOrView guard_;\n    Tensor out = ops::clash(ctx, grad, saved, guard, handle);\n" in ops
     registration = (repo / "kgrads/_registration.py").read_text()
     assert registration.count("torch.library.register_autograd(") == 2  # twice's formulas; scaled_grads raises
     assert '"kgrads::twice", _twice_backward' in registration
@@ -100,7 +114,7 @@ def test_what_keeps_the_python_registration(tmp_path):
 
     package, _ = check_spec(spec)
     ops = {op.name: op for op in package.ops}
-    assert [op.name for op in package.ops if op.cpp_autograd] == ["bias_leaky", "sincos", "scaled", "expish"]
+    assert [op.name for op in package.ops if op.cpp_autograd] == ["bias_leaky", "sincos", "scaled", "expish", "clash"]
     assert python_reason(dataclasses.replace(ops["sincos"], registration=Route.CUSTOM_OP), package.ops) \
         == "custom_op is a Python route"
     formula = dataclasses.replace(ops["expish"].backward.gradients[0].formula, python="grad.unsqueeze(-1) * x")

@@ -318,7 +318,9 @@ class CppAutograd:
         """What save_for_backward keeps, each only where a gradient that reads it is wanted."""
         saved = []
         for s in self.op.backward.saved_tensors:
-            source = s.name if s.source == s.name else self._outputs[int(s.source[7:-1]) if "[" in s.source else 0]
+            source = s.name  # an argument; else an output: setup_context's `output` or `output[i]`
+            if s.source != s.name:
+                source = self._outputs[0 if s.source == "output" else int(s.source.removeprefix("output[")[:-1])]
             # requires_grad, not ctx->needs_input_grad: in a backward that builds a graph (create_graph), the
             # latter asks the running backward's graph task, which knows nothing of this new node.
             needed = " || ".join(f"{self.op.args[i].name}.requires_grad()" for i in s.needed_by)
@@ -357,6 +359,14 @@ class CppAutograd:
         local = self._local
         return f"static {_VARIABLE_LIST} backward({_CONTEXT}* {local.ctx}, {_VARIABLE_LIST} {local.grads}) {{"
 
+    @property
+    def _reads_grad(self) -> bool:
+        """Whether a formula names `grad` (one output; not an argument of that name): backward binds it."""
+        if self._multiple or "grad" in {a.name for a in self.op.args}:
+            return False
+        trees = [ast.parse(g.formula.python) for g in self.op.backward.gradients if g.formula]
+        return any(isinstance(n, ast.Name) and n.id == "grad" for tree in trees for n in ast.walk(tree))
+
     def _saved_name(self, saved) -> str:
         return saved.name if saved.source == saved.name else self._local.result(saved.name)
 
@@ -373,21 +383,11 @@ class CppAutograd:
         for name in bw.scalars:
             cpp = scalar_types[name]
             lines.append(f'{cpp} {name} = {ctx}->saved_data["{local.attribute(name)}"].{to[cpp]}();')
-        if not self._multiple:
+        if self._reads_grad:
             lines.append(f"const Tensor& {local.grad} = {local.grads}[0];")
         shared = shared_calls(op)
-        by_name = {o.name: o for o in self.ops}
-        formula = _Formula(op, by_name, shared)
-        names = {a.index: a.name for a in op.args}
-        for call in shared:
-            readers = " and ".join(names[i] for i in call.users)
-            wanted = " || ".join(f"{ctx}->needs_input_grad({_edge(op, names[i])})" for i in call.users)
-            lines.append(f"// One {call.called_op} call serves the gradients of {readers}: it runs once, if one is wanted.")
-            lines.append(f"{_return_type(by_name[call.called_op])} {call.local};")
-            lines.append(f"if ({wanted}) {{")
-            unshared = _Formula(op, by_name, ())
-            lines.append(f"  {call.local} = {unshared.emit(ast.parse(call.python, mode='eval').body).code};")
-            lines.append("}")
+        lines += self._shared_calls(shared)
+        formula = _Formula(op, {o.name: o for o in self.ops}, shared)
         gradients = [g for g in bw.gradients if g.formula]
         lines.append(f"Tensor {', '.join(local.derived('gradient', g.arg.name) for g in gradients)};")
         lines.append("// Each gradient is summed back to its input's shape, where the input was broadcast.")
@@ -405,6 +405,19 @@ class CppAutograd:
             gradient = bw.gradient_for(arg)
             returned.append(local.derived("gradient", arg.name) if gradient and gradient.formula else "Tensor()")
         lines.append(wrap("return {", returned, "};", indent=4))
+        return lines
+
+    def _shared_calls(self, shared: tuple[SharedCall, ...]) -> list[str]:
+        """Each own-op call that several gradients read, made once into its local where one is wanted."""
+        op, ctx, lines = self.op, self._local.ctx, []
+        by_name, names = {o.name: o for o in self.ops}, {a.index: a.name for a in op.args}
+        for call in shared:
+            readers = " and ".join(names[i] for i in call.users)
+            wanted = " || ".join(f"{ctx}->needs_input_grad({_edge(op, names[i])})" for i in call.users)
+            code = _Formula(op, by_name, ()).emit(ast.parse(call.python, mode="eval").body).code
+            lines += [f"// One {call.called_op} call serves the gradients of {readers}, where one is wanted.",
+                      f"{_return_type(by_name[call.called_op])} {call.local};",
+                      f"if ({wanted}) {{", f"  {call.local} = {code};", "}"]
         return lines
 
     @property
