@@ -139,3 +139,51 @@ def test_the_autograd_compiles_beside_cuda(repo, tmp_path):
 def test_suite_passes_with_the_cpp_autograd(repo, tmp_path):
     """gradcheck, gradgradcheck and opcheck (test_aot_dispatch_dynamic among them) of every op, built and run."""
     installed_suite_passes(repo, tmp_path / "site", at_least=60)
+
+
+TRANSLATED = {
+    "grad * x ** 2 + alpha ** 2": "grad * at::pow(x, 2) + std::pow(alpha, 2)",
+    "grad * (x > 0) * torch.sigmoid(x)": "grad * (x > 0) * at::sigmoid(x)",
+    "grad * torch.where(x > bias, x, 0.0)": "grad * at::where(x > bias, x, 0.0)",
+    "-grad if negate and alpha > 0 else grad": "negate && alpha > 0 ? -grad : grad",
+    "grad * (not negate) - grad / (1 - alpha)": "grad * !negate - grad / (1 - alpha)",
+    "grad * torch.maximum(x, bias)": "grad * at::maximum(x, bias)",
+}
+REFUSED = {
+    "grad.unsqueeze(-1) * x": "grad.unsqueeze() has no C++ translation",
+    "grad * ~negate": "'~negate': C++ autograd takes -, + and not",
+    "torch.clamp(grad, min=0.0)": "'torch.clamp(grad, min=0.0)': keyword arguments",
+    "grad * x.shape[0]": "'x.shape' has no C++ translation",
+    "grad * torch.maximum(x, 0.0)": "at::maximum() of a number",
+    "grad if x.sum() > 0 else -grad": "x.sum() has no C++ translation",
+    "grad * (1.0 if negate else x)": "'1.0 if negate else x': a condition on a scalar, choosing between two Tensors "
+                                     "or two numbers",
+    "grad // 2": "'grad // 2': C++ autograd takes + - * / and **",
+}
+
+
+@pytest.mark.parametrize(("python", "cpp"), TRANSLATED.items())
+def test_formula_translations(tmp_path, python, cpp):
+    import ast
+
+    from kopgen.lang.cpp_autograd import _Formula
+
+    op = _bias_leaky(tmp_path)
+    assert _Formula(op, {op.name: op}, ()).emit(ast.parse(python, mode="eval").body).code == cpp
+
+
+@pytest.mark.parametrize(("python", "reason"), REFUSED.items())
+def test_formulas_outside_the_subset_keep_python(tmp_path, python, reason):
+    op = _bias_leaky(tmp_path)
+    gradient = dataclasses.replace(op.backward.gradients[0], formula=dataclasses.replace(
+        op.backward.gradients[0].formula, python=python))
+    op = dataclasses.replace(op, backward=dataclasses.replace(op.backward, gradients=(gradient,)))
+    assert python_reason(op, [op]) == f"x's formula: {reason}"
+
+
+def _bias_leaky(tmp_path):
+    from kopgen.pipeline import check_spec
+
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text(SPEC)
+    return check_spec(spec)[0].ops[0]

@@ -121,6 +121,8 @@ class _Formula:
         value = node.value
         if type(value) is bool:
             return _Value(str(value).lower(), _ATOM, "scalar")
+        if type(value) is int and not -(2**63) <= value < 2**63:
+            raise Unsupported(f"{value} is beyond C++'s int64_t")
         if type(value) in (int, float):
             text = repr(value)
             return _Value(text, _ATOM if value >= 0 else _PREC["unary"], "scalar")
@@ -145,6 +147,8 @@ class _Formula:
         if isinstance(node.op, ast.USub):
             operand, kind = self.sub(node.operand, _PREC["unary"] + 1)
             return _Value(f"-{operand}", _PREC["unary"], kind)
+        if not isinstance(node.op, ast.Not):  # ~: bitwise on numbers
+            raise Unsupported(f"{ast.unparse(node)!r}: C++ autograd takes -, + and not")
         operand, kind = self.sub(node.operand, _PREC["unary"])
         if kind == "tensor":
             return _Value(f"at::logical_not({self.sub(node.operand, 0)[0]})", _ATOM, "tensor")
