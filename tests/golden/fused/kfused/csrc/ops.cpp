@@ -3,6 +3,11 @@
 // Their CUDA kernels are in cuda/.
 #include <Python.h>
 #include <torch/library.h>
+#include <ATen/ATen.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/functions/utils.h>
 
 #include <algorithm>
 #include <cmath>
@@ -10,12 +15,6 @@
 #include <tuple>
 
 #include "pointwise.h"
-
-#include <ATen/ATen.h>
-#include <ATen/ExpandUtils.h>
-#include <ATen/core/dispatch/Dispatcher.h>
-#include <torch/csrc/autograd/custom_function.h>
-#include <torch/csrc/autograd/functions/utils.h>
 
 extern "C" {
 // An empty module: `from . import _C` loads this library, and with it the blocks below that
