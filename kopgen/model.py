@@ -1,7 +1,6 @@
 """Resolve a checked spec tree into the frozen model that the templates print.
 
-Everything a template needs is computed here (argument lists, kernels per device,
-what backward saves and under which condition), so templates only print.
+Everything a template needs is computed here (argument lists, kernels per device, what backward saves and when).
 """
 
 from __future__ import annotations
@@ -341,6 +340,7 @@ class Op:
     stem: str = ""  # the op in generated names (`scale` for `scale_`), unique in its package; see resolve.with_stems
     module_names: tuple[tuple[str, str], ...] = ()  # (kind, name): names.module_level_names, by resolve.with_stems
     sample_args: tuple[SampleArg, ...] = ()  # the arguments the spec's `tests: args:` sets
+    cpp_autograd: bool = False  # backward in C++ (csrc/ops.cpp), not Python: set by resolve (lang/cpp_autograd.py)
 
     @property
     def qualname(self) -> str:

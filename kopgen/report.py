@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .lang.cpp_autograd import python_reason
 from .model import Op, Package
 
 
@@ -9,7 +10,7 @@ def describe_plan(package: Package, source: str) -> str:
     count = f"{len(package.ops)} op{'s' if len(package.ops) != 1 else ''}"
     lines = [f"{package.name} {package.version}: namespace {package.namespace}, {count} from {source}"]
     for op in package.ops:
-        lines += [""] + _describe_op(op)
+        lines += [""] + _describe_op(op) + _autograd(op, package)
     return "\n".join(lines) + "\n"
 
 
@@ -45,6 +46,15 @@ def _describe_op(op: Op) -> list[str]:
     for i, text in enumerate(saves or ["nothing"]):
         lines.append(f"  {'saves:   ' if i == 0 else '         '} {text}")
     return lines
+
+
+def _autograd(op: Op, package: Package) -> list[str]:
+    """Where the op's backward runs: C++ (lang/cpp_autograd.py) or Python, and why Python."""
+    if not op.has_gradients:
+        return []
+    if op.cpp_autograd:
+        return ["  autograd: C++ (a torch::autograd::Function in csrc/ops.cpp; calls with grad stay in C++)"]
+    return [f"  autograd: Python (torch.library.register_autograd): {python_reason(op, package.ops)}"]
 
 
 def _who(op: Op, indices: tuple[int, ...]) -> str:

@@ -13,6 +13,7 @@ from .backward import mark_not_twice_differentiable, resolve_backward
 from .errors import Diagnostics, Position
 from .expr import ExprError
 from .kinds import check_list_return, resolve_kind
+from .lang.cpp_autograd import autograd_in_cpp
 from .lang.cpp_types import cpp_type_problem
 from .loader import Mapping, Node, Scalar, plain
 from .model import (
@@ -74,6 +75,8 @@ def resolve(root: Mapping, spec_text: str, diagnostics: Diagnostics) -> Package 
     if diagnostics.items:
         return None
     ops = with_stems(ops)
+    # Resolved once: where each formula translates, the op's autograd is C++ (lang/cpp_autograd.py).
+    ops = [dataclasses.replace(op, cpp_autograd=True) if autograd_in_cpp(op, ops) else op for op in ops]
     return Package(
         name=package,
         namespace=namespace,

@@ -23,6 +23,7 @@ kbook::muladd(Tensor a, Tensor b, float c) -> Tensor
   saves:    a (tensor) if b needs grad
             b (tensor) if a needs grad
             shape of a, b (to sum broadcast gradients back)
+  autograd: Python (torch.library.register_autograd): custom_op is a Python route
 """
 
 

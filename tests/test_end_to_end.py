@@ -103,6 +103,40 @@ def test_torch_library_extension_defines_the_ops_in_cpp(installed):
     assert "kfused::muladd(Tensor a, Tensor b, float c) -> Tensor" in result.stdout
 
 
+def test_torch_library_autograd_runs_in_cpp(installed):
+    """fused's differentiable ops get their autograd from csrc/ops.cpp: the Autograd kernel is registered
+    from C++, the graph's nodes are the C++ Functions (a second backward too: square calls mul), and no
+    Python function runs in a forward and backward with grad."""
+    _, _, env = installed("fused.yaml")
+    script = textwrap.dedent(
+        """
+        import sys
+        import torch
+        import kfused
+        for name in ["muladd", "mul", "square"]:
+            autograd = [line for line in torch._C._dispatch_dump(f"kfused::{name}").splitlines() if "Autograd" in line]
+            print(name, autograd)
+            assert len(autograd) == 1 and "csrc/ops.cpp" in autograd[0], autograd
+        a = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+        b = torch.randn(3, dtype=torch.float64, requires_grad=True)
+        calls = []
+        sys.setprofile(lambda frame, event, arg: calls.append(frame.f_code.co_filename) if event == "call" else None)
+        out = kfused.muladd(a, b, 2.0)
+        out.sum().backward()
+        sys.setprofile(None)
+        assert not [f for f in calls if "kfused" in f and not f.endswith("ops.py")], calls  # only the typed API
+        print(out.grad_fn.name())
+        assert out.grad_fn.name() == "torch::autograd::CppNode<kfused::autograd::muladd_function>"
+        assert torch.allclose(b.grad, a.detach().sum(0))  # summed back to b's shape
+        (grad_x,) = torch.autograd.grad(kfused.square(b).sum(), b, create_graph=True)
+        assert grad_x.grad_fn.name() == "torch::autograd::CppNode<kfused::autograd::mul_function>"
+        assert torch.autograd.gradgradcheck(kfused.square, (b,))
+        """
+    )
+    result = subprocess.run([sys.executable, "-P", "-c", script], env=env, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_hostile_doc_and_description_build_and_pass(tmp_path_factory):
     """Quotes, comment terminators, backslashes and non-ASCII in `doc` and `description`: the
     generated Python, C++ and TOML stay valid, the docstrings read back as written."""

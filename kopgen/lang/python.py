@@ -453,6 +453,8 @@ def _qualname_and_tensors(op: Op) -> list[str]:
 
 def autograd_template(op: Op) -> str:
     """What _registration.py registers for autograd: the formulas, an error, or nothing (mutating ops)."""
+    if op.cpp_autograd:  # the extension registers it (lang/cpp_autograd.py)
+        return "package/_registration/cpp_autograd.py.j2"
     if op.backward:
         return "package/_registration/autograd.py.j2"
     return "package/_registration/no_autograd.py.j2" if op.is_mutating else "package/_registration/not_differentiable.py.j2"

@@ -24,32 +24,8 @@ def _muladd_fake(a, b, c):
     return _support.pointwise_output("kfused::muladd", a, b)
 
 
-def _muladd_setup_context(ctx, inputs, output):
-    a, b, _ = inputs
-    ctx.a_shape = a.shape
-    ctx.b_shape = b.shape
-    # Save only what the formulas read, and only when a gradient that reads it is wanted.
-    ctx.save_for_backward(
-        a if ctx.needs_input_grad[1] else None,
-        b if ctx.needs_input_grad[0] else None,
-    )
-
-
-def _muladd_backward(ctx, grad):
-    a, b = ctx.saved_tensors
-    grad_a = None
-    grad_b = None
-    # Each gradient is summed back to its input's shape, where the input was broadcast.
-    if ctx.needs_input_grad[0]:
-        grad_a = (grad * b).sum_to_size(ctx.a_shape)
-    if ctx.needs_input_grad[1]:
-        grad_b = (grad * a).sum_to_size(ctx.b_shape)
-    return grad_a, grad_b, None
-
-
-torch.library.register_autograd(
-    "kfused::muladd", _muladd_backward, setup_context=_muladd_setup_context
-)
+# Its autograd is the extension's: a torch::autograd::Function in csrc/ops.cpp, so that a call with
+# inputs requiring grad stays in C++.
 
 
 # kfused::muladd_out -------------------------------------------------------------------
@@ -85,32 +61,8 @@ def _mul_fake(a, b):
     return _support.pointwise_output("kfused::mul", a, b)
 
 
-def _mul_setup_context(ctx, inputs, output):
-    a, b = inputs
-    ctx.a_shape = a.shape
-    ctx.b_shape = b.shape
-    # Save only what the formulas read, and only when a gradient that reads it is wanted.
-    ctx.save_for_backward(
-        a if ctx.needs_input_grad[1] else None,
-        b if ctx.needs_input_grad[0] else None,
-    )
-
-
-def _mul_backward(ctx, grad):
-    a, b = ctx.saved_tensors
-    grad_a = None
-    grad_b = None
-    # Each gradient is summed back to its input's shape, where the input was broadcast.
-    if ctx.needs_input_grad[0]:
-        grad_a = torch.ops.kfused.mul.default(grad, b).sum_to_size(ctx.a_shape)
-    if ctx.needs_input_grad[1]:
-        grad_b = torch.ops.kfused.mul.default(grad, a).sum_to_size(ctx.b_shape)
-    return grad_a, grad_b
-
-
-torch.library.register_autograd(
-    "kfused::mul", _mul_backward, setup_context=_mul_setup_context
-)
+# Its autograd is the extension's: a torch::autograd::Function in csrc/ops.cpp, so that a call with
+# inputs requiring grad stays in C++.
 
 
 # kfused::square -----------------------------------------------------------------------
@@ -125,24 +77,5 @@ def _square_fake(x):
     return _support.pointwise_output("kfused::square", x)
 
 
-def _square_setup_context(ctx, inputs, output):
-    (x,) = inputs
-    ctx.x_shape = x.shape
-    # Save only what the formulas read, and only when a gradient that reads it is wanted.
-    ctx.save_for_backward(
-        x if ctx.needs_input_grad[0] else None,
-    )
-
-
-def _square_backward(ctx, grad):
-    (x,) = ctx.saved_tensors
-    grad_x = None
-    # Each gradient is summed back to its input's shape, where the input was broadcast.
-    if ctx.needs_input_grad[0]:
-        grad_x = torch.ops.kfused.mul.default(grad, 2 * x).sum_to_size(ctx.x_shape)
-    return (grad_x,)
-
-
-torch.library.register_autograd(
-    "kfused::square", _square_backward, setup_context=_square_setup_context
-)
+# Its autograd is the extension's: a torch::autograd::Function in csrc/ops.cpp, so that a call with
+# inputs requiring grad stays in C++.

@@ -3,6 +3,11 @@
 // Their CUDA kernels are in cuda/.
 #include <Python.h>
 #include <torch/library.h>
+#include <ATen/ATen.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/functions/utils.h>
 
 #include <algorithm>
 #include <cmath>
@@ -121,4 +126,156 @@ TORCH_LIBRARY_IMPL(kfused, CPU, m) {
   m.impl("scale_", &kfused::cpu::scale_);
   m.impl("mul", &kfused::cpu::mul);
   m.impl("square", &kfused::cpu::square);
+}
+
+// Autograd in C++: a call with inputs requiring grad runs each op's Function below, never Python.
+namespace kfused::autograd {
+
+using at::Tensor;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// The ops through the dispatcher, their handles looked up once: from the top (autograd included),
+// or below autograd under an AutoDispatchBelowADInplaceOrView guard.
+namespace ops {
+
+Tensor muladd(const Tensor& a, const Tensor& b, double c) {
+  static auto handle = c10::Dispatcher::singleton()
+                           .findSchemaOrThrow("kfused::muladd", "")
+                           .typed<Tensor(const Tensor&, const Tensor&, double)>();
+  return handle.call(a, b, c);
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  static auto handle = c10::Dispatcher::singleton()
+                           .findSchemaOrThrow("kfused::mul", "")
+                           .typed<Tensor(const Tensor&, const Tensor&)>();
+  return handle.call(a, b);
+}
+
+Tensor square(const Tensor& x) {
+  static auto handle = c10::Dispatcher::singleton()
+                           .findSchemaOrThrow("kfused::square", "")
+                           .typed<Tensor(const Tensor&)>();
+  return handle.call(x);
+}
+
+}  // namespace ops
+
+struct muladd_function : public torch::autograd::Function<muladd_function> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& a, const Tensor& b, double c) {
+    // The op's own kernels: below autograd, where this Function is not met again.
+    at::AutoDispatchBelowADInplaceOrView guard;
+    Tensor out = ops::muladd(a, b, c);
+    ctx->saved_data["a_shape"] = a.sym_sizes();
+    ctx->saved_data["b_shape"] = b.sym_sizes();
+    // Only what the formulas read, and only where a gradient that reads it is wanted.
+    ctx->save_for_backward({b.requires_grad() ? a : Tensor(), a.requires_grad() ? b : Tensor()});
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    variable_list saved = ctx->get_saved_variables();
+    const Tensor& a = saved[0];
+    const Tensor& b = saved[1];
+    const Tensor& grad = grads[0];
+    Tensor grad_a, grad_b;
+    // Each gradient is summed back to its input's shape, where the input was broadcast.
+    if (ctx->needs_input_grad(0)) {
+      grad_a = at::sum_to(grad * b, ctx->saved_data["a_shape"].toSymIntVector());
+    }
+    if (ctx->needs_input_grad(1)) {
+      grad_b = at::sum_to(grad * a, ctx->saved_data["b_shape"].toSymIntVector());
+    }
+    return {grad_a, grad_b, Tensor()};
+  }
+};
+
+struct mul_function : public torch::autograd::Function<mul_function> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& a, const Tensor& b) {
+    // The op's own kernels: below autograd, where this Function is not met again.
+    at::AutoDispatchBelowADInplaceOrView guard;
+    Tensor out = ops::mul(a, b);
+    ctx->saved_data["a_shape"] = a.sym_sizes();
+    ctx->saved_data["b_shape"] = b.sym_sizes();
+    // Only what the formulas read, and only where a gradient that reads it is wanted.
+    ctx->save_for_backward({b.requires_grad() ? a : Tensor(), a.requires_grad() ? b : Tensor()});
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    variable_list saved = ctx->get_saved_variables();
+    const Tensor& a = saved[0];
+    const Tensor& b = saved[1];
+    const Tensor& grad = grads[0];
+    Tensor grad_a, grad_b;
+    // Each gradient is summed back to its input's shape, where the input was broadcast.
+    if (ctx->needs_input_grad(0)) {
+      grad_a = at::sum_to(ops::mul(grad, b), ctx->saved_data["a_shape"].toSymIntVector());
+    }
+    if (ctx->needs_input_grad(1)) {
+      grad_b = at::sum_to(ops::mul(grad, a), ctx->saved_data["b_shape"].toSymIntVector());
+    }
+    return {grad_a, grad_b};
+  }
+};
+
+struct square_function : public torch::autograd::Function<square_function> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x) {
+    // The op's own kernels: below autograd, where this Function is not met again.
+    at::AutoDispatchBelowADInplaceOrView guard;
+    Tensor out = ops::square(x);
+    ctx->saved_data["x_shape"] = x.sym_sizes();
+    // Only what the formulas read, and only where a gradient that reads it is wanted.
+    ctx->save_for_backward({x.requires_grad() ? x : Tensor()});
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    variable_list saved = ctx->get_saved_variables();
+    const Tensor& x = saved[0];
+    const Tensor& grad = grads[0];
+    Tensor grad_x;
+    // Each gradient is summed back to its input's shape, where the input was broadcast.
+    if (ctx->needs_input_grad(0)) {
+      grad_x = at::sum_to(ops::mul(grad, 2 * x), ctx->saved_data["x_shape"].toSymIntVector());
+    }
+    return {grad_x};
+  }
+};
+
+// The Autograd kernels: with no gradient wanted, the op's kernels at once (no node, nothing saved).
+namespace kernels {
+
+Tensor muladd(const Tensor& a, const Tensor& b, double c) {
+  if (!torch::autograd::compute_requires_grad(a, b)) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return ops::muladd(a, b, c);
+  }
+  return muladd_function::apply(a, b, c);
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  if (!torch::autograd::compute_requires_grad(a, b)) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return ops::mul(a, b);
+  }
+  return mul_function::apply(a, b);
+}
+
+Tensor square(const Tensor& x) {
+  if (!torch::autograd::compute_requires_grad(x)) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return ops::square(x);
+  }
+  return square_function::apply(x);
+}
+
+}  // namespace kernels
+}  // namespace kfused::autograd
+
+TORCH_LIBRARY_IMPL(kfused, Autograd, m) {
+  m.impl("muladd", &kfused::autograd::kernels::muladd);
+  m.impl("mul", &kfused::autograd::kernels::mul);
+  m.impl("square", &kfused::autograd::kernels::square);
 }

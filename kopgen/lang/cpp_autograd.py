@@ -1,0 +1,463 @@
+"""This module translates an op's backward formulas into C++ autograd (csrc/ops.cpp), as lang/autograd.py
+does into Python: per op a `torch::autograd::Function` whose forward redispatches below autograd and
+saves only what the formulas read, and whose backward computes each formula with ATen calls, calling
+the namespace's own ops through the dispatcher (so a second backward goes through their autograd too).
+It is registered at the Autograd key, so a call with inputs requiring grad never enters Python.
+
+Only torch_library ops take it (the stable ABI has no autograd; docs/performance.md), and only where
+every formula falls in the subset below: arithmetic and comparisons of Tensors and scalars, the
+pointwise language's functions as torch.<f>, torch.where, the namespace's ops called with every
+argument, grad(s) and result(s). Anything else (methods, .shape, keywords, optional Tensors) keeps the
+Python registration; `python_reason` says why, and `kopgen check` prints it.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..expr.emitters import UNARY_FUNCS
+from ..model import Op, Package, Route
+from ..names import locals_for
+from .autograd import SharedCall, shared_calls
+from .cpp import SCALAR_TYPES, wrap, wrap_expression
+
+# Argument and return types a Function's forward and the dispatcher handles take here.
+_TYPES = {"Tensor": "const Tensor&", "float": "double", "int": "int64_t", "bool": "bool"}
+# torch.<f> of the formulas with their ATen function: the pointwise language's functions, and a few more.
+_ATEN = {f: f"at::{f}" for f in (*UNARY_FUNCS, "neg", "reciprocal", "sign", "square", "expm1", "exp2", "log2",
+                                  "log10", "sinh", "cosh", "asin", "acos", "atan", "erfc", "trunc")}
+_ATEN_BINARY = {f: f"at::{f}" for f in ("minimum", "maximum", "pow", "atan2")}
+_ATOM = 100
+# C++ precedences (higher binds tighter), for the operators the translation writes.
+_PREC = {"?": 1, "||": 2, "&&": 3, "==": 5, "!=": 5, "<": 6, "<=": 6, ">": 6, ">=": 6, "+": 10, "-": 10,
+         "*": 11, "/": 11, "unary": 12}
+_BINARY = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
+# Named unqualified (csrc/ops.cpp's `using`s): names.CPP_TYPE_NAMES keeps arguments from taking them.
+_CONTEXT, _VARIABLE_LIST = "AutogradContext", "variable_list"
+_COMPARE = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+
+
+class Unsupported(Exception):
+    """A formula, or the op, outside what the C++ translation takes: the reason, for `kopgen check`."""
+
+
+@dataclass(frozen=True)
+class _Value:
+    code: str
+    prec: int
+    kind: str  # "tensor", "scalar" (double, int64_t, bool) or "returns" (an own op's std::tuple)
+    count: int = 1  # an own op's returns
+
+
+def _signature_problem(op: Op) -> str | None:
+    """Why the op's own arguments or returns keep it out of C++ autograd here, or None."""
+    for arg in op.args:
+        if str(arg.schema.type) not in _TYPES:
+            return f"argument {arg.name!r} is a {arg.schema.type} (C++ autograd takes Tensor, float, int and bool)"
+    if not op.schema.returns or any(str(r.type) != "Tensor" for r in op.schema.returns):
+        return "it does not return Tensors only"
+    return None
+
+
+def python_reason(op: Op, ops: Sequence[Op]) -> str | None:
+    """Why the op's autograd is registered from Python rather than generated in C++ (None: C++)."""
+    if op.registration is Route.STABLE_ABI:
+        return "the stable ABI has no autograd (docs/performance.md)"
+    if op.registration is not Route.TORCH_LIBRARY:
+        return f"{op.registration} is a Python route"
+    problem = _signature_problem(op)
+    if problem:
+        return problem
+    by_name = {o.name: o for o in ops}
+    for gradient in op.backward.gradients:
+        if gradient.formula:
+            try:
+                _Formula(op, by_name, ()).emit(ast.parse(gradient.formula.python, mode="eval").body)
+            except Unsupported as why:
+                return f"{gradient.arg.name}'s formula: {why}"
+    return None
+
+
+def autograd_in_cpp(op: Op, ops: Sequence[Op]) -> bool:
+    """Whether the op's backward is generated in C++: resolved once per op (model.Op.cpp_autograd)."""
+    return op.has_gradients and python_reason(op, ops) is None
+
+
+class _Formula:
+    """One formula's Python (lang/autograd's `Formula.python`) as C++ over backward's locals."""
+
+    def __init__(self, op: Op, ops: dict[str, Op], shared: tuple[SharedCall, ...]):
+        self.op, self.ops, self.local = op, ops, locals_for(op)
+        self.args = {a.name: a for a in op.args}
+        self.shared = {call.python: call for call in shared}
+        self.one = op.num_outputs == 1
+
+    def emit(self, node: ast.AST) -> _Value:
+        method = getattr(self, "emit_" + type(node).__name__, None)
+        if method is None:
+            raise Unsupported(f"{ast.unparse(node)!r} has no C++ translation")
+        return method(node)
+
+    def sub(self, node: ast.AST, prec: int) -> tuple[str, str]:
+        value = self.emit(node)
+        if value.kind == "returns":
+            raise Unsupported(f"{ast.unparse(node)!r} returns {value.count} values; index it")
+        return (value.code if value.prec >= prec else f"({value.code})"), value.kind
+
+    def emit_Name(self, node: ast.Name) -> _Value:
+        name = node.id
+        arg = self.args.get(name)
+        if arg is not None:
+            return _Value(name, _ATOM, "tensor" if arg.is_tensor else "scalar")
+        if name == "grad" and self.one:  # the formulas' names, as backward binds them (names.Locals)
+            return _Value(self.local.grad, _ATOM, "tensor")
+        if name == "result" and self.one:
+            return _Value(self.local.result("result"), _ATOM, "tensor")
+        raise Unsupported(f"{name!r} has no C++ translation")
+
+    def emit_Constant(self, node: ast.Constant) -> _Value:
+        value = node.value
+        if type(value) is bool:
+            return _Value(str(value).lower(), _ATOM, "scalar")
+        if type(value) is int and not -(2**63) <= value < 2**63:
+            raise Unsupported(f"{value} is beyond C++'s int64_t")
+        if type(value) in (int, float):
+            text = repr(value)
+            return _Value(text, _ATOM if value >= 0 else _PREC["unary"], "scalar")
+        raise Unsupported(f"{value!r} has no C++ translation")
+
+    def emit_BinOp(self, node: ast.BinOp) -> _Value:
+        if isinstance(node.op, ast.Pow):
+            return self.call("at::pow", [node.left, node.right], scalars_too=True)
+        symbol = _BINARY.get(type(node.op))
+        if symbol is None:
+            raise Unsupported(f"{ast.unparse(node)!r}: C++ autograd takes + - * / and **")
+        prec = _PREC[symbol]
+        (left, left_kind), (right, right_kind) = self.sub(node.left, prec), self.sub(node.right, prec + 1)
+        tensor = "tensor" in (left_kind, right_kind)
+        if symbol == "/" and not tensor:  # Python's / of two numbers is a true division
+            left = f"static_cast<double>({self.sub(node.left, 0)[0]})"
+        return _Value(f"{left} {symbol} {right}", prec, "tensor" if tensor else "scalar")
+
+    def emit_UnaryOp(self, node: ast.UnaryOp) -> _Value:
+        if isinstance(node.op, ast.UAdd):
+            return self.emit(node.operand)
+        if isinstance(node.op, ast.USub):
+            operand, kind = self.sub(node.operand, _PREC["unary"] + 1)
+            return _Value(f"-{operand}", _PREC["unary"], kind)
+        if not isinstance(node.op, ast.Not):  # ~: bitwise on numbers
+            raise Unsupported(f"{ast.unparse(node)!r}: C++ autograd takes -, + and not")
+        operand, kind = self.sub(node.operand, _PREC["unary"])
+        if kind == "tensor":
+            return _Value(f"at::logical_not({self.sub(node.operand, 0)[0]})", _ATOM, "tensor")
+        return _Value(f"!{operand}", _PREC["unary"], "scalar")
+
+    def emit_Compare(self, node: ast.Compare) -> _Value:
+        symbol = _COMPARE.get(type(node.ops[0])) if len(node.ops) == 1 else None
+        if symbol is None:
+            raise Unsupported(f"{ast.unparse(node)!r}: C++ autograd takes one comparison at a time")
+        prec = _PREC[symbol]
+        (left, left_kind), (right, right_kind) = self.sub(node.left, prec + 1), self.sub(node.comparators[0], prec + 1)
+        return _Value(f"{left} {symbol} {right}", prec, "tensor" if "tensor" in (left_kind, right_kind) else "scalar")
+
+    def emit_BoolOp(self, node: ast.BoolOp) -> _Value:
+        symbol = "&&" if isinstance(node.op, ast.And) else "||"
+        operands = [self.sub(value, _PREC[symbol] + 1) for value in node.values]
+        if any(kind == "tensor" for _, kind in operands):
+            raise Unsupported(f"{ast.unparse(node)!r}: 'and'/'or' of Tensors")
+        return _Value(f" {symbol} ".join(code for code, _ in operands), _PREC[symbol], "scalar")
+
+    def emit_IfExp(self, node: ast.IfExp) -> _Value:
+        test, test_kind = self.sub(node.test, _PREC["?"] + 1)
+        (body, body_kind), (orelse, orelse_kind) = self.sub(node.body, _PREC["?"]), self.sub(node.orelse, _PREC["?"])
+        if test_kind == "tensor" or body_kind != orelse_kind:
+            raise Unsupported(f"{ast.unparse(node)!r}: a condition on a scalar, choosing between two Tensors "
+                              "or two numbers")
+        return _Value(f"{test} ? {body} : {orelse}", _PREC["?"], body_kind)
+
+    def emit_Subscript(self, node: ast.Subscript) -> _Value:
+        index = node.slice.value if isinstance(node.slice, ast.Constant) else None
+        base = node.value
+        if isinstance(base, ast.Name) and type(index) is int and base.id not in self.args:
+            if base.id == "grads":
+                return _Value(f"{self.local.grads}[{index}]", _ATOM, "tensor")
+            if base.id == "results":
+                return _Value(self.local.result(f"result{index}"), _ATOM, "tensor")
+        value = self.emit(base)
+        if value.kind != "returns" or type(index) is not int:
+            raise Unsupported(f"{ast.unparse(node)!r} has no C++ translation")
+        return _Value(f"std::get<{index}>({value.code})", _ATOM, "tensor")
+
+    def emit_Call(self, node: ast.Call) -> _Value:
+        shared = self.shared.get(ast.unparse(node))
+        if shared is not None:
+            return _Value(shared.local, _ATOM, _returns_kind(self.ops[shared.called_op]),
+                          len(self.ops[shared.called_op].schema.returns))
+        path = ast.unparse(node.func).split(".")
+        if node.keywords:
+            raise Unsupported(f"{ast.unparse(node)!r}: keyword arguments")
+        if path[:2] == ["torch", "ops"] and len(path) == 5:
+            return self.own_op(path[3], node.args)
+        if len(path) == 2 and path[0] == "torch":
+            function = path[1]
+            if function in _ATEN and len(node.args) == 1:
+                return self.call(_ATEN[function], node.args)
+            if function in _ATEN_BINARY and len(node.args) == 2:
+                return self.call(_ATEN_BINARY[function], node.args, scalars_too=function == "pow")
+            if function == "where" and len(node.args) == 3:
+                return self.where(node.args)
+        raise Unsupported(f"{ast.unparse(node.func)}() has no C++ translation")
+
+    def call(self, function: str, args: list[ast.AST], scalars_too: bool = False) -> _Value:
+        """`at::f(x, ...)` of Tensors (pow also of a number and a Tensor); std::pow of two numbers."""
+        operands = [self.sub(a, 0) for a in args]
+        kinds = [kind for _, kind in operands]
+        if all(kind == "scalar" for kind in kinds) and function == "at::pow":
+            function = "std::pow"
+        elif not all(kind == "tensor" for kind in kinds) and not scalars_too:
+            raise Unsupported(f"{function}() of a number")
+        kind = "scalar" if function == "std::pow" else "tensor"
+        return _Value(f"{function}({', '.join(code for code, _ in operands)})", _ATOM, kind)
+
+    def where(self, args: list[ast.AST]) -> _Value:
+        (condition, kind), *choices = (self.sub(a, 0) for a in args)
+        if kind != "tensor":
+            raise Unsupported("torch.where() on a number")
+        return _Value(f"at::where({condition}, {', '.join(code for code, _ in choices)})", _ATOM, "tensor")
+
+    def own_op(self, name: str, args: list[ast.AST]) -> _Value:
+        """A call of an op of the namespace, through the dispatcher: every argument given, in order."""
+        called = self.ops.get(name)
+        if called is None or _signature_problem(called):
+            raise Unsupported(f"{name}() takes or returns types the C++ translation lacks")
+        if len(args) != len(called.args):
+            raise Unsupported(f"{name}() is called without all its arguments")
+        operands = [self.sub(a, 0) for a in args]
+        for (_, kind), param in zip(operands, called.args, strict=True):
+            if (kind == "tensor") != param.is_tensor:
+                raise Unsupported(f"{name}() is passed a {kind} for {param.name!r}")
+        code = f"ops::{name}({', '.join(code for code, _ in operands)})"
+        return _Value(code, _ATOM, _returns_kind(called), len(called.schema.returns))
+
+
+def _returns_kind(op: Op) -> str:
+    return "tensor" if len(op.schema.returns) == 1 else "returns"
+
+
+# -- what csrc/ops.cpp prints
+
+
+def _return_type(op: Op) -> str:
+    count = len(op.schema.returns)
+    return "Tensor" if count == 1 else f"std::tuple<{', '.join(['Tensor'] * count)}>"
+
+
+def _parameters(op: Op) -> list[str]:
+    return [f"{_TYPES[str(a.schema.type)]} {a.name}" for a in op.args]
+
+
+def _edge(op: Op, arg_name: str) -> int:
+    """The input's index among the Tensor arguments: ctx->needs_input_grad counts Tensors only."""
+    return [a.name for a in op.tensor_args].index(arg_name)
+
+
+@dataclass(frozen=True)
+class DispatchedOp:
+    """An op called through its dispatcher handle: the forward's redispatch, and the formulas' own-op calls."""
+
+    op: Op
+
+    @property
+    def signature(self) -> str:
+        return wrap(f"{_return_type(self.op)} {self.op.name}(", _parameters(self.op), ") {")
+
+    @property
+    def body(self) -> list[str]:
+        types = ", ".join(_TYPES[str(a.schema.type)] for a in self.op.args)
+        handle = locals_for(self.op).handle
+        opening = f"static auto {handle} = "
+        pad = " " * (len(opening) + 4)
+        return [
+            f"{opening}c10::Dispatcher::singleton()",
+            f'{pad}.findSchemaOrThrow("{self.op.qualname}", "")',
+            f"{pad}.typed<{_return_type(self.op)}({types})>();",
+            f"return {handle}.call({', '.join(a.name for a in self.op.args)});",
+        ]
+
+
+@dataclass(frozen=True)
+class CppAutograd:
+    """An op whose autograd csrc/ops.cpp defines: its Function and its Autograd kernel."""
+
+    op: Op
+    ops: tuple[Op, ...]
+
+    @property
+    def name(self) -> str:
+        return self.op.name
+
+    @property
+    def function(self) -> str:
+        """The Function's struct: `<op>_function`, which never hides a namespace (`at`, `ops`) the way a
+        struct named after the op could (ops named `at` and `at_function` give at_function, at_function_function)."""
+        return f"{self.op.name}_function"
+
+    @property
+    def _local(self):
+        return locals_for(self.op)
+
+    @property
+    def _multiple(self) -> bool:
+        return self.op.num_outputs > 1
+
+    @property
+    def forward_signature(self) -> str:
+        returned = _VARIABLE_LIST if self._multiple else "Tensor"
+        parameters = [f"{_CONTEXT}* {self._local.ctx}", *_parameters(self.op)]
+        return wrap(f"static {returned} forward(", parameters, ") {", indent=2)
+
+    def _saved_sources(self) -> list[str]:
+        """What save_for_backward keeps, each only where a gradient that reads it is wanted."""
+        saved = []
+        for s in self.op.backward.saved_tensors:
+            source = s.name  # an argument; else an output: setup_context's `output` or `output[i]`
+            if s.source != s.name:
+                source = self._outputs[0 if s.source == "output" else int(s.source.removeprefix("output[")[:-1])]
+            # requires_grad, not ctx->needs_input_grad: in a backward that builds a graph (create_graph), the
+            # latter asks the running backward's graph task, which knows nothing of this new node.
+            needed = " || ".join(f"{self.op.args[i].name}.requires_grad()" for i in s.needed_by)
+            saved.append(f"{needed} ? {source} : Tensor()")
+        return saved
+
+    @property
+    def _outputs(self) -> list[str]:
+        return list(self.op.output_names)
+
+    @property
+    def forward_body(self) -> list[str]:
+        """Below autograd at once (the op's kernels, not this Function again), then what backward reads."""
+        local, op = self._local, self.op
+        call = f"ops::{op.name}({', '.join(a.name for a in op.args)})"
+        lines = ["// The op's own kernels: below autograd, where this Function is not met again.",
+                 f"at::AutoDispatchBelowADInplaceOrView {local.guard};"]
+        outputs = self._outputs
+        if self._multiple:
+            lines.append(f"auto [{', '.join(outputs)}] = {call};")
+        else:
+            lines.append(f"Tensor {outputs[0]} = {call};")
+        for gradient in op.backward.gradients:
+            if gradient.formula:
+                key = local.derived("shape", gradient.arg.name)
+                lines.append(f'{local.ctx}->saved_data["{key}"] = {gradient.arg.name}.sym_sizes();')
+        lines += [f'{local.ctx}->saved_data["{local.attribute(name)}"] = {name};' for name in op.backward.scalars]
+        if op.backward.saved_tensors:
+            lines.append("// Only what the formulas read, and only where a gradient that reads it is wanted.")
+            lines.append(wrap(f"{local.ctx}->save_for_backward({{", self._saved_sources(), "});", indent=4))
+        lines.append(f"return {{{', '.join(outputs)}}};" if self._multiple else f"return {outputs[0]};")
+        return lines
+
+    @property
+    def backward_signature(self) -> str:
+        local = self._local
+        return f"static {_VARIABLE_LIST} backward({_CONTEXT}* {local.ctx}, {_VARIABLE_LIST} {local.grads}) {{"
+
+    @property
+    def _reads_grad(self) -> bool:
+        """Whether a formula names `grad` (one output; not an argument of that name): backward binds it."""
+        if self._multiple or "grad" in {a.name for a in self.op.args}:
+            return False
+        trees = [ast.parse(g.formula.python) for g in self.op.backward.gradients if g.formula]
+        return any(isinstance(n, ast.Name) and n.id == "grad" for tree in trees for n in ast.walk(tree))
+
+    def _saved_name(self, saved) -> str:
+        return saved.name if saved.source == saved.name else self._local.result(saved.name)
+
+    @property
+    def backward_body(self) -> list[str]:
+        op, local = self.op, self._local
+        bw, ctx = op.backward, local.ctx
+        lines = []
+        if bw.saved_tensors:
+            lines.append(f"{_VARIABLE_LIST} {local.saved} = {ctx}->get_saved_variables();")
+            lines += [f"const Tensor& {self._saved_name(s)} = {local.saved}[{i}];" for i, s in enumerate(bw.saved_tensors)]
+        scalar_types = {a.name: SCALAR_TYPES[a.kind] for a in op.args if not a.is_tensor}
+        to = {"double": "toDouble", "int64_t": "toInt", "bool": "toBool"}
+        for name in bw.scalars:
+            cpp = scalar_types[name]
+            lines.append(f'{cpp} {name} = {ctx}->saved_data["{local.attribute(name)}"].{to[cpp]}();')
+        if self._reads_grad:
+            lines.append(f"const Tensor& {local.grad} = {local.grads}[0];")
+        shared = shared_calls(op)
+        lines += self._shared_calls(shared)
+        formula = _Formula(op, {o.name: o for o in self.ops}, shared)
+        gradients = [g for g in bw.gradients if g.formula]
+        lines.append(f"Tensor {', '.join(local.derived('gradient', g.arg.name) for g in gradients)};")
+        lines.append("// Each gradient is summed back to its input's shape, where the input was broadcast.")
+        for g in gradients:
+            expression = formula.emit(ast.parse(g.formula.python, mode="eval").body).code
+            shape = f'{ctx}->saved_data["{local.derived("shape", g.arg.name)}"].toSymIntVector()'
+            gradient = local.derived("gradient", g.arg.name)
+            lines.append(f"if ({ctx}->needs_input_grad({_edge(op, g.arg.name)})) {{")
+            # wrap() lays out the lines at their columns in csrc/ops.cpp: the statement's is 6.
+            summed = wrap(f"{gradient} = at::sum_to(", [wrap_expression(expression, 10, 10), shape], ");", indent=6)
+            lines.append(f"  {summed}")
+            lines.append("}")
+        returned = []
+        for arg in op.args:  # one per forward argument: undefined for the scalars and the non-differentiable
+            gradient = bw.gradient_for(arg)
+            returned.append(local.derived("gradient", arg.name) if gradient and gradient.formula else "Tensor()")
+        lines.append(wrap("return {", returned, "};", indent=4))
+        return lines
+
+    def _shared_calls(self, shared: tuple[SharedCall, ...]) -> list[str]:
+        """Each own-op call that several gradients read, made once into its local where one is wanted."""
+        op, ctx, lines = self.op, self._local.ctx, []
+        by_name, names = {o.name: o for o in self.ops}, {a.index: a.name for a in op.args}
+        for call in shared:
+            readers = " and ".join(names[i] for i in call.users)
+            wanted = " || ".join(f"{ctx}->needs_input_grad({_edge(op, names[i])})" for i in call.users)
+            code = _Formula(op, by_name, ()).emit(ast.parse(call.python, mode="eval").body).code
+            lines += [f"// One {call.called_op} call serves the gradients of {readers}, where one is wanted.",
+                      f"{_return_type(by_name[call.called_op])} {call.local};",
+                      f"if ({wanted}) {{", f"  {call.local} = {code};", "}"]
+        return lines
+
+    @property
+    def kernel_signature(self) -> str:
+        return wrap(f"{_return_type(self.op)} {self.name}(", _parameters(self.op), ") {")
+
+    @property
+    def kernel_body(self) -> list[str]:
+        """No gradient wanted: the kernels at once, no node built; else the Function."""
+        op, local = self.op, self._local
+        arguments = ", ".join(a.name for a in op.args)
+        tensors = ", ".join(a.name for a in op.tensor_args)
+        lines = [f"if (!torch::autograd::compute_requires_grad({tensors})) {{",
+                 f"  at::AutoDispatchBelowADInplaceOrView {local.guard};",
+                 f"  return ops::{op.name}({arguments});",
+                 "}"]
+        if self._multiple:
+            outputs = local.outputs
+            unpacked = ", ".join(f"{outputs}[{i}]" for i in range(op.num_outputs))
+            return lines + [f"{_VARIABLE_LIST} {outputs} = {self.function}::apply({arguments});",
+                            f"return {{{unpacked}}};"]
+        return lines + [f"return {self.function}::apply({arguments});"]
+
+    @property
+    def impl(self) -> str:
+        return f'm.impl("{self.name}", &{self.op.namespace}::autograd::kernels::{self.name});'
+
+
+def ops(package: Package) -> tuple[CppAutograd, ...]:
+    """The ops whose autograd csrc/ops.cpp defines."""
+    return tuple(CppAutograd(op, package.ops) for op in package.ops if op.cpp_autograd)
+
+
+def dispatched_ops(package: Package) -> tuple[DispatchedOp, ...]:
+    """The ops the Functions call through the dispatcher: their own (forward) and those their formulas call."""
+    called = {op.name for op in package.ops if op.cpp_autograd}
+    called |= {name for op in package.ops if op.cpp_autograd for g in op.backward.gradients if g.formula
+               for name in g.formula.own_ops_called}
+    return tuple(DispatchedOp(op) for op in package.ops if op.name in called)
