@@ -6,7 +6,7 @@ reduction's output and row references, each custom op's output allocator).
 from __future__ import annotations
 
 from ..model import CustomKernel, Op, Package
-from . import layout, python
+from . import fusion, layout, python
 from .layout import wrap
 
 
@@ -22,8 +22,15 @@ def support_imports(package: Package) -> list[str]:
         modules.append("contextlib")
     if package.needs_tensor_metadata or {"max", "min"} & set(package.reductions):
         modules.append("math")
-    lines = [f"import {module}" for module in modules] + python.typing_imports(custom_ops(package))[:1]
+    abc = ["Callable"] if fusion.traces_references(package) else []  # trace_as_reference's
+    abc += ["Sequence"] if python.typing_imports(custom_ops(package)) else []
+    lines = [f"import {module}" for module in modules] + ([f"from collections.abc import {', '.join(abc)}"] if abc else [])
     return lines + ([""] if lines else [])
+
+
+def traces_references(package: Package) -> bool:
+    """Whether _support.py has trace_as_reference (kopgen/lang/fusion.py)."""
+    return fusion.traces_references(package)
 
 
 def tensors_parameter(package: Package) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 # Importing _C loads the extension, whose TORCH_LIBRARY block defines the compiled ops.
-from . import _C, _support  # noqa: F401
+from . import _C, _support, reference  # noqa: F401
 from .kernels import square as square_kernels
 
 # A fragment of the namespace: Python kernels of compiled ops are added to it.
@@ -50,6 +50,11 @@ def _muladd_backward(ctx, grad):
 torch.library.register_autograd(
     "kfused::muladd", _muladd_backward, setup_context=_muladd_setup_context
 )
+
+
+# torch.compile traces kfused::muladd as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference("kfused::muladd", reference.muladd)
 
 
 # kfused::muladd_out -------------------------------------------------------------------
@@ -113,6 +118,11 @@ torch.library.register_autograd(
 )
 
 
+# torch.compile traces kfused::mul as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference("kfused::mul", reference.mul)
+
+
 # kfused::square -----------------------------------------------------------------------
 
 # Defined by the extension, with its C++ CPU kernel; the Python kernel is added here.
@@ -146,3 +156,8 @@ def _square_backward(ctx, grad):
 torch.library.register_autograd(
     "kfused::square", _square_backward, setup_context=_square_setup_context
 )
+
+
+# torch.compile traces kfused::square as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference("kfused::square", reference.square)

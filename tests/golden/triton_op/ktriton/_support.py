@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
+from torch._subclasses.functional_tensor import FunctionalTensorMode
 
 
 def pointwise_shape(op: str, *tensors: Tensor | None) -> torch.Size:
@@ -98,3 +100,21 @@ def device_guard(tensor: Tensor) -> contextlib.AbstractContextManager:
     if tensor.is_cuda and tensor.get_device() != torch.cuda.current_device():
         return torch.cuda.device(tensor.get_device())
     return _NO_GUARD
+
+
+def trace_as_reference(op: str, reference: Callable[..., object]) -> None:
+    """Has torch.compile trace `op` as its PyTorch reference, which Inductor fuses with the operations
+    around it: Inductor cannot fuse anything into a call of an op.
+
+    The rule runs where AOTAutograd functionalizes the graph, below autograd (the op's own backward
+    formula stays), never in eager calls (which run the kernel). torch.export keeps the op, as it
+    keeps a triton_op, by turning decompose_custom_triton_ops off.
+    """
+
+    def rule(mode, func, types, args, kwargs):
+        if not torch._functorch.config.decompose_custom_triton_ops:
+            return mode.__torch_dispatch__(func, types, args, kwargs)
+        with mode:
+            return reference(*args, **kwargs)
+
+    torch.library.register_torch_dispatch(op, FunctionalTensorMode, rule)
