@@ -26,6 +26,36 @@ def traces_references(package: Package) -> bool:
     return any(traced_as_reference(op) for op in package.ops)
 
 
+# The contract's check of an op traced as its reference (after two blank lines), in a package that has one.
+CONTRACT = '''
+
+class TracedAsReference(Contract):
+    """An op whose kernel is kopgen's own: torch.compile traces it as its PyTorch reference, which
+    Inductor fuses with the operations around it (torch.export keeps the op: test_export_round_trip)."""
+
+    def test_compile_traces_the_reference(self):
+        """AOTAutograd's functional trace, which Inductor compiles, holds the reference's torch
+        operations instead of the op (a call no fusion crosses)."""
+        args = self.normal_args()
+        where = [i for i, arg in enumerate(args) if isinstance(arg, torch.Tensor)]
+
+        def forward(*tensors):
+            inputs = list(args)
+            for i, tensor in zip(where, tensors, strict=True):
+                inputs[i] = tensor
+            return self.call(self.data.op, inputs)
+
+        traced = make_fx(dispatch_functionalize(forward), tracing_mode="fake")
+        graph = traced(*(args[i] for i in where)).graph
+        calls = [node.target for node in graph.nodes if node.op == "call_function"]
+        assert calls and self.data.op not in calls, graph'''
+
+
+def contract(package: Package) -> tuple[str, ...]:
+    """The lines of TracedAsReference where the package has an op traced as its reference, else none."""
+    return tuple(CONTRACT.split("\n")) if traces_references(package) else ()
+
+
 def registration(op: Op) -> list[str]:
     """The lines of _registration.py after the op's autograd: torch.compile traces it as its reference."""
     if not traced_as_reference(op):
