@@ -79,7 +79,7 @@ def trace_as_reference(op: str, reference: Callable[..., object]) -> None:
     """
 
     def rule(mode, func, types, args, kwargs):
-        if not torch._functorch.config.decompose_custom_triton_ops:
+        if not torch._functorch.config.decompose_custom_triton_ops:  # torch.export: the op stays
             return mode.__torch_dispatch__(func, types, args, kwargs)
         with mode:
             return reference(*args, **kwargs)
