@@ -79,7 +79,8 @@ def trace_as_reference(op: str, reference: Callable[..., object]) -> None:
     """
 
     def rule(mode, func, types, args, kwargs):
-        if not torch._functorch.config.decompose_custom_triton_ops:  # torch.export: the op stays
+        # torch.export turns it off: the op stays.
+        if not torch._functorch.config.decompose_custom_triton_ops:
             return mode.__torch_dispatch__(func, types, args, kwargs)
         with mode:
             return reference(*args, **kwargs)
