@@ -101,7 +101,7 @@ MODULE_LEVEL_NAMES = {
 }
 # What the generated modules bind at module level besides the ops' names: their imports, the Library fragment.
 MODULE_IMPORTS = frozenset(
-    {"annotations", "torch", "Tensor", "Sequence", "wrap_triton", "_C", "_support", "_lib", "_registration"}
+    {"annotations", "torch", "Tensor", "Sequence", "wrap_triton", "_C", "_support", "_lib", "_registration", "reference"}
 )
 # torch calls setup_context(ctx=, inputs=, output=, keyword_only_inputs=) by keyword: these parameter
 # names cannot change, so an argument of one of them is unpacked there under another name.

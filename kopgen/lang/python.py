@@ -18,7 +18,7 @@ from ..expr import fake_source, is_dynamic
 from ..model import Arg, CustomKernel, FakeOutput, Kernel, Op, Package, PointwiseCompute, RowReduction
 from ..names import locals_for, module_name
 from ..schema import python_annotation, python_default
-from . import layout
+from . import fusion, layout
 from .layout import LINE_LENGTH, literal, wrap
 
 # -- signatures and calls
@@ -164,12 +164,13 @@ def registration_imports(package: Package) -> list[str]:
     triton_ops = any(op.is_triton_op for op in package.ops)
     lines = ["from torch import Tensor", "from torch.library import wrap_triton"] if triton_ops else []
     lines.append("")
+    reference = ", reference" if fusion.traces_references(package) else ""  # what torch.compile traces
     if package.compiled_ops:
         block = "STABLE_TORCH_LIBRARY" if package.stable_abi else "TORCH_LIBRARY"
         lines += [f"# Importing _C loads the extension, whose {block} block defines the compiled ops.",
-                  "from . import _C, _support  # noqa: F401"]
+                  f"from . import _C, _support{reference}  # noqa: F401"]
     elif any(op.mutated_writes or not sized_by_data(op) for op in package.ops):  # the others' fakes allocate
-        lines.append("from . import _support")
+        lines.append(f"from . import _support{reference}")
     lines += [f"from .kernels import {op.name} as {kernels_module(op)}" for op in with_python_kernels(package)]
     return lines + bound_imports(package, ".")
 

@@ -6,7 +6,7 @@ reduction's output and row references, each custom op's output allocator).
 from __future__ import annotations
 
 from ..model import CustomKernel, Op, Package
-from . import layout, python
+from . import fusion, layout, python
 from .layout import wrap
 
 
@@ -33,17 +33,24 @@ def support_imports(package: Package) -> list[str]:
         modules.append("contextlib")
     if package.needs_tensor_metadata or {"max", "min"} & set(package.reductions):
         modules.append("math")
-    abc = ["Callable"] * launches_compiled_triton(package)
-    abc += ["Sequence"] * bool(python.typing_imports(custom_ops(package)))
-    lines = [f"import {module}" for module in modules] + [f"from collections.abc import {', '.join(abc)}"] * bool(abc)
+    abc = ["Callable"] if launches_compiled_triton(package) or fusion.traces_references(package) else []
+    abc += ["Sequence"] if python.typing_imports(custom_ops(package)) else []
+    lines = [f"import {module}" for module in modules] + ([f"from collections.abc import {', '.join(abc)}"] if abc else [])
     return lines + ([""] if lines else [])
 
 
 def third_party_imports(package: Package) -> list[str]:
-    """torch, and Triton where _support launches compiled kernels."""
+    """torch, Triton where _support launches compiled kernels, FunctionalTensorMode for trace_as_reference."""
     triton = launches_compiled_triton(package)
+    traced = fusion.traces_references(package)
     return ["import torch", *["import triton"] * triton, "from torch import Tensor",
+            *["from torch._subclasses.functional_tensor import FunctionalTensorMode"] * traced,
             *["from triton.runtime.jit import JITFunction"] * triton]
+
+
+def traces_references(package: Package) -> bool:
+    """Whether _support.py has trace_as_reference (kopgen/lang/fusion.py)."""
+    return fusion.traces_references(package)
 
 
 def tensors_parameter(package: Package) -> str:

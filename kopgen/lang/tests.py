@@ -19,6 +19,7 @@ from typing import NamedTuple
 from ..expr import NOT_DIFFERENTIABLE_DTYPES, is_dynamic
 from ..model import Arg, CustomKernel, Op, Package, PointwiseCompute, RowReduction, SampleArg
 from ..schema import python_default
+from . import fusion
 from .layout import requote
 
 LINE_LENGTH = 88  # ruff format's default
@@ -97,9 +98,7 @@ TRACED_INTO_TRITON = {
     kernel_side_table,
     triton_kernel_wrapper_functional,
 )
-from torch._subclasses.fake_tensor import FakeTensorMode
-from torch._subclasses.functional_tensor import dispatch_functionalize
-from torch.fx.experimental.proxy_tensor import make_fx""",
+from torch._subclasses.fake_tensor import FakeTensorMode""",
     "field": """    kernels_module: str = ""  # TracedIntoTriton: where its Triton kernels are written""",
     "class": '''
 
@@ -142,8 +141,21 @@ class TracedIntoTriton(Contract):
 
 
 def traced_into_triton(package: Package, part: str) -> tuple[str, ...]:
-    """The lines of one part of TracedIntoTriton where the package has triton_op ops, else none."""
-    return tuple(TRACED_INTO_TRITON[part].split("\n")) if any(op.is_triton_op for op in package.ops) else ()
+    """The lines of one part of TracedIntoTriton where the package has triton_op ops it applies to, else none."""
+    return tuple(TRACED_INTO_TRITON[part].split("\n")) if any(map(_traced_into_triton, package.ops)) else ()
+
+
+def _traced_into_triton(op: Op) -> bool:
+    """A triton_op that torch.compile traces through its body (not as its reference: lang/fusion.py)."""
+    return op.is_triton_op and not fusion.traced_as_reference(op)
+
+
+def functional_trace_imports(package: Package) -> tuple[str, ...]:
+    """What TracedIntoTriton and TracedAsReference trace the op with, where the package has either."""
+    if not any(_traced_into_triton(op) or fusion.traced_as_reference(op) for op in package.ops):
+        return ()
+    return ("from torch._subclasses.functional_tensor import dispatch_functionalize",
+            "from torch.fx.experimental.proxy_tensor import make_fx")
 
 
 def make_drawn(package: Package) -> tuple[str, ...]:
@@ -235,7 +247,8 @@ def checks(op: Op) -> tuple[str, ...]:
         ("Mutating", op.is_mutating),
         ("OnCuda", "cuda" in op.devices),
         ("Tagged", bool(op.tags)),
-        ("TracedIntoTriton", op.is_triton_op),
+        ("TracedIntoTriton", _traced_into_triton(op)),
+        ("TracedAsReference", fusion.traced_as_reference(op)),
     ]
     return (*(name for name, applies in mixins if applies), "Contract")
 
@@ -271,8 +284,13 @@ def upstream_warnings(package: Package) -> tuple[tuple[tuple[str, ...], str], ..
 
 
 def contract_imports(op: Op) -> str:
-    """What the op's tests import from the contract: OpData, and the checks that apply (at most 76 characters)."""
-    return ", ".join(sorted([*checks(op), "OpData"]))
+    """What the op's tests import from the contract: OpData, and the checks that apply (one per line
+    where they do not fit on the line, as isort has it)."""
+    names = sorted([*checks(op), "OpData"])
+    one_line = ", ".join(names)
+    if len(f"from _contract import {one_line}") <= LINE_LENGTH:
+        return one_line
+    return "(\n" + "".join(f"    {name},\n" for name in names) + ")"
 
 
 def data_name(op: Op) -> str:
@@ -326,7 +344,7 @@ def op_data(op: Op, package: Package) -> tuple[str, ...]:
         arguments.append(_keyword("tags", "(", [f"torch.Tag.{tag}" for tag in op.tags], ")"))
     if grown := grown_sample(op):
         arguments.append(_collection("grown_sample=lambda make: (", grown.args, "),", 4))
-    if op.is_triton_op:
+    if _traced_into_triton(op):
         arguments.append([f"kernels_module={_str(f'{package.name}.kernels.{op.name}')},"])
     return tuple(line for argument in arguments for line in argument)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from . import _support
+from . import _support, reference
 from .kernels import mymul as mymul_kernels
 from .kernels import scaled_sigmoid as scaled_sigmoid_kernels
 from .kernels import sincos as sincos_kernels
@@ -57,6 +57,11 @@ torch.library.register_autograd(
 )
 
 
+# torch.compile traces kact::scaled_sigmoid as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference("kact::scaled_sigmoid", reference.scaled_sigmoid)
+
+
 # kact::sincos -------------------------------------------------------------------------
 
 _lib.define("sincos(Tensor x) -> (Tensor, Tensor)", tags=(torch.Tag.pt2_compliant_tag,))
@@ -97,6 +102,11 @@ def _sincos_backward(ctx, *grads):
 torch.library.register_autograd(
     "kact::sincos", _sincos_backward, setup_context=_sincos_setup_context
 )
+
+
+# torch.compile traces kact::sincos as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference("kact::sincos", reference.sincos)
 
 
 # kact::mymul --------------------------------------------------------------------------
@@ -143,3 +153,8 @@ def _mymul_backward(ctx, grad):
 torch.library.register_autograd(
     "kact::mymul", _mymul_backward, setup_context=_mymul_setup_context
 )
+
+
+# torch.compile traces kact::mymul as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference("kact::mymul", reference.mymul)

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import pytest
 import torch
+from torch._subclasses.functional_tensor import dispatch_functionalize
+from torch.fx.experimental.proxy_tensor import make_fx
 from torch.testing import assert_close
 
 HAS_CUDA = torch.cuda.is_available()
@@ -514,3 +516,25 @@ class Tagged(Contract):
 
     def test_schema_carries_the_tags(self):
         assert set(self.data.tags) <= set(self.data.op.tags)
+
+
+class TracedAsReference(Contract):
+    """An op whose kernel is kopgen's own: torch.compile traces it as its PyTorch reference, which
+    Inductor fuses with the operations around it (torch.export keeps the op: test_export_round_trip)."""
+
+    def test_compile_traces_the_reference(self):
+        """AOTAutograd's functional trace, which Inductor compiles, holds the reference's torch
+        operations instead of the op (a call no fusion crosses)."""
+        args = self.normal_args()
+        where = [i for i, arg in enumerate(args) if isinstance(arg, torch.Tensor)]
+
+        def forward(*tensors):
+            inputs = list(args)
+            for i, tensor in zip(where, tensors, strict=True):
+                inputs[i] = tensor
+            return self.call(self.data.op, inputs)
+
+        traced = make_fx(dispatch_functionalize(forward), tracing_mode="fake")
+        graph = traced(*(args[i] for i in where)).graph
+        calls = [node.target for node in graph.nodes if node.op == "call_function"]
+        assert calls and self.data.op not in calls, graph

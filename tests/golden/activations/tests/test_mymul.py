@@ -2,7 +2,14 @@
 """The contract of kact::mymul (tests/_contract.py), run on the op's data."""
 
 import torch
-from _contract import Contract, Differentiable, OnCuda, OpData, Tagged
+from _contract import (
+    Contract,
+    Differentiable,
+    OnCuda,
+    OpData,
+    Tagged,
+    TracedAsReference,
+)
 
 import kact.reference
 
@@ -29,5 +36,5 @@ MYMUL = OpData(
 )
 
 
-class TestMymul(Differentiable, OnCuda, Tagged, Contract):
+class TestMymul(Differentiable, OnCuda, Tagged, TracedAsReference, Contract):
     data = MYMUL

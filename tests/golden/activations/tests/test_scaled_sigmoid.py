@@ -2,7 +2,14 @@
 """The contract of kact::scaled_sigmoid (tests/_contract.py), run on the op's data."""
 
 import torch
-from _contract import Contract, Differentiable, OnCuda, OpData, Tagged
+from _contract import (
+    Contract,
+    Differentiable,
+    OnCuda,
+    OpData,
+    Tagged,
+    TracedAsReference,
+)
 
 import kact.reference
 
@@ -28,5 +35,5 @@ SCALED_SIGMOID = OpData(
 )
 
 
-class TestScaledSigmoid(Differentiable, OnCuda, Tagged, Contract):
+class TestScaledSigmoid(Differentiable, OnCuda, Tagged, TracedAsReference, Contract):
     data = SCALED_SIGMOID

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 # Importing _C loads the extension, whose TORCH_LIBRARY block defines the compiled ops.
-from . import _C, _support  # noqa: F401
+from . import _C, _support, reference  # noqa: F401
 from .kernels import square as square_kernels
 
 # A fragment of the namespace: Python kernels of compiled ops are added to it.
@@ -26,6 +26,11 @@ def _muladd_fake(a, b, c):
 
 # Its autograd is the extension's: a torch::autograd::Function in csrc/ops.cpp, so that a call with
 # inputs requiring grad stays in C++.
+
+
+# torch.compile traces kfused::muladd as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference("kfused::muladd", reference.muladd)
 
 
 # kfused::muladd_out -------------------------------------------------------------------
@@ -65,6 +70,11 @@ def _mul_fake(a, b):
 # inputs requiring grad stays in C++.
 
 
+# torch.compile traces kfused::mul as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference("kfused::mul", reference.mul)
+
+
 # kfused::square -----------------------------------------------------------------------
 
 # Defined by the extension, with its C++ CPU kernel; the Python kernel is added here.
@@ -79,3 +89,8 @@ def _square_fake(x):
 
 # Its autograd is the extension's: a torch::autograd::Function in csrc/ops.cpp, so that a call with
 # inputs requiring grad stays in C++.
+
+
+# torch.compile traces kfused::square as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference("kfused::square", reference.square)

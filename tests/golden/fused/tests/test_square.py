@@ -2,7 +2,14 @@
 """The contract of kfused::square (tests/_contract.py), run on the op's data."""
 
 import torch
-from _contract import Contract, Differentiable, OnCuda, OpData, Tagged
+from _contract import (
+    Contract,
+    Differentiable,
+    OnCuda,
+    OpData,
+    Tagged,
+    TracedAsReference,
+)
 
 import kfused.reference
 
@@ -28,5 +35,5 @@ SQUARE = OpData(
 )
 
 
-class TestSquare(Differentiable, OnCuda, Tagged, Contract):
+class TestSquare(Differentiable, OnCuda, Tagged, TracedAsReference, Contract):
     data = SQUARE

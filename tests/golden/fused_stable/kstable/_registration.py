@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 # Importing _C loads the extension, whose STABLE_TORCH_LIBRARY block defines the compiled ops.
-from . import _C, _support  # noqa: F401
+from . import _C, _support, reference  # noqa: F401
 from .kernels import square as square_kernels
 
 # A fragment of the namespace: Python kernels of compiled ops are added to it.
@@ -50,6 +50,11 @@ def _muladd_backward(ctx, grad):
 torch.library.register_autograd(
     "kstable::muladd", _muladd_backward, setup_context=_muladd_setup_context
 )
+
+
+# torch.compile traces kstable::muladd as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference("kstable::muladd", reference.muladd)
 
 
 # kstable::muladd_out ------------------------------------------------------------------
@@ -113,6 +118,11 @@ torch.library.register_autograd(
 )
 
 
+# torch.compile traces kstable::mul as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference("kstable::mul", reference.mul)
+
+
 # kstable::square ----------------------------------------------------------------------
 
 # Defined by the extension, with its CUDA kernel; the Python kernel is added here.
@@ -146,6 +156,11 @@ def _square_backward(ctx, grad):
 torch.library.register_autograd(
     "kstable::square", _square_backward, setup_context=_square_setup_context
 )
+
+
+# torch.compile traces kstable::square as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference("kstable::square", reference.square)
 
 
 # kstable::addcmul_opt -----------------------------------------------------------------
@@ -199,3 +214,8 @@ torch.library.register_autograd(
     _addcmul_opt_backward,
     setup_context=_addcmul_opt_setup_context,
 )
+
+
+# torch.compile traces kstable::addcmul_opt as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference("kstable::addcmul_opt", reference.addcmul_opt)

@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor
+from torch._subclasses.functional_tensor import FunctionalTensorMode
 
 
 def pointwise_shape(op: str, *tensors: Tensor | None) -> torch.Size:
@@ -65,3 +68,22 @@ def upcast(*tensors: Tensor | None) -> tuple[Tensor | None, ...]:
         else t.to(torch.promote_types(t.dtype, torch.float32))
         for t in tensors
     )
+
+
+def trace_as_reference(op: str, reference: Callable[..., object]) -> None:
+    """Has torch.compile trace `op` as its PyTorch reference, which Inductor fuses with the operations
+    around it: Inductor cannot fuse anything into a call of an op.
+
+    The rule runs where AOTAutograd functionalizes the graph, below autograd (the op's own backward
+    formula stays), never in eager calls (which run the kernel). torch.export keeps the op, as it
+    keeps a triton_op, by turning decompose_custom_triton_ops off.
+    """
+
+    def rule(mode, func, types, args, kwargs):
+        # torch.export turns it off: the op stays.
+        if not torch._functorch.config.decompose_custom_triton_ops:
+            return mode.__torch_dispatch__(func, types, args, kwargs)
+        with mode:
+            return reference(*args, **kwargs)
+
+    torch.library.register_torch_dispatch(op, FunctionalTensorMode, rule)

@@ -2,7 +2,7 @@
 """The contract of kstable::addcmul_opt (tests/_contract.py), run on the op's data."""
 
 import torch
-from _contract import Contract, Differentiable, OnCuda, OpData
+from _contract import Contract, Differentiable, OnCuda, OpData, TracedAsReference
 
 import kstable.reference
 
@@ -42,5 +42,5 @@ ADDCMUL_OPT = OpData(
 )
 
 
-class TestAddcmulOpt(Differentiable, OnCuda, Contract):
+class TestAddcmulOpt(Differentiable, OnCuda, TracedAsReference, Contract):
     data = ADDCMUL_OPT

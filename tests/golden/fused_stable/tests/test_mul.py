@@ -2,7 +2,7 @@
 """The contract of kstable::mul (tests/_contract.py), run on the op's data."""
 
 import torch
-from _contract import Contract, Differentiable, OnCuda, OpData
+from _contract import Contract, Differentiable, OnCuda, OpData, TracedAsReference
 
 import kstable.reference
 
@@ -28,5 +28,5 @@ MUL = OpData(
 )
 
 
-class TestMul(Differentiable, OnCuda, Contract):
+class TestMul(Differentiable, OnCuda, TracedAsReference, Contract):
     data = MUL

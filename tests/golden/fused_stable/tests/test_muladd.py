@@ -2,7 +2,7 @@
 """The contract of kstable::muladd (tests/_contract.py), run on the op's data."""
 
 import torch
-from _contract import Contract, Differentiable, OnCuda, OpData
+from _contract import Contract, Differentiable, OnCuda, OpData, TracedAsReference
 
 import kstable.reference
 
@@ -28,5 +28,5 @@ MULADD = OpData(
 )
 
 
-class TestMuladd(Differentiable, OnCuda, Contract):
+class TestMuladd(Differentiable, OnCuda, TracedAsReference, Contract):
     data = MULADD

@@ -2,7 +2,7 @@
 """The contract of kstable::square (tests/_contract.py), run on the op's data."""
 
 import torch
-from _contract import Contract, Differentiable, OnCuda, OpData
+from _contract import Contract, Differentiable, OnCuda, OpData, TracedAsReference
 
 import kstable.reference
 
@@ -27,5 +27,5 @@ SQUARE = OpData(
 )
 
 
-class TestSquare(Differentiable, OnCuda, Contract):
+class TestSquare(Differentiable, OnCuda, TracedAsReference, Contract):
     data = SQUARE

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from . import _support
+from . import _support, reference
 from .kernels import muladd as muladd_kernels
 
 # kbook::muladd ------------------------------------------------------------------------
@@ -52,3 +52,8 @@ def _muladd_backward(ctx, grad):
 torch.library.register_autograd(
     "kbook::muladd", _muladd_backward, setup_context=_muladd_setup_context
 )
+
+
+# torch.compile traces kbook::muladd as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference("kbook::muladd", reference.muladd)

@@ -2,7 +2,14 @@
 """The contract of kbook::muladd (tests/_contract.py), run on the op's data."""
 
 import torch
-from _contract import Contract, Differentiable, OnCuda, OpData, Tagged
+from _contract import (
+    Contract,
+    Differentiable,
+    OnCuda,
+    OpData,
+    Tagged,
+    TracedAsReference,
+)
 
 import kbook.reference
 
@@ -29,5 +36,5 @@ MULADD = OpData(
 )
 
 
-class TestMuladd(Differentiable, OnCuda, Tagged, Contract):
+class TestMuladd(Differentiable, OnCuda, Tagged, TracedAsReference, Contract):
     data = MULADD

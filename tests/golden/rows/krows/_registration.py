@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from . import _support
+from . import _support, reference
 from .kernels import bias_leaky as bias_leaky_kernels
 from .kernels import rowdot as rowdot_kernels
 from .kernels import rowmax as rowmax_kernels
@@ -55,6 +55,11 @@ torch.library.register_autograd(
 )
 
 
+# torch.compile traces krows::rowsum as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference("krows::rowsum", reference.rowsum)
+
+
 # krows::rowmax ------------------------------------------------------------------------
 
 _rowmax = torch.library.custom_op(
@@ -97,6 +102,11 @@ def _rowmax_backward(ctx, grad):
 torch.library.register_autograd(
     "krows::rowmax", _rowmax_backward, setup_context=_rowmax_setup_context
 )
+
+
+# torch.compile traces krows::rowmax as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference("krows::rowmax", reference.rowmax)
 
 
 # krows::rowdot ------------------------------------------------------------------------
@@ -147,6 +157,11 @@ def _rowdot_backward(ctx, grad):
 torch.library.register_autograd(
     "krows::rowdot", _rowdot_backward, setup_context=_rowdot_setup_context
 )
+
+
+# torch.compile traces krows::rowdot as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference("krows::rowdot", reference.rowdot)
 
 
 # krows::bias_leaky --------------------------------------------------------------------
@@ -205,6 +220,11 @@ torch.library.register_autograd(
 )
 
 
+# torch.compile traces krows::bias_leaky as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference("krows::bias_leaky", reference.bias_leaky)
+
+
 # krows::scale_shift -------------------------------------------------------------------
 
 _lib.define(
@@ -257,6 +277,11 @@ torch.library.register_autograd(
     _scale_shift_backward,
     setup_context=_scale_shift_setup_context,
 )
+
+
+# torch.compile traces krows::scale_shift as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference("krows::scale_shift", reference.scale_shift)
 
 
 # krows::weighted_rowsum ---------------------------------------------------------------
@@ -313,3 +338,8 @@ torch.library.register_autograd(
     _weighted_rowsum_backward,
     setup_context=_weighted_rowsum_setup_context,
 )
+
+
+# torch.compile traces krows::weighted_rowsum as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference("krows::weighted_rowsum", reference.weighted_rowsum)

@@ -9,6 +9,7 @@ from collections.abc import Callable
 import torch
 import triton
 from torch import Tensor
+from torch._subclasses.functional_tensor import FunctionalTensorMode
 from triton.runtime.jit import JITFunction
 
 
@@ -381,3 +382,22 @@ class TensorMetadata:
 
     def numel(self) -> int:
         return math.prod(self.shape)
+
+
+def trace_as_reference(op: str, reference: Callable[..., object]) -> None:
+    """Has torch.compile trace `op` as its PyTorch reference, which Inductor fuses with the operations
+    around it: Inductor cannot fuse anything into a call of an op.
+
+    The rule runs where AOTAutograd functionalizes the graph, below autograd (the op's own backward
+    formula stays), never in eager calls (which run the kernel). torch.export keeps the op, as it
+    keeps a triton_op, by turning decompose_custom_triton_ops off.
+    """
+
+    def rule(mode, func, types, args, kwargs):
+        # torch.export turns it off: the op stays.
+        if not torch._functorch.config.decompose_custom_triton_ops:
+            return mode.__torch_dispatch__(func, types, args, kwargs)
+        with mode:
+            return reference(*args, **kwargs)
+
+    torch.library.register_torch_dispatch(op, FunctionalTensorMode, rule)

@@ -2,7 +2,14 @@
 """The contract of krows::bias_leaky (tests/_contract.py), run on the op's data."""
 
 import torch
-from _contract import Contract, Differentiable, OnCuda, OpData, Tagged
+from _contract import (
+    Contract,
+    Differentiable,
+    OnCuda,
+    OpData,
+    Tagged,
+    TracedAsReference,
+)
 
 import krows.reference
 
@@ -35,5 +42,5 @@ BIAS_LEAKY = OpData(
 )
 
 
-class TestBiasLeaky(Differentiable, OnCuda, Tagged, Contract):
+class TestBiasLeaky(Differentiable, OnCuda, Tagged, TracedAsReference, Contract):
     data = BIAS_LEAKY

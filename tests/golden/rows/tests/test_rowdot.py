@@ -2,7 +2,14 @@
 """The contract of krows::rowdot (tests/_contract.py), run on the op's data."""
 
 import torch
-from _contract import Contract, Differentiable, OnCuda, OpData, Tagged
+from _contract import (
+    Contract,
+    Differentiable,
+    OnCuda,
+    OpData,
+    Tagged,
+    TracedAsReference,
+)
 
 import krows.reference
 
@@ -33,5 +40,5 @@ ROWDOT = OpData(
 )
 
 
-class TestRowdot(Differentiable, OnCuda, Tagged, Contract):
+class TestRowdot(Differentiable, OnCuda, Tagged, TracedAsReference, Contract):
     data = ROWDOT

@@ -2,7 +2,14 @@
 """The contract of krows::rowmax (tests/_contract.py), run on the op's data."""
 
 import torch
-from _contract import Contract, Differentiable, OnCuda, OpData, Tagged
+from _contract import (
+    Contract,
+    Differentiable,
+    OnCuda,
+    OpData,
+    Tagged,
+    TracedAsReference,
+)
 
 import krows.reference
 
@@ -29,5 +36,5 @@ ROWMAX = OpData(
 )
 
 
-class TestRowmax(Differentiable, OnCuda, Tagged, Contract):
+class TestRowmax(Differentiable, OnCuda, Tagged, TracedAsReference, Contract):
     data = ROWMAX

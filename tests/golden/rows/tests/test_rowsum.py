@@ -2,7 +2,14 @@
 """The contract of krows::rowsum (tests/_contract.py), run on the op's data."""
 
 import torch
-from _contract import Contract, Differentiable, OnCuda, OpData, Tagged
+from _contract import (
+    Contract,
+    Differentiable,
+    OnCuda,
+    OpData,
+    Tagged,
+    TracedAsReference,
+)
 
 import krows.reference
 
@@ -29,5 +36,5 @@ ROWSUM = OpData(
 )
 
 
-class TestRowsum(Differentiable, OnCuda, Tagged, Contract):
+class TestRowsum(Differentiable, OnCuda, Tagged, TracedAsReference, Contract):
     data = ROWSUM

@@ -2,7 +2,14 @@
 """The contract of krows::scale_shift (tests/_contract.py), run on the op's data."""
 
 import torch
-from _contract import Contract, Differentiable, OnCuda, OpData, Tagged
+from _contract import (
+    Contract,
+    Differentiable,
+    OnCuda,
+    OpData,
+    Tagged,
+    TracedAsReference,
+)
 
 import krows.reference
 
@@ -42,5 +49,5 @@ SCALE_SHIFT = OpData(
 )
 
 
-class TestScaleShift(Differentiable, OnCuda, Tagged, Contract):
+class TestScaleShift(Differentiable, OnCuda, Tagged, TracedAsReference, Contract):
     data = SCALE_SHIFT

@@ -2,7 +2,14 @@
 """The contract of krows::weighted_rowsum (tests/_contract.py), run on the op's data."""
 
 import torch
-from _contract import Contract, Differentiable, OnCuda, OpData, Tagged
+from _contract import (
+    Contract,
+    Differentiable,
+    OnCuda,
+    OpData,
+    Tagged,
+    TracedAsReference,
+)
 
 import krows.reference
 
@@ -31,5 +38,5 @@ WEIGHTED_ROWSUM = OpData(
 )
 
 
-class TestWeightedRowsum(Differentiable, OnCuda, Tagged, Contract):
+class TestWeightedRowsum(Differentiable, OnCuda, Tagged, TracedAsReference, Contract):
     data = WEIGHTED_ROWSUM

@@ -7,7 +7,7 @@ import torch
 from torch import Tensor
 from torch.library import wrap_triton
 
-from . import _support
+from . import _support, reference
 from .kernels import muladd as muladd_kernels
 from .kernels import muladd_out as muladd_out_kernels
 from .kernels import rowsum as rowsum_kernels
@@ -28,8 +28,8 @@ _muladd_cpu = torch.library.custom_op(
 
 @torch.library.triton_op("ktriton::muladd", mutates_args=())
 def _muladd(a: Tensor, b: Tensor, c: float) -> Tensor:
-    # The body is also the fake kernel, and torch.compile traces through it: on CUDA it
-    # launches the Triton kernel through wrap_triton, which Inductor compiles with the graph.
+    # The body is the fake kernel: torch.compile traces the op as its PyTorch reference (below),
+    # which Inductor fuses with the operations around it, not this launch through wrap_triton.
     if not a.is_cuda:
         return _muladd_cpu(a, b, c)
     return muladd_kernels.muladd_launch(
@@ -77,6 +77,11 @@ torch.library.register_autograd(
 )
 
 
+# torch.compile traces ktriton::muladd as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference("ktriton::muladd", reference.muladd)
+
+
 # ktriton::sincos ----------------------------------------------------------------------
 
 # The CPU kernel as an op of its own, which tracing never enters: Triton's interpreter reads
@@ -92,8 +97,8 @@ _sincos_cpu = torch.library.custom_op(
 
 @torch.library.triton_op("ktriton::sincos", mutates_args=())
 def _sincos(x: Tensor) -> tuple[Tensor, Tensor]:
-    # The body is also the fake kernel, and torch.compile traces through it: on CUDA it
-    # launches the Triton kernel through wrap_triton, which Inductor compiles with the graph.
+    # The body is the fake kernel: torch.compile traces the op as its PyTorch reference (below),
+    # which Inductor fuses with the operations around it, not this launch through wrap_triton.
     if not x.is_cuda:
         return _sincos_cpu(x)
     return sincos_kernels.sincos_launch(wrap_triton(sincos_kernels.sincos_kernel), x)
@@ -136,6 +141,11 @@ def _sincos_backward(ctx, *grads):
 torch.library.register_autograd(
     "ktriton::sincos", _sincos_backward, setup_context=_sincos_setup_context
 )
+
+
+# torch.compile traces ktriton::sincos as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference("ktriton::sincos", reference.sincos)
 
 
 # ktriton::muladd_out ------------------------------------------------------------------
@@ -189,8 +199,8 @@ _rowsum_cpu = torch.library.custom_op(
 
 @torch.library.triton_op("ktriton::rowsum", mutates_args=())
 def _rowsum(x: Tensor, weight: Tensor | None = None, *, scale: float = 1.0) -> Tensor:
-    # The body is also the fake kernel, and torch.compile traces through it: on CUDA it
-    # launches the Triton kernel through wrap_triton, which Inductor compiles with the graph.
+    # The body is the fake kernel: torch.compile traces the op as its PyTorch reference (below),
+    # which Inductor fuses with the operations around it, not this launch through wrap_triton.
     if not x.is_cuda:
         return _rowsum_cpu(x, weight, scale=scale)
     return rowsum_kernels.rowsum_launch(
@@ -247,3 +257,8 @@ def _rowsum_backward(ctx, grad):
 torch.library.register_autograd(
     "ktriton::rowsum", _rowsum_backward, setup_context=_rowsum_setup_context
 )
+
+
+# torch.compile traces ktriton::rowsum as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference("ktriton::rowsum", reference.rowsum)

@@ -2,7 +2,7 @@
 """The contract of ktriton::muladd (tests/_contract.py), run on the op's data."""
 
 import torch
-from _contract import Contract, Differentiable, OnCuda, OpData, TracedIntoTriton
+from _contract import Contract, Differentiable, OnCuda, OpData, TracedAsReference
 
 import ktriton.reference
 
@@ -25,9 +25,8 @@ MULADD = OpData(
     backward_sample="broadcast",
     saved_tensors={(0,): 1, (1,): 1, (0, 1): 2},
     lead_input=0,
-    kernels_module="ktriton.kernels.muladd",
 )
 
 
-class TestMuladd(Differentiable, OnCuda, TracedIntoTriton, Contract):
+class TestMuladd(Differentiable, OnCuda, TracedAsReference, Contract):
     data = MULADD

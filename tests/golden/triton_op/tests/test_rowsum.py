@@ -2,7 +2,7 @@
 """The contract of ktriton::rowsum (tests/_contract.py), run on the op's data."""
 
 import torch
-from _contract import Contract, Differentiable, OnCuda, OpData, TracedIntoTriton
+from _contract import Contract, Differentiable, OnCuda, OpData, TracedAsReference
 
 import ktriton.reference
 
@@ -28,9 +28,8 @@ ROWSUM = OpData(
     backward_sample="broadcast",
     saved_tensors={(0,): 2, (1,): 1, (0, 1): 2},
     lead_input=0,
-    kernels_module="ktriton.kernels.rowsum",
 )
 
 
-class TestRowsum(Differentiable, OnCuda, TracedIntoTriton, Contract):
+class TestRowsum(Differentiable, OnCuda, TracedAsReference, Contract):
     data = ROWSUM

@@ -2,7 +2,7 @@
 """The contract of ktriton::sincos (tests/_contract.py), run on the op's data."""
 
 import torch
-from _contract import Contract, Differentiable, OnCuda, OpData, TracedIntoTriton
+from _contract import Contract, Differentiable, OnCuda, OpData, TracedAsReference
 
 import ktriton.reference
 
@@ -24,9 +24,8 @@ SINCOS = OpData(
     backward_sample="normal",
     saved_tensors={(0,): 1},
     lead_input=0,
-    kernels_module="ktriton.kernels.sincos",
 )
 
 
-class TestSincos(Differentiable, OnCuda, TracedIntoTriton, Contract):
+class TestSincos(Differentiable, OnCuda, TracedAsReference, Contract):
     data = SINCOS
