@@ -161,6 +161,22 @@ __device__ __forceinline__ auto call(
   return f(to_compute(x[I].v[k])...);
 }
 
+// The functor on element k of every input vector gives element k of every output vector.
+template <typename F, typename scalar_t, int VEC, int IN, int OUT>
+__device__ __forceinline__ void apply(
+    const F& f,
+    const Vec<scalar_t, VEC> (&x)[IN],
+    Vec<scalar_t, VEC> (&y)[OUT]) {
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) {
+    const auto values = call(f, x, k, std::make_index_sequence<IN>{});
+#pragma unroll
+    for (int j = 0; j < OUT; ++j) {
+      y[j].v[k] = from_compute<scalar_t>(values.v[j]);
+    }
+  }
+}
+
 // Vector `index` (VEC elements) of every output, computed from that of every input.
 template <int VEC, typename F, typename scalar_t, int IN, int OUT>
 __device__ __forceinline__ void compute_vector(
@@ -176,14 +192,7 @@ __device__ __forceinline__ void compute_vector(
     x[j] = in.at[j] != nullptr ? reinterpret_cast<const V*>(in.at[j])[index] : V{};
   }
   V y[OUT];
-#pragma unroll
-  for (int k = 0; k < VEC; ++k) {
-    const auto values = call(f, x, k, std::make_index_sequence<IN>{});
-#pragma unroll
-    for (int j = 0; j < OUT; ++j) {
-      y[j].v[k] = from_compute<scalar_t>(values.v[j]);
-    }
-  }
+  apply(f, x, y);
 #pragma unroll
   for (int j = 0; j < OUT; ++j) {
     reinterpret_cast<V*>(out.at[j])[index] = y[j];
@@ -212,6 +221,124 @@ __global__ void __launch_bounds__(kThreads) elementwise_kernel(
   }
 }
 
+// Where inputs that are not all dense lie (Launch's sizes and strides), as one kernel parameter.
+template <int IN>
+struct Layout {
+  int dims;
+  int64_t sizes[kMaxDims];  // the innermost first
+  int64_t strides[IN][kMaxDims];
+};
+
+// Where row `row` (of the innermost dimension) starts in each input.
+template <int IN>
+__device__ __forceinline__ void row_starts(
+    const Layout<IN>& layout,
+    int64_t row,
+    int64_t (&start)[IN]) {
+#pragma unroll
+  for (int j = 0; j < IN; ++j) {
+    start[j] = 0;
+  }
+  for (int d = 1; d < layout.dims; ++d) {
+    // The outermost dimension takes what is left: a 2-d layout divides nothing.
+    const int64_t coordinate = d + 1 < layout.dims ? row % layout.sizes[d] : row;
+    row /= layout.sizes[d];
+#pragma unroll
+    for (int j = 0; j < IN; ++j) {
+      start[j] += coordinate * layout.strides[j][d];
+    }
+  }
+}
+
+// Inputs read through their strides, dense outputs: the x of the block and grid runs along rows
+// of the innermost dimension (VEC elements a thread), their y over the rows. With VEC > 1 each
+// input is dense along the rows (one 16-byte load) or broadcast along them (one element).
+template <int VEC, typename F, typename scalar_t, int IN, int OUT>
+__global__ void __launch_bounds__(kThreads) strided_kernel(
+    F f,
+    Pointers<const scalar_t*, IN> in,
+    Pointers<scalar_t*, OUT> out,
+    Layout<IN> layout,
+    int64_t rows) {
+  using V = Vec<scalar_t, VEC>;
+  const int64_t inner = layout.sizes[0];
+  const int64_t row_step = static_cast<int64_t>(gridDim.y) * blockDim.y;
+  const int64_t col_step = static_cast<int64_t>(gridDim.x) * blockDim.x * VEC;
+  for (int64_t row = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; row < rows;
+       row += row_step) {
+    int64_t start[IN];
+    row_starts(layout, row, start);
+    for (int64_t col = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * VEC;
+         col < inner; col += col_step) {
+      V x[IN];
+#pragma unroll
+      for (int j = 0; j < IN; ++j) {
+        const scalar_t* data = in.at[j];
+        const int64_t step = layout.strides[j][0];
+        if (data == nullptr) {
+          x[j] = V{};  // an absent optional input, which its functor never uses
+        } else if (VEC == 1 || step != 0) {
+          x[j] = *reinterpret_cast<const V*>(data + start[j] + col * step);
+        } else {
+          const scalar_t value = data[start[j]];
+#pragma unroll
+          for (int k = 0; k < VEC; ++k) {
+            x[j].v[k] = value;
+          }
+        }
+      }
+      V y[OUT];
+      apply(f, x, y);
+#pragma unroll
+      for (int j = 0; j < OUT; ++j) {
+        *reinterpret_cast<V*>(out.at[j] + row * inner + col) = y[j];
+      }
+    }
+  }
+}
+
+// Whether strided_kernel<VEC> can read and write 16-byte vectors: every row holds whole vectors,
+// the outputs are aligned, and each input is broadcast along the rows or dense along them from
+// aligned vectors on.
+template <int VEC, typename scalar_t, int IN, int OUT>
+bool vectorizes(const Pointers<const scalar_t*, IN>& in, const Pointers<scalar_t*, OUT>& out,
+                const Layout<IN>& layout) {
+  bool ok = layout.sizes[0] % VEC == 0;
+  for (int j = 0; j < OUT; ++j) {
+    ok = ok && aligned(out.at[j]);
+  }
+  for (int j = 0; j < IN; ++j) {
+    if (in.at[j] == nullptr || layout.strides[j][0] == 0) {
+      continue;
+    }
+    ok = ok && layout.strides[j][0] == 1 && aligned(in.at[j]);
+    for (int d = 1; d < layout.dims; ++d) {
+      ok = ok && layout.strides[j][d] % VEC == 0;
+    }
+  }
+  return ok;
+}
+
+// Launches strided_kernel<VEC>: blocks as wide as a row's vectors (a power of two up to
+// kThreads), as many rows high as fill kThreads threads.
+template <int VEC, typename F, typename scalar_t, int IN, int OUT>
+void launch_strided(const F& f, const Pointers<const scalar_t*, IN>& in,
+                    const Pointers<scalar_t*, OUT>& out, const Layout<IN>& layout, int64_t n,
+                    cudaStream_t stream) {
+  const int64_t vectors = layout.sizes[0] / VEC;  // a whole number where VEC > 1
+  unsigned int width = 1;
+  while (width < kThreads && width < vectors) {
+    width *= 2;
+  }
+  const dim3 threads(width, kThreads / width);
+  const int64_t rows = n / layout.sizes[0];
+  const int64_t across = (vectors + width - 1) / width;
+  const int64_t down = (rows + threads.y - 1) / threads.y;
+  const dim3 blocks(static_cast<unsigned int>(std::min<int64_t>(across, kMaxBlocks)),
+                    static_cast<unsigned int>(std::clamp<int64_t>(down, 1, 65535)));  // y's limit
+  strided_kernel<VEC><<<blocks, threads, 0, stream>>>(f, in, out, layout, rows);
+}
+
 // Runs F<acc_t> (its scalars converted to the compute type) elementwise over `launch`; a scalar
 // variant of the kernel serves pointers that are not 16-byte aligned.
 template <template <typename> class F, typename... Scalars>
@@ -236,7 +363,20 @@ cudaError_t pointwise(const Launch& launch, Scalars... scalars) {
     }
     const Functor f{scalar_as<acc_t>(scalars)...};
     constexpr int VEC = 16 / sizeof(scalar_t);
-    if (all_aligned) {
+    if (!launch.flat) {
+      Layout<IN> layout{launch.dims, {}, {}};
+      for (int d = 0; d < launch.dims; ++d) {
+        layout.sizes[d] = launch.sizes[d];
+        for (int j = 0; j < IN; ++j) {
+          layout.strides[j][d] = launch.strides[j][d];
+        }
+      }
+      if (vectorizes<VEC>(in, out, layout)) {
+        launch_strided<VEC>(f, in, out, layout, launch.n, launch.stream);
+      } else {
+        launch_strided<1>(f, in, out, layout, launch.n, launch.stream);
+      }
+    } else if (all_aligned) {
       const unsigned int blocks = blocks_for(launch.n / VEC);
       elementwise_kernel<VEC><<<blocks, kThreads, 0, launch.stream>>>(f, in, out, launch.n);
     } else {
