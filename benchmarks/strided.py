@@ -64,7 +64,9 @@ def strided_table(device: str, rounds: int) -> None:
     print("| --- " * (len(names) + 1) + "|")
     for case, (x, w, moved) in strided_cases(device).items():
         calls = 200 if x.numel() < 2**20 else (50 if device == "cuda" else 5)
-        times = interleaved_medians(names, lambda n: seconds(candidates[n], x, w, device, calls), rounds)
+        times = interleaved_medians(
+            names, lambda n, x=x, w=w, calls=calls: seconds(candidates[n], x, w, device, calls), rounds
+        )
         nbytes = moved * x.numel() * x.element_size()
         cells = [f"{nbytes / times[n] / 1e9:.1f} ({times[n] * 1e6:.0f})" for n in names]
         print(f"| {case} | " + " | ".join(cells) + " |")

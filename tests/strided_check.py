@@ -58,7 +58,11 @@ def check_values(ops, device: str, half: torch.dtype) -> None:
 
 
 def check_no_copy(ops, device: str) -> None:
-    x, w, t = torch.randn(512, 512, device=device), torch.randn(512, device=device), torch.randn(512, 512, device=device)
+    x, w, t = (
+        torch.randn(512, 512, device=device),
+        torch.randn(512, device=device),
+        torch.randn(512, 512, device=device),
+    )
     for a, b in ((x, w), (t.t(), x), (x[:, :300], w[:300])):
         ops.muladd(a, b, 0.5)
         with profile(activities=[ProfilerActivity.CPU]) as prof:

@@ -73,7 +73,9 @@ def test_compiled_kernels_read_broadcast_and_strided_inputs_in_place(installed, 
     (tests/strided_check.py, which the GPU run uses too)."""
     _, _, env = installed(example)
     script = ROOT / "tests" / "strided_check.py"
-    result = subprocess.run([sys.executable, str(script), package], env=env, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, str(script), package], env=env, capture_output=True, text=True, check=False
+    )
     print(result.stdout)
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
     assert result.stdout.count(": ok") == 3
