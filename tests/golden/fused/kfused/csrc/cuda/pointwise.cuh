@@ -250,9 +250,37 @@ __device__ __forceinline__ void row_starts(
   }
 }
 
+// Vectors a thread of strided_kernel has in flight: one 16-byte load each would leave an H200
+// short of the loads in flight its bandwidth needs (a broadcast input hits the cache).
+constexpr int kUnroll = 4;
+
+// Vector `col` (VEC elements) of input j's row that starts at `start`: a 16-byte load, or one
+// element repeated where the input is broadcast along the row (VEC > 1 only then or dense).
+template <int VEC, typename scalar_t>
+__device__ __forceinline__ Vec<scalar_t, VEC> load_vector(
+    const scalar_t* data,
+    int64_t start,
+    int64_t step,
+    int64_t col) {
+  using V = Vec<scalar_t, VEC>;
+  if (data == nullptr) {
+    return V{};  // an absent optional input, which its functor never uses
+  }
+  if (VEC == 1 || step != 0) {
+    return *reinterpret_cast<const V*>(data + start + col * step);
+  }
+  V x;
+  const scalar_t value = data[start];
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) {
+    x.v[k] = value;
+  }
+  return x;
+}
+
 // Inputs read through their strides, dense outputs: the x of the block and grid runs along rows
-// of the innermost dimension (VEC elements a thread), their y over the rows. With VEC > 1 each
-// input is dense along the rows (one 16-byte load) or broadcast along them (one element).
+// of the innermost dimension (kUnroll vectors of VEC elements a thread, a block's width apart),
+// their y over the rows. With VEC > 1 each input is dense or broadcast along the rows.
 template <int VEC, typename F, typename scalar_t, int IN, int OUT>
 __global__ void __launch_bounds__(kThreads) strided_kernel(
     F f,
@@ -262,36 +290,34 @@ __global__ void __launch_bounds__(kThreads) strided_kernel(
     int64_t rows) {
   using V = Vec<scalar_t, VEC>;
   const int64_t inner = layout.sizes[0];
+  const int64_t width = static_cast<int64_t>(blockDim.x) * VEC;  // a block's step along a row
   const int64_t row_step = static_cast<int64_t>(gridDim.y) * blockDim.y;
-  const int64_t col_step = static_cast<int64_t>(gridDim.x) * blockDim.x * VEC;
   for (int64_t row = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; row < rows;
        row += row_step) {
     int64_t start[IN];
     row_starts(layout, row, start);
-    for (int64_t col = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * VEC;
-         col < inner; col += col_step) {
-      V x[IN];
+    for (int64_t first = blockIdx.x * width * kUnroll + threadIdx.x * VEC; first < inner;
+         first += gridDim.x * width * kUnroll) {
+      V x[kUnroll][IN];
 #pragma unroll
-      for (int j = 0; j < IN; ++j) {
-        const scalar_t* data = in.at[j];
-        const int64_t step = layout.strides[j][0];
-        if (data == nullptr) {
-          x[j] = V{};  // an absent optional input, which its functor never uses
-        } else if (VEC == 1 || step != 0) {
-          x[j] = *reinterpret_cast<const V*>(data + start[j] + col * step);
-        } else {
-          const scalar_t value = data[start[j]];
+      for (int u = 0; u < kUnroll; ++u) {
 #pragma unroll
-          for (int k = 0; k < VEC; ++k) {
-            x[j].v[k] = value;
+        for (int j = 0; j < IN; ++j) {
+          if (first + u * width < inner) {
+            x[u][j] = load_vector<VEC>(in.at[j], start[j], layout.strides[j][0], first + u * width);
           }
         }
       }
-      V y[OUT];
-      apply(f, x, y);
 #pragma unroll
-      for (int j = 0; j < OUT; ++j) {
-        *reinterpret_cast<V*>(out.at[j] + row * inner + col) = y[j];
+      for (int u = 0; u < kUnroll; ++u) {
+        if (first + u * width < inner) {
+          V y[OUT];
+          apply(f, x[u], y);
+#pragma unroll
+          for (int j = 0; j < OUT; ++j) {
+            *reinterpret_cast<V*>(out.at[j] + row * inner + first + u * width) = y[j];
+          }
+        }
       }
     }
   }
@@ -319,20 +345,21 @@ bool vectorizes(const Pointers<const scalar_t*, IN>& in, const Pointers<scalar_t
   return ok;
 }
 
-// Launches strided_kernel<VEC>: blocks as wide as a row's vectors (a power of two up to
-// kThreads), as many rows high as fill kThreads threads.
+// Launches strided_kernel<VEC>: blocks as wide as a row's vectors over kUnroll (a power of two
+// up to kThreads), as many rows high as fill kThreads threads.
 template <int VEC, typename F, typename scalar_t, int IN, int OUT>
 void launch_strided(const F& f, const Pointers<const scalar_t*, IN>& in,
                     const Pointers<scalar_t*, OUT>& out, const Layout<IN>& layout, int64_t n,
                     cudaStream_t stream) {
   const int64_t vectors = layout.sizes[0] / VEC;  // a whole number where VEC > 1
+  const int64_t per_thread = (vectors + kUnroll - 1) / kUnroll;
   unsigned int width = 1;
-  while (width < kThreads && width < vectors) {
+  while (width < kThreads && width < per_thread) {
     width *= 2;
   }
   const dim3 threads(width, kThreads / width);
   const int64_t rows = n / layout.sizes[0];
-  const int64_t across = (vectors + width - 1) / width;
+  const int64_t across = (per_thread + width - 1) / width;
   const int64_t down = (rows + threads.y - 1) / threads.y;
   const dim3 blocks(static_cast<unsigned int>(std::min<int64_t>(across, kMaxBlocks)),
                     static_cast<unsigned int>(std::clamp<int64_t>(down, 1, 65535)));  // y's limit
