@@ -346,19 +346,6 @@ class C10_HIDDEN KernelCall {
   // than kMaxDims dimensions remain.
   bool collapse() {
     const int rank = static_cast<int>(shape_.size());
-    std::vector<std::vector<int64_t>> full;  // each input's strides along shape_, 0 if broadcast
-    for (const std::optional<Tensor>& tensor : reads_) {
-      std::vector<int64_t> strides(rank, 0);
-      if (tensor.has_value()) {
-        const auto sizes = tensor->sizes();
-        const auto steps = tensor->strides();
-        const int lead = rank - static_cast<int>(sizes.size());
-        for (int d = 0; d < static_cast<int>(sizes.size()); ++d) {
-          strides[lead + d] = sizes[d] == 1 ? 0 : steps[d];
-        }
-      }
-      full.push_back(std::move(strides));
-    }
     strides_.assign(reads_.size(), Dims{});
     dims_ = 0;
     for (int d = rank - 1; d >= 0; --d) {
@@ -366,9 +353,9 @@ class C10_HIDDEN KernelCall {
         continue;
       }
       bool merges = dims_ > 0;
-      for (size_t k = 0; k < full.size() && merges; ++k) {
+      for (size_t k = 0; k < reads_.size() && merges; ++k) {
         const int inner = dims_ - 1;
-        merges = full[k][d] == strides_[k][inner] * sizes_[inner];
+        merges = stride_along(k, d) == strides_[k][inner] * sizes_[inner];
       }
       if (merges) {
         sizes_[dims_ - 1] *= shape_[d];
@@ -378,8 +365,8 @@ class C10_HIDDEN KernelCall {
         return false;
       }
       sizes_[dims_] = shape_[d];
-      for (size_t k = 0; k < full.size(); ++k) {
-        strides_[k][dims_] = full[k][d];
+      for (size_t k = 0; k < reads_.size(); ++k) {
+        strides_[k][dims_] = stride_along(k, d);
       }
       ++dims_;
     }
@@ -392,6 +379,16 @@ class C10_HIDDEN KernelCall {
       flat_ = flat_ && (!reads_[k].has_value() || strides_[k][0] == 1 || n_ == 1);
     }
     return true;
+  }
+
+  // Input k's stride along dimension d of the broadcast shape: 0 where it is broadcast or absent.
+  int64_t stride_along(size_t k, int d) const {
+    if (!reads_[k].has_value()) {
+      return 0;
+    }
+    const Tensor& tensor = *reads_[k];
+    const int64_t own = d - (static_cast<int64_t>(shape_.size()) - tensor.dim());
+    return own < 0 || tensor.sizes()[own] == 1 ? 0 : tensor.strides()[own];
   }
 
   // Where element `i` of the broadcast shape lies in each of the K inputs (in elements).
