@@ -323,6 +323,92 @@ __global__ void __launch_bounds__(kThreads) strided_kernel(
   }
 }
 
+// Whether input j is read across its layout: it steps by more than one element along the rows.
+template <int IN>
+__host__ __device__ __forceinline__ bool across(const Layout<IN>& layout, int j) {
+  return layout.strides[j][0] != 0 && layout.strides[j][0] != 1;
+}
+
+// The functor on one compute-type value of each input.
+template <typename F, typename acc_t, int IN, size_t... I>
+__device__ __forceinline__ auto call_values(
+    const F& f,
+    const acc_t (&values)[IN],
+    std::index_sequence<I...>) {
+  return f(values[I]...);
+}
+
+constexpr int kTile = 32;  // tiled_kernel's tiles: kTile rows by kTile columns
+constexpr int kTileRows = kThreads / kTile;  // the rows of threads of its blocks
+
+// Inputs read across their layout (a transposed one), dense outputs: a block takes a tile of
+// the output, reads the tile of each such input with its threads along the input's rows (which
+// are dense in memory) into shared memory, then computes and writes along the output's rows.
+template <typename F, typename scalar_t, int IN, int OUT>
+__global__ void __launch_bounds__(kThreads) tiled_kernel(
+    F f,
+    Pointers<const scalar_t*, IN> in,
+    Pointers<scalar_t*, OUT> out,
+    Layout<IN> layout,
+    int64_t rows) {
+  using acc_t = compute_t<scalar_t>;
+  __shared__ acc_t tile[IN][kTile][kTile + 1];  // + 1: a column's reads hit distinct banks
+  const int64_t inner = layout.sizes[0];
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kTile + threadIdx.x;
+  for (int64_t first = static_cast<int64_t>(blockIdx.y) * kTile; first < rows;
+       first += static_cast<int64_t>(gridDim.y) * kTile) {
+    // Thread x reads row first + x of the tile: consecutive threads, consecutive addresses.
+    int64_t start[IN];
+    row_starts(layout, first + threadIdx.x, start);
+#pragma unroll
+    for (int j = 0; j < IN; ++j) {
+      if (in.at[j] == nullptr || !across(layout, j)) {
+        continue;
+      }
+      for (int c = threadIdx.y; c < kTile; c += kTileRows) {
+        const int64_t where = static_cast<int64_t>(blockIdx.x) * kTile + c;
+        if (first + threadIdx.x < rows && where < inner) {
+          tile[j][threadIdx.x][c] =
+              to_compute(in.at[j][start[j] + where * layout.strides[j][0]]);
+        }
+      }
+    }
+    __syncthreads();
+    for (int r = threadIdx.y; r < kTile; r += kTileRows) {
+      const int64_t row = first + r;
+      if (row < rows && col < inner) {
+        row_starts(layout, row, start);
+        acc_t values[IN];
+#pragma unroll
+        for (int j = 0; j < IN; ++j) {
+          const scalar_t* data = in.at[j];
+          values[j] = data == nullptr          ? acc_t(0)  // an absent optional input
+                      : across(layout, j) ? tile[j][r][threadIdx.x]
+                                          : to_compute(data[start[j] + col * layout.strides[j][0]]);
+        }
+        const auto result = call_values(f, values, std::make_index_sequence<IN>{});
+#pragma unroll
+        for (int j = 0; j < OUT; ++j) {
+          out.at[j][row * inner + col] = from_compute<scalar_t>(result.v[j]);
+        }
+      }
+    }
+    __syncthreads();  // the tile is refilled for the next rows
+  }
+}
+
+// Launches tiled_kernel: a block per tile across, the grid's y (at most its limit) down.
+template <typename F, typename scalar_t, int IN, int OUT>
+void launch_tiled(const F& f, const Pointers<const scalar_t*, IN>& in,
+                  const Pointers<scalar_t*, OUT>& out, const Layout<IN>& layout, int64_t n,
+                  cudaStream_t stream) {
+  const int64_t rows = n / layout.sizes[0];
+  const int64_t down = (rows + kTile - 1) / kTile;
+  const dim3 blocks(static_cast<unsigned int>((layout.sizes[0] + kTile - 1) / kTile),
+                    static_cast<unsigned int>(std::min<int64_t>(down, 65535)));
+  tiled_kernel<<<blocks, dim3(kTile, kTileRows), 0, stream>>>(f, in, out, layout, rows);
+}
+
 // Whether strided_kernel<VEC> can read and write 16-byte vectors: every row holds whole vectors,
 // the outputs are aligned, and each input is broadcast along the rows or dense along them from
 // aligned vectors on.
@@ -398,8 +484,15 @@ cudaError_t pointwise(const Launch& launch, Scalars... scalars) {
           layout.strides[j][d] = launch.strides[j][d];
         }
       }
+      bool tiles = false;  // an input read across its layout whose rows are dense
+      for (int j = 0; j < IN; ++j) {
+        tiles = tiles || (in.at[j] != nullptr && across(layout, j) && layout.dims > 1 &&
+                          layout.strides[j][1] == 1);
+      }
       if (vectorizes<VEC>(in, out, layout)) {
         launch_strided<VEC>(f, in, out, layout, launch.n, launch.stream);
+      } else if (tiles) {
+        launch_tiled(f, in, out, layout, launch.n, launch.stream);
       } else {
         launch_strided<1>(f, in, out, layout, launch.n, launch.stream);
       }
