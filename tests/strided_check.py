@@ -40,6 +40,7 @@ def layouts(device: str, half: torch.dtype) -> list[tuple[torch.Tensor, torch.Te
         (r(300, 300, dtype=half).t(), r(300, dtype=half)),
         (r(1 << 20), r(1 << 20)),  # dense: the flat kernel
         (r(1024, 1024)[:, :1000], r(1000)),  # large enough for several CPU threads
+        (r(1 << 18)[::2], r(1 << 17)),  # one strided dimension, several CPU threads
     ]
 
 

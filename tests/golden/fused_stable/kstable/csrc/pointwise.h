@@ -428,13 +428,15 @@ class C10_HIDDEN KernelCall {
       });
       return;
     }
-    const bool across = ((in[I] != nullptr && strides_[I][0] != 0 && strides_[I][0] != 1) || ...);
+    // An input read across its layout (one dimension has nothing to tile).
+    const bool across =
+        dims_ > 1 && ((in[I] != nullptr && strides_[I][0] != 0 && strides_[I][0] != 1) || ...);
     if (across) {
       tiles<scalar_t>(f, in, out, std::index_sequence<I...>{});
       return;
     }
     // A part runs along the innermost dimension, a stretch of it at a time: the outputs are dense,
-    // each input dense along it or broadcast (stride 0).
+    // the inputs dense along it (a loop the compiler vectorizes) or not.
     parallel_for(n_, kGrain, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end;) {
         const int64_t count = std::min(sizes_[0] - i % sizes_[0], end - i);
