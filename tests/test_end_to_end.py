@@ -67,6 +67,20 @@ def test_generated_suite_passes(installed, example):
     assert passed and int(passed.group(1)) >= 30  # the CPU half of the suite; CUDA tests skip here
 
 
+@pytest.mark.parametrize(("example", "package"), [("fused.yaml", "kfused"), ("fused_stable.yaml", "kstable")])
+def test_compiled_kernels_read_broadcast_and_strided_inputs_in_place(installed, example, package):
+    """Right values on layouts of 1 to 7 dimensions, and no copy of a broadcast or strided input
+    (tests/strided_check.py, which the GPU run uses too)."""
+    _, _, env = installed(example)
+    script = ROOT / "tests" / "strided_check.py"
+    result = subprocess.run(
+        [sys.executable, str(script), package], env=env, capture_output=True, text=True, check=False
+    )
+    print(result.stdout)
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    assert result.stdout.count(": ok") == 3
+
+
 # The C++ names a stable-ABI extension may not reference: everything of libtorch's C++ API.
 UNSTABLE_SYMBOL = re.compile(r"^(c10|at|torch|caffe2)::")
 

@@ -19,6 +19,9 @@ from torch.utils.cpp_extension import (
 SOURCES = ["kfused/csrc/ops.cpp"]
 CUDA_SOURCES = ["kfused/csrc/cuda/ops.cpp", "kfused/csrc/cuda/kernels.cu"]
 CXX_FLAGS = ["-O3", "-g0", "-Wall"]
+# at::parallel_for runs the CPU kernels on torch's threads only where built with torch's OpenMP.
+if torch.backends.openmp.is_available():
+    CXX_FLAGS.append("-fopenmp")
 NVCC_FLAGS = ["-O3"]
 
 # CUDA kernels where there are some, torch was built with CUDA, and nvcc is found.

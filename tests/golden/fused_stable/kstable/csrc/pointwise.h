@@ -4,7 +4,7 @@
 // that names its tensors (ops.cpp, cuda/ops.cpp); KernelCall does the rest.
 #pragma once
 
-#include <torch/csrc/stable/ops.h>
+#include <torch/csrc/stable/ops.h>  // parallel_for too
 #include <torch/csrc/stable/tensor.h>
 #include <torch/headeronly/core/ScalarType.h>
 #include <torch/headeronly/util/BFloat16.h>
@@ -12,6 +12,7 @@
 #include <torch/headeronly/util/Half.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -176,7 +177,24 @@ void dispatch_floating(const char* op, ScalarType dtype, Kernel&& kernel) {
   }
 }
 
-// Element i of a dense input in the compute type; an absent optional input (null) reads as 0,
+// Runs `body(begin, end)` over parts of [0, n) on torch's CPU threads; parts of at least
+// `grain` elements, so that small calls stay on the calling thread.
+template <typename Body>
+void parallel_for(int64_t n, int64_t grain, const Body& body) {
+  torch::stable::parallel_for(0, n, grain, body);
+}
+
+// Elements per CPU thread at least (ATen's GRAIN_SIZE): below it a thread costs more than it saves.
+constexpr int64_t kGrain = 32768;
+
+// The most dimensions a kernel indexes once the broadcast shape is collapsed; inputs that need
+// more are made dense first.
+constexpr int kMaxDims = 6;
+
+// Sizes or strides along the collapsed dimensions, the innermost first.
+using Dims = std::array<int64_t, kMaxDims>;
+
+// Element i of an input in the compute type; an absent optional input (null) reads as 0,
 // which its functor never uses (it tests has_x first).
 template <typename acc_t, typename scalar_t>
 acc_t load(const scalar_t* data, int64_t i) {
@@ -185,9 +203,10 @@ acc_t load(const scalar_t* data, int64_t i) {
 
 // One call of a compiled operator. The constructor checks its Tensor arguments (one dtype, one
 // device) and broadcasts them; then the host function names, in order, the tensors the kernel
-// reads (read, update) and writes (output, write, update), and runs the kernel. Each output
-// element is computed from `cols` consecutive elements of each input: 1 for elementwise ops,
-// the last dimension for row reductions (row_output). Hidden, as the Tensors it holds may be.
+// reads (read, update) and writes (output, write, update), and runs the kernel. Elementwise
+// kernels read their inputs where they lie, through strides (0 along a broadcast dimension),
+// and write dense outputs; a row reduction computes each output element from `cols`
+// consecutive elements of dense inputs (row_output). Hidden, as the Tensors it holds may be.
 class C10_HIDDEN KernelCall {
  public:
   // `tensors`: every Tensor argument of the op, an absent optional as nullopt.
@@ -206,10 +225,8 @@ class C10_HIDDEN KernelCall {
     }
   }
 
-  // An input: broadcast and made dense (an absent optional stays absent: a null pointer).
-  void read(const std::optional<Tensor>& tensor) {
-    reads_.push_back(tensor.has_value() ? std::optional<Tensor>(dense(*tensor, shape_)) : tensor);
-  }
+  // An input, read where it lies (an absent optional stays absent: a null pointer).
+  void read(const std::optional<Tensor>& tensor) { reads_.push_back(tensor); }
 
   // A new output of the broadcast shape.
   Tensor output() {
@@ -227,6 +244,7 @@ class C10_HIDDEN KernelCall {
     writes_.emplace_back(result, result);
     n_ = result.numel();
     cols_ = shape_.back();
+    rows_ = true;
     return result;
   }
 
@@ -250,6 +268,13 @@ class C10_HIDDEN KernelCall {
   int64_t n() const { return n_; }
   int64_t cols() const { return cols_; }
 
+  // Whether every input is dense in the broadcast shape: the kernel indexes them all flat.
+  bool flat() const { return flat_; }
+  // The collapsed broadcast shape (after run() set it out), and each input's strides along it.
+  int dims() const { return dims_; }
+  const Dims& sizes() const { return sizes_; }
+  const std::vector<Dims>& strides() const { return strides_; }
+
   std::vector<const void*> inputs() const {
     std::vector<const void*> pointers;
     for (const std::optional<Tensor>& tensor : reads_) {
@@ -272,6 +297,7 @@ class C10_HIDDEN KernelCall {
     if (n_ == 0) {
       return;
     }
+    lay_out();
     kernel();
     for (const auto& [target, buffer] : writes_) {
       write_back(target, buffer);
@@ -306,9 +332,88 @@ class C10_HIDDEN KernelCall {
   }
 
  private:
+  // Sets out how the kernel indexes the inputs: collapsed strides for an elementwise kernel (a
+  // dense copy only of inputs that need more than kMaxDims dimensions), dense rows for a row
+  // reduction.
+  void lay_out() {
+    if (!rows_ && collapse()) {
+      return;
+    }
+    for (std::optional<Tensor>& tensor : reads_) {
+      if (tensor.has_value()) {
+        tensor = dense(*tensor, shape_);
+      }
+    }
+    collapse();  // dense inputs: one dimension
+  }
+
+  // Collapses the broadcast shape into the fewest dimensions, as TensorIterator's coalesce
+  // does: dimensions of size 1 go, and a dimension merges into the one inside it where every
+  // input steps over both as over one (outputs are dense: they always do). False where more
+  // than kMaxDims dimensions remain.
+  bool collapse() {
+    const int rank = static_cast<int>(shape_.size());
+    strides_.assign(reads_.size(), Dims{});
+    dims_ = 0;
+    for (int d = rank - 1; d >= 0; --d) {
+      if (shape_[d] == 1) {
+        continue;
+      }
+      bool merges = dims_ > 0;
+      for (size_t k = 0; k < reads_.size() && merges; ++k) {
+        const int inner = dims_ - 1;
+        merges = stride_along(k, d) == strides_[k][inner] * sizes_[inner];
+      }
+      if (merges) {
+        sizes_[dims_ - 1] *= shape_[d];
+        continue;
+      }
+      if (dims_ == kMaxDims) {
+        return false;
+      }
+      sizes_[dims_] = shape_[d];
+      for (size_t k = 0; k < reads_.size(); ++k) {
+        strides_[k][dims_] = stride_along(k, d);
+      }
+      ++dims_;
+    }
+    if (dims_ == 0) {  // a single element
+      sizes_[0] = 1;
+      dims_ = 1;
+    }
+    flat_ = dims_ == 1;
+    for (size_t k = 0; k < reads_.size(); ++k) {
+      flat_ = flat_ && (!reads_[k].has_value() || strides_[k][0] == 1 || n_ == 1);
+    }
+    return true;
+  }
+
+  // Input k's stride along dimension d of the broadcast shape: 0 where it is broadcast or absent.
+  int64_t stride_along(size_t k, int d) const {
+    if (!reads_[k].has_value()) {
+      return 0;
+    }
+    const Tensor& tensor = *reads_[k];
+    const int64_t own = d - (static_cast<int64_t>(shape_.size()) - tensor.dim());
+    return own < 0 || tensor.sizes()[own] == 1 ? 0 : tensor.strides()[own];
+  }
+
+  // Where element `i` of the broadcast shape lies in each of the K inputs (in elements).
+  template <size_t K>
+  std::array<int64_t, K> offsets(int64_t i) const {
+    std::array<int64_t, K> result{};
+    for (int d = 0; d < dims_; ++d) {
+      const int64_t coordinate = i % sizes_[d];
+      i /= sizes_[d];
+      for (size_t k = 0; k < K; ++k) {
+        result[k] += coordinate * strides_[k][d];
+      }
+    }
+    return result;
+  }
+
   template <typename scalar_t, typename Functor, size_t... I>
   void pointwise_loop(const Functor& f, std::index_sequence<I...>) {
-    using acc_t = compute_t<scalar_t>;
     using Result = typename Signature<decltype(&Functor::operator())>::result;
     const std::vector<const void*> inputs = this->inputs();
     const std::vector<void*> outputs = this->outputs();
@@ -317,11 +422,92 @@ class C10_HIDDEN KernelCall {
     for (int j = 0; j < Result::size; ++j) {
       out[j] = static_cast<scalar_t*>(outputs[j]);
     }
-    for (int64_t i = 0; i < n_; ++i) {
-      const Result values = f(load<acc_t>(in[I], i)...);
-      for (int j = 0; j < Result::size; ++j) {
-        out[j][i] = static_cast<scalar_t>(values.v[j]);
+    if (flat_) {
+      parallel_for(n_, kGrain, [&](int64_t begin, int64_t end) {
+        run_contiguous<scalar_t>(f, in, out, begin, end - begin, std::index_sequence<I...>{});
+      });
+      return;
+    }
+    // An input read across its layout (one dimension has nothing to tile).
+    const bool across =
+        dims_ > 1 && ((in[I] != nullptr && strides_[I][0] != 0 && strides_[I][0] != 1) || ...);
+    if (across) {
+      tiles<scalar_t>(f, in, out, std::index_sequence<I...>{});
+      return;
+    }
+    // A part runs along the innermost dimension, a stretch of it at a time: the outputs are dense,
+    // the inputs dense along it (a loop the compiler vectorizes) or not.
+    parallel_for(n_, kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end;) {
+        const int64_t count = std::min(sizes_[0] - i % sizes_[0], end - i);
+        const auto offset = offsets<sizeof...(I)>(i);
+        const scalar_t* at[] = {in[I] != nullptr ? in[I] + offset[I] : nullptr...};
+        scalar_t* to[Result::size];
+        for (int j = 0; j < Result::size; ++j) {
+          to[j] = out[j] + i;
+        }
+        if (((in[I] == nullptr || strides_[I][0] == 1) && ...)) {
+          run_contiguous<scalar_t>(f, at, to, 0, count, std::index_sequence<I...>{});
+        } else {
+          for (int64_t c = 0; c < count; ++c) {
+            store(f(load<compute_t<scalar_t>>(at[I], c * strides_[I][0])...), to, c);
+          }
+        }
+        i += count;
       }
+    });
+  }
+
+  // An input read across its layout (a transposed one) while the outputs are written along
+  // theirs: square tiles of kTile rows of the innermost dimension, so that the cache lines a
+  // tile's first row reads serve its next rows too.
+  template <typename scalar_t, typename Functor, size_t N, size_t... I>
+  void tiles(const Functor& f, const scalar_t* const* in, scalar_t* (&out)[N],
+             std::index_sequence<I...>) {
+    constexpr int64_t kTile = 32;
+    const int64_t inner = sizes_[0];
+    parallel_for(n_ / inner, std::max<int64_t>(1, kGrain / inner), [&](int64_t begin, int64_t end) {
+      for (int64_t first = begin; first < end; first += kTile) {
+        const int64_t last = std::min(first + kTile, end);
+        std::array<std::array<int64_t, sizeof...(I)>, kTile> starts;  // each row's offsets
+        for (int64_t row = first; row < last; ++row) {
+          starts[row - first] = offsets<sizeof...(I)>(row * inner);
+        }
+        for (int64_t col = 0; col < inner; col += kTile) {
+          const int64_t count = std::min(kTile, inner - col);
+          for (int64_t row = first; row < last; ++row) {
+            const int64_t i = row * inner + col;
+            const auto& start = starts[row - first];
+            const scalar_t* at[] = {
+                in[I] != nullptr ? in[I] + start[I] + col * strides_[I][0] : nullptr...};
+            scalar_t* to[N];
+            for (size_t j = 0; j < N; ++j) {
+              to[j] = out[j] + i;
+            }
+            for (int64_t c = 0; c < count; ++c) {
+              store(f(load<compute_t<scalar_t>>(at[I], c * strides_[I][0])...), to, c);
+            }
+          }
+        }
+      }
+    });
+  }
+
+  // Elements [begin, begin + count) of inputs and outputs all dense from `in` and `out`: a plain
+  // loop, which the compiler vectorizes.
+  template <typename scalar_t, typename Functor, typename Out, size_t... I>
+  static void run_contiguous(const Functor& f, const scalar_t* const* in, Out& out,
+                             int64_t begin, int64_t count, std::index_sequence<I...>) {
+    for (int64_t i = begin; i < begin + count; ++i) {
+      store(f(load<compute_t<scalar_t>>(in[I], i)...), out, i);
+    }
+  }
+
+  // Writes a functor's values as element i of each output.
+  template <typename Result, typename scalar_t, size_t N>
+  static void store(const Result& values, scalar_t* (&out)[N], int64_t i) {
+    for (int j = 0; j < Result::size; ++j) {
+      out[j][i] = static_cast<scalar_t>(values.v[j]);
     }
   }
 
@@ -331,13 +517,17 @@ class C10_HIDDEN KernelCall {
     const std::vector<const void*> inputs = this->inputs();
     const scalar_t* in[] = {static_cast<const scalar_t*>(inputs[I])...};
     scalar_t* out = static_cast<scalar_t*>(outputs().front());
-    for (int64_t row = 0; row < n_; ++row) {
-      acc_t total = Reduce::identity();
-      for (int64_t i = row * cols_; i < (row + 1) * cols_; ++i) {
-        total = Reduce::combine(total, f(load<acc_t>(in[I], i)...));
+    // Rows in parallel: each thread at least kGrain elements' worth.
+    parallel_for(n_, std::max<int64_t>(1, kGrain / std::max<int64_t>(cols_, 1)),
+                 [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        acc_t total = Reduce::identity();
+        for (int64_t i = row * cols_; i < (row + 1) * cols_; ++i) {
+          total = Reduce::combine(total, f(load<acc_t>(in[I], i)...));
+        }
+        out[row] = static_cast<scalar_t>(Reduce::finish(total, cols_));
       }
-      out[row] = static_cast<scalar_t>(Reduce::finish(total, cols_));
-    }
+    });
   }
 
   const char* op_;
@@ -345,8 +535,14 @@ class C10_HIDDEN KernelCall {
   Tensor like_;  // outputs take its dtype and device
   int64_t n_;
   int64_t cols_ = 1;
+  bool rows_ = false;  // a row reduction: dense inputs
   std::vector<std::optional<Tensor>> reads_;
   std::vector<std::pair<Tensor, Tensor>> writes_;  // (tensor, the dense buffer written)
+  // How the kernel indexes the inputs (lay_out): the collapsed broadcast shape and strides.
+  bool flat_ = true;
+  int dims_ = 1;
+  Dims sizes_{};
+  std::vector<Dims> strides_;
 };
 
 }  // namespace kstable

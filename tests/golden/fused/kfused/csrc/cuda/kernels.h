@@ -12,15 +12,25 @@ namespace kfused::cuda {
 // The element types of the kernels (the host maps torch dtypes onto them).
 enum class Dtype { float16, float32, float64 };
 
+// The most dimensions an elementwise kernel indexes (KernelCall collapses the broadcast shape).
+constexpr int kMaxDims = 6;
+
 // One launch: `n` output elements, each computed from `cols` consecutive elements of each input
-// (1 for elementwise kernels, the row length for row reductions), on `stream`.
+// (1 for elementwise kernels, the row length for row reductions), on `stream`. Elementwise
+// kernels read inputs that are not all dense (flat false) through strides: the broadcast shape
+// collapsed to `dims` sizes, the innermost first, and each input's strides along them in
+// elements (0 where it is broadcast). Row reductions read dense inputs.
 struct Launch {
   Dtype dtype;
   int64_t n;
   int64_t cols;
-  const void* const* inputs;  // dense; null for an absent optional Tensor
+  const void* const* inputs;  // null for an absent optional Tensor
   void* const* outputs;  // dense
   cudaStream_t stream;
+  bool flat;
+  int dims;
+  const int64_t* sizes;
+  const int64_t* const* strides;  // `dims` strides for each input
 };
 
 }  // namespace kfused::cuda

@@ -42,6 +42,8 @@ inline cudaStream_t current_stream(const Tensor& tensor) {
   return static_cast<cudaStream_t>(stream);
 }
 
+static_assert(cuda::kMaxDims == kMaxDims, "the kernels index the dimensions KernelCall keeps");
+
 // Runs `kernel` (a launcher of kernels.cu) on the tensors of `call`, on their device.
 template <typename... Parameters, typename... Scalars>
 void launch(
@@ -53,8 +55,13 @@ void launch(
     const torch::stable::accelerator::DeviceGuard guard(like.get_device_index());
     const std::vector<const void*> inputs = call.inputs();
     const std::vector<void*> outputs = call.outputs();
+    std::vector<const int64_t*> strides;
+    for (const Dims& input : call.strides()) {
+      strides.push_back(input.data());
+    }
     const cuda::Launch args{kernel_dtype(call.op(), like), call.n(), call.cols(),
-                            inputs.data(), outputs.data(), current_stream(like)};
+                            inputs.data(), outputs.data(), current_stream(like),
+                            call.flat(), call.dims(), call.sizes().data(), strides.data()};
     const cudaError_t error = kernel(args, scalars...);
     KOPGEN_CHECK(error == cudaSuccess, call.op(), ": CUDA kernel launch failed: ",
                  cudaGetErrorString(error));

@@ -161,6 +161,22 @@ __device__ __forceinline__ auto call(
   return f(to_compute(x[I].v[k])...);
 }
 
+// The functor on element k of every input vector gives element k of every output vector.
+template <typename F, typename scalar_t, int VEC, int IN, int OUT>
+__device__ __forceinline__ void apply(
+    const F& f,
+    const Vec<scalar_t, VEC> (&x)[IN],
+    Vec<scalar_t, VEC> (&y)[OUT]) {
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) {
+    const auto values = call(f, x, k, std::make_index_sequence<IN>{});
+#pragma unroll
+    for (int j = 0; j < OUT; ++j) {
+      y[j].v[k] = from_compute<scalar_t>(values.v[j]);
+    }
+  }
+}
+
 // Vector `index` (VEC elements) of every output, computed from that of every input.
 template <int VEC, typename F, typename scalar_t, int IN, int OUT>
 __device__ __forceinline__ void compute_vector(
@@ -176,14 +192,7 @@ __device__ __forceinline__ void compute_vector(
     x[j] = in.at[j] != nullptr ? reinterpret_cast<const V*>(in.at[j])[index] : V{};
   }
   V y[OUT];
-#pragma unroll
-  for (int k = 0; k < VEC; ++k) {
-    const auto values = call(f, x, k, std::make_index_sequence<IN>{});
-#pragma unroll
-    for (int j = 0; j < OUT; ++j) {
-      y[j].v[k] = from_compute<scalar_t>(values.v[j]);
-    }
-  }
+  apply(f, x, y);
 #pragma unroll
   for (int j = 0; j < OUT; ++j) {
     reinterpret_cast<V*>(out.at[j])[index] = y[j];
@@ -212,6 +221,237 @@ __global__ void __launch_bounds__(kThreads) elementwise_kernel(
   }
 }
 
+// Where inputs that are not all dense lie (Launch's sizes and strides), as one kernel parameter.
+template <int IN>
+struct Layout {
+  int dims;
+  int64_t sizes[kMaxDims];  // the innermost first
+  int64_t strides[IN][kMaxDims];
+};
+
+// Where row `row` (of the innermost dimension) starts in each input.
+template <int IN>
+__device__ __forceinline__ void row_starts(
+    const Layout<IN>& layout,
+    int64_t row,
+    int64_t (&start)[IN]) {
+#pragma unroll
+  for (int j = 0; j < IN; ++j) {
+    start[j] = 0;
+  }
+  for (int d = 1; d < layout.dims; ++d) {
+    // The outermost dimension takes what is left: a 2-d layout divides nothing.
+    const int64_t coordinate = d + 1 < layout.dims ? row % layout.sizes[d] : row;
+    row /= layout.sizes[d];
+#pragma unroll
+    for (int j = 0; j < IN; ++j) {
+      start[j] += coordinate * layout.strides[j][d];
+    }
+  }
+}
+
+// Vectors a thread of strided_kernel has in flight: one 16-byte load each would leave an H200
+// short of the loads in flight its bandwidth needs (a broadcast input hits the cache).
+constexpr int kUnroll = 4;
+
+// Vector `col` (VEC elements) of input j's row that starts at `start`: a 16-byte load, or one
+// element repeated where the input is broadcast along the row (VEC > 1 only then or dense).
+template <int VEC, typename scalar_t>
+__device__ __forceinline__ Vec<scalar_t, VEC> load_vector(
+    const scalar_t* data,
+    int64_t start,
+    int64_t step,
+    int64_t col) {
+  using V = Vec<scalar_t, VEC>;
+  if (data == nullptr) {
+    return V{};  // an absent optional input, which its functor never uses
+  }
+  if (VEC == 1 || step != 0) {
+    return *reinterpret_cast<const V*>(data + start + col * step);
+  }
+  V x;
+  const scalar_t value = data[start];
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) {
+    x.v[k] = value;
+  }
+  return x;
+}
+
+// Inputs read through their strides, dense outputs: the x of the block and grid runs along rows
+// of the innermost dimension (kUnroll vectors of VEC elements a thread, a block's width apart),
+// their y over the rows. With VEC > 1 each input is dense or broadcast along the rows.
+template <int VEC, typename F, typename scalar_t, int IN, int OUT>
+__global__ void __launch_bounds__(kThreads) strided_kernel(
+    F f,
+    Pointers<const scalar_t*, IN> in,
+    Pointers<scalar_t*, OUT> out,
+    Layout<IN> layout,
+    int64_t rows) {
+  using V = Vec<scalar_t, VEC>;
+  const int64_t inner = layout.sizes[0];
+  const int64_t width = static_cast<int64_t>(blockDim.x) * VEC;  // a block's step along a row
+  const int64_t row_step = static_cast<int64_t>(gridDim.y) * blockDim.y;
+  for (int64_t row = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; row < rows;
+       row += row_step) {
+    int64_t start[IN];
+    row_starts(layout, row, start);
+    for (int64_t first = blockIdx.x * width * kUnroll + threadIdx.x * VEC; first < inner;
+         first += gridDim.x * width * kUnroll) {
+      V x[kUnroll][IN];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+#pragma unroll
+        for (int j = 0; j < IN; ++j) {
+          if (first + u * width < inner) {
+            x[u][j] = load_vector<VEC>(in.at[j], start[j], layout.strides[j][0], first + u * width);
+          }
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        if (first + u * width < inner) {
+          V y[OUT];
+          apply(f, x[u], y);
+#pragma unroll
+          for (int j = 0; j < OUT; ++j) {
+            *reinterpret_cast<V*>(out.at[j] + row * inner + first + u * width) = y[j];
+          }
+        }
+      }
+    }
+  }
+}
+
+// Whether input j is read across its layout: it steps by more than one element along the rows.
+template <int IN>
+__host__ __device__ __forceinline__ bool across(const Layout<IN>& layout, int j) {
+  return layout.strides[j][0] != 0 && layout.strides[j][0] != 1;
+}
+
+// The functor on one compute-type value of each input.
+template <typename F, typename acc_t, int IN, size_t... I>
+__device__ __forceinline__ auto call_values(
+    const F& f,
+    const acc_t (&values)[IN],
+    std::index_sequence<I...>) {
+  return f(values[I]...);
+}
+
+constexpr int kTile = 32;  // tiled_kernel's tiles: kTile rows by kTile columns
+constexpr int kTileRows = kThreads / kTile;  // the rows of threads of its blocks
+
+// Inputs read across their layout (a transposed one), dense outputs: a block takes a tile of
+// the output, reads the tile of each such input with its threads along the input's rows (which
+// are dense in memory) into shared memory, then computes and writes along the output's rows.
+template <typename F, typename scalar_t, int IN, int OUT>
+__global__ void __launch_bounds__(kThreads) tiled_kernel(
+    F f,
+    Pointers<const scalar_t*, IN> in,
+    Pointers<scalar_t*, OUT> out,
+    Layout<IN> layout,
+    int64_t rows) {
+  using acc_t = compute_t<scalar_t>;
+  __shared__ acc_t tile[IN][kTile][kTile + 1];  // + 1: a column's reads hit distinct banks
+  const int64_t inner = layout.sizes[0];
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kTile + threadIdx.x;
+  for (int64_t first = static_cast<int64_t>(blockIdx.y) * kTile; first < rows;
+       first += static_cast<int64_t>(gridDim.y) * kTile) {
+    // Thread x reads row first + x of the tile: consecutive threads, consecutive addresses.
+    int64_t start[IN];
+    row_starts(layout, first + threadIdx.x, start);
+#pragma unroll
+    for (int j = 0; j < IN; ++j) {
+      if (in.at[j] == nullptr || !across(layout, j)) {
+        continue;
+      }
+      for (int c = threadIdx.y; c < kTile; c += kTileRows) {
+        const int64_t where = static_cast<int64_t>(blockIdx.x) * kTile + c;
+        if (first + threadIdx.x < rows && where < inner) {
+          tile[j][threadIdx.x][c] =
+              to_compute(in.at[j][start[j] + where * layout.strides[j][0]]);
+        }
+      }
+    }
+    __syncthreads();
+    for (int r = threadIdx.y; r < kTile; r += kTileRows) {
+      const int64_t row = first + r;
+      if (row < rows && col < inner) {
+        row_starts(layout, row, start);
+        acc_t values[IN];
+#pragma unroll
+        for (int j = 0; j < IN; ++j) {
+          const scalar_t* data = in.at[j];
+          values[j] = data == nullptr          ? acc_t(0)  // an absent optional input
+                      : across(layout, j) ? tile[j][r][threadIdx.x]
+                                          : to_compute(data[start[j] + col * layout.strides[j][0]]);
+        }
+        const auto result = call_values(f, values, std::make_index_sequence<IN>{});
+#pragma unroll
+        for (int j = 0; j < OUT; ++j) {
+          out.at[j][row * inner + col] = from_compute<scalar_t>(result.v[j]);
+        }
+      }
+    }
+    __syncthreads();  // the tile is refilled for the next rows
+  }
+}
+
+// Launches tiled_kernel: a block per tile across, the grid's y (at most its limit) down.
+template <typename F, typename scalar_t, int IN, int OUT>
+void launch_tiled(const F& f, const Pointers<const scalar_t*, IN>& in,
+                  const Pointers<scalar_t*, OUT>& out, const Layout<IN>& layout, int64_t n,
+                  cudaStream_t stream) {
+  const int64_t rows = n / layout.sizes[0];
+  const int64_t down = (rows + kTile - 1) / kTile;
+  const dim3 blocks(static_cast<unsigned int>((layout.sizes[0] + kTile - 1) / kTile),
+                    static_cast<unsigned int>(std::min<int64_t>(down, 65535)));
+  tiled_kernel<<<blocks, dim3(kTile, kTileRows), 0, stream>>>(f, in, out, layout, rows);
+}
+
+// Whether strided_kernel<VEC> can read and write 16-byte vectors: every row holds whole vectors,
+// the outputs are aligned, and each input is broadcast along the rows or dense along them from
+// aligned vectors on.
+template <int VEC, typename scalar_t, int IN, int OUT>
+bool vectorizes(const Pointers<const scalar_t*, IN>& in, const Pointers<scalar_t*, OUT>& out,
+                const Layout<IN>& layout) {
+  bool ok = layout.sizes[0] % VEC == 0;
+  for (int j = 0; j < OUT; ++j) {
+    ok = ok && aligned(out.at[j]);
+  }
+  for (int j = 0; j < IN; ++j) {
+    if (in.at[j] == nullptr || layout.strides[j][0] == 0) {
+      continue;
+    }
+    ok = ok && layout.strides[j][0] == 1 && aligned(in.at[j]);
+    for (int d = 1; d < layout.dims; ++d) {
+      ok = ok && layout.strides[j][d] % VEC == 0;
+    }
+  }
+  return ok;
+}
+
+// Launches strided_kernel<VEC>: blocks as wide as a row's vectors over kUnroll (a power of two
+// up to kThreads), as many rows high as fill kThreads threads.
+template <int VEC, typename F, typename scalar_t, int IN, int OUT>
+void launch_strided(const F& f, const Pointers<const scalar_t*, IN>& in,
+                    const Pointers<scalar_t*, OUT>& out, const Layout<IN>& layout, int64_t n,
+                    cudaStream_t stream) {
+  const int64_t vectors = layout.sizes[0] / VEC;  // a whole number where VEC > 1
+  const int64_t per_thread = (vectors + kUnroll - 1) / kUnroll;
+  unsigned int width = 1;
+  while (width < kThreads && width < per_thread) {
+    width *= 2;
+  }
+  const dim3 threads(width, kThreads / width);
+  const int64_t rows = n / layout.sizes[0];
+  const int64_t across = (per_thread + width - 1) / width;
+  const int64_t down = (rows + threads.y - 1) / threads.y;
+  const dim3 blocks(static_cast<unsigned int>(std::min<int64_t>(across, kMaxBlocks)),
+                    static_cast<unsigned int>(std::clamp<int64_t>(down, 1, 65535)));  // y's limit
+  strided_kernel<VEC><<<blocks, threads, 0, stream>>>(f, in, out, layout, rows);
+}
+
 // Runs F<acc_t> (its scalars converted to the compute type) elementwise over `launch`; a scalar
 // variant of the kernel serves pointers that are not 16-byte aligned.
 template <template <typename> class F, typename... Scalars>
@@ -236,7 +476,27 @@ cudaError_t pointwise(const Launch& launch, Scalars... scalars) {
     }
     const Functor f{scalar_as<acc_t>(scalars)...};
     constexpr int VEC = 16 / sizeof(scalar_t);
-    if (all_aligned) {
+    if (!launch.flat) {
+      Layout<IN> layout{launch.dims, {}, {}};
+      for (int d = 0; d < launch.dims; ++d) {
+        layout.sizes[d] = launch.sizes[d];
+        for (int j = 0; j < IN; ++j) {
+          layout.strides[j][d] = launch.strides[j][d];
+        }
+      }
+      bool tiles = false;  // an input read across its layout whose rows are dense
+      for (int j = 0; j < IN; ++j) {
+        tiles = tiles || (in.at[j] != nullptr && across(layout, j) && layout.dims > 1 &&
+                          layout.strides[j][1] == 1);
+      }
+      if (vectorizes<VEC>(in, out, layout)) {
+        launch_strided<VEC>(f, in, out, layout, launch.n, launch.stream);
+      } else if (tiles) {
+        launch_tiled(f, in, out, layout, launch.n, launch.stream);
+      } else {
+        launch_strided<1>(f, in, out, layout, launch.n, launch.stream);
+      }
+    } else if (all_aligned) {
       const unsigned int blocks = blocks_for(launch.n / VEC);
       elementwise_kernel<VEC><<<blocks, kThreads, 0, launch.stream>>>(f, in, out, launch.n);
     } else {
