@@ -62,6 +62,24 @@ torch.library.register_autograd(
 _support.trace_as_reference("kact::scaled_sigmoid", reference.scaled_sigmoid)
 
 
+# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.
+_scaled_sigmoid_kernels = {
+    "cpu": scaled_sigmoid_kernels.scaled_sigmoid_python,
+    "cuda": scaled_sigmoid_kernels.scaled_sigmoid_triton,
+}
+
+
+class _ScaledSigmoidFunction(torch.autograd.Function):
+    """kact::scaled_sigmoid with grad in plain eager calls: its kernel, its registered formulas."""
+
+    @staticmethod
+    def forward(x, scale):
+        return _scaled_sigmoid_kernels[x.device.type](x, scale)
+
+    setup_context = staticmethod(_scaled_sigmoid_setup_context)
+    backward = staticmethod(_scaled_sigmoid_backward)
+
+
 # kact::sincos -------------------------------------------------------------------------
 
 _lib.define("sincos(Tensor x) -> (Tensor, Tensor)", tags=(torch.Tag.pt2_compliant_tag,))
@@ -107,6 +125,24 @@ torch.library.register_autograd(
 # torch.compile traces kact::sincos as its PyTorch reference, which Inductor fuses with the
 # operations around it; eager calls run the kernel, and torch.export keeps the op.
 _support.trace_as_reference("kact::sincos", reference.sincos)
+
+
+# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.
+_sincos_kernels = {
+    "cpu": sincos_kernels.sincos_python,
+    "cuda": sincos_kernels.sincos_triton,
+}
+
+
+class _SincosFunction(torch.autograd.Function):
+    """kact::sincos with grad in plain eager calls: its kernel, its registered formulas."""
+
+    @staticmethod
+    def forward(x):
+        return _sincos_kernels[x.device.type](x)
+
+    setup_context = staticmethod(_sincos_setup_context)
+    backward = staticmethod(_sincos_backward)
 
 
 # kact::mymul --------------------------------------------------------------------------
@@ -158,3 +194,18 @@ torch.library.register_autograd(
 # torch.compile traces kact::mymul as its PyTorch reference, which Inductor fuses with the
 # operations around it; eager calls run the kernel, and torch.export keeps the op.
 _support.trace_as_reference("kact::mymul", reference.mymul)
+
+
+# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.
+_mymul_kernels = {"cpu": mymul_kernels.mymul_triton, "cuda": mymul_kernels.mymul_triton}
+
+
+class _MymulFunction(torch.autograd.Function):
+    """kact::mymul with grad in plain eager calls: its kernel, its registered formulas."""
+
+    @staticmethod
+    def forward(a, b):
+        return _mymul_kernels[a.device.type](a, b)
+
+    setup_context = staticmethod(_mymul_setup_context)
+    backward = staticmethod(_mymul_backward)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from . import _registration  # noqa: F401  (defines the operators before they are looked up)
+from . import _registration, _support
 
 _scaled_sigmoid = torch.ops.kact.scaled_sigmoid.default
 _sincos = torch.ops.kact.sincos.default
@@ -15,14 +15,32 @@ _mymul = torch.ops.kact.mymul.default
 
 def scaled_sigmoid(x: Tensor, scale: float = 1.0) -> Tensor:
     """scale * sigmoid(x), differentiated through its result."""
-    return _scaled_sigmoid(x, scale)
+    kernel = _support.eager_kernel(_registration._scaled_sigmoid_kernels, x)
+    # Anything unusual (tracing, a mode, a subclass...) goes to the operator, which it must see.
+    if kernel is None:
+        return _scaled_sigmoid(x, scale)
+    if _support.grad_wanted(x):
+        return _registration._ScaledSigmoidFunction.apply(x, scale)
+    return kernel(x, scale)
 
 
 def sincos(x: Tensor) -> tuple[Tensor, Tensor]:
     """sin(x) and cos(x) in one pass."""
-    return _sincos(x)
+    kernel = _support.eager_kernel(_registration._sincos_kernels, x)
+    # Anything unusual (tracing, a mode, a subclass...) goes to the operator, which it must see.
+    if kernel is None:
+        return _sincos(x)
+    if _support.grad_wanted(x):
+        return _registration._SincosFunction.apply(x)
+    return kernel(x)
 
 
 def mymul(a: Tensor, b: Tensor) -> Tensor:
     """a * b; its backward calls mymul itself."""
-    return _mymul(a, b)
+    kernel = _support.eager_kernel(_registration._mymul_kernels, a, b)
+    # Anything unusual (tracing, a mode, a subclass...) goes to the operator, which it must see.
+    if kernel is None:
+        return _mymul(a, b)
+    if _support.grad_wanted(a, b):
+        return _registration._MymulFunction.apply(a, b)
+    return kernel(a, b)

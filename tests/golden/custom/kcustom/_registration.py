@@ -42,3 +42,21 @@ def _pairsum_backward(ctx, grad):
 torch.library.register_autograd(
     "kcustom::pairsum", _pairsum_backward, setup_context=_pairsum_setup_context
 )
+
+
+# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.
+_pairsum_kernels = {
+    "cpu": pairsum_kernels.pairsum_triton,
+    "cuda": pairsum_kernels.pairsum_triton,
+}
+
+
+class _PairsumFunction(torch.autograd.Function):
+    """kcustom::pairsum with grad in plain eager calls: its kernel, its registered formulas."""
+
+    @staticmethod
+    def forward(x):
+        return _pairsum_kernels[x.device.type](x)
+
+    setup_context = staticmethod(_pairsum_setup_context)
+    backward = staticmethod(_pairsum_backward)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from . import _registration  # noqa: F401  (defines the operators before they are looked up)
+from . import _registration, _support
 
 _rowsum = torch.ops.krows.rowsum.default
 _rowmax = torch.ops.krows.rowmax.default
@@ -18,17 +18,35 @@ _weighted_rowsum = torch.ops.krows.weighted_rowsum.default
 
 def rowsum(x: Tensor) -> Tensor:
     """Sum of each row of x."""
-    return _rowsum(x)
+    kernel = _support.eager_kernel(_registration._rowsum_kernels, x)
+    # Anything unusual (tracing, a mode, a subclass...) goes to the operator, which it must see.
+    if kernel is None:
+        return _rowsum(x)
+    if _support.grad_wanted(x):
+        return _registration._RowsumFunction.apply(x)
+    return kernel(x)
 
 
 def rowmax(x: Tensor) -> Tensor:
     """Maximum of each row of x (-inf for an empty row)."""
-    return _rowmax(x)
+    kernel = _support.eager_kernel(_registration._rowmax_kernels, x)
+    # Anything unusual (tracing, a mode, a subclass...) goes to the operator, which it must see.
+    if kernel is None:
+        return _rowmax(x)
+    if _support.grad_wanted(x):
+        return _registration._RowmaxFunction.apply(x)
+    return kernel(x)
 
 
 def rowdot(a: Tensor, b: Tensor, scale: float = 1.0) -> Tensor:
     """Mean over each row of scale * a * b (nan for an empty row, as torch.mean)."""
-    return _rowdot(a, b, scale)
+    kernel = _support.eager_kernel(_registration._rowdot_kernels, a, b)
+    # Anything unusual (tracing, a mode, a subclass...) goes to the operator, which it must see.
+    if kernel is None:
+        return _rowdot(a, b, scale)
+    if _support.grad_wanted(a, b):
+        return _registration._RowdotFunction.apply(a, b, scale)
+    return kernel(a, b, scale)
 
 
 def bias_leaky(
@@ -40,9 +58,21 @@ def bias_leaky(
 
 def scale_shift(x: Tensor, scale: Tensor, shift: Tensor | None = None) -> Tensor:
     """x * scale, plus shift where one is given."""
-    return _scale_shift(x, scale, shift)
+    kernel = _support.eager_kernel(_registration._scale_shift_kernels, x, scale, shift)
+    # Anything unusual (tracing, a mode, a subclass...) goes to the operator, which it must see.
+    if kernel is None:
+        return _scale_shift(x, scale, shift)
+    if _support.grad_wanted(x, scale, shift):
+        return _registration._ScaleShiftFunction.apply(x, scale, shift)
+    return kernel(x, scale, shift)
 
 
 def weighted_rowsum(x: Tensor, weight: Tensor | None = None) -> Tensor:
     """Sum of each row of x, each element times weight where a weight is given."""
-    return _weighted_rowsum(x, weight)
+    kernel = _support.eager_kernel(_registration._weighted_rowsum_kernels, x, weight)
+    # Anything unusual (tracing, a mode, a subclass...) goes to the operator, which it must see.
+    if kernel is None:
+        return _weighted_rowsum(x, weight)
+    if _support.grad_wanted(x, weight):
+        return _registration._WeightedRowsumFunction.apply(x, weight)
+    return kernel(x, weight)

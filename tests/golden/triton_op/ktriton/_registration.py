@@ -82,6 +82,24 @@ torch.library.register_autograd(
 _support.trace_as_reference("ktriton::muladd", reference.muladd)
 
 
+# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.
+_muladd_kernels = {
+    "cpu": muladd_kernels.muladd_triton,
+    "cuda": muladd_kernels.muladd_triton,
+}
+
+
+class _MuladdFunction(torch.autograd.Function):
+    """ktriton::muladd with grad in plain eager calls: its kernel, its registered formulas."""
+
+    @staticmethod
+    def forward(a, b, c):
+        return _muladd_kernels[a.device.type](a, b, c)
+
+    setup_context = staticmethod(_muladd_setup_context)
+    backward = staticmethod(_muladd_backward)
+
+
 # ktriton::sincos ----------------------------------------------------------------------
 
 # The CPU kernel as an op of its own, which tracing never enters: Triton's interpreter reads
@@ -146,6 +164,24 @@ torch.library.register_autograd(
 # torch.compile traces ktriton::sincos as its PyTorch reference, which Inductor fuses with the
 # operations around it; eager calls run the kernel, and torch.export keeps the op.
 _support.trace_as_reference("ktriton::sincos", reference.sincos)
+
+
+# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.
+_sincos_kernels = {
+    "cpu": sincos_kernels.sincos_triton,
+    "cuda": sincos_kernels.sincos_triton,
+}
+
+
+class _SincosFunction(torch.autograd.Function):
+    """ktriton::sincos with grad in plain eager calls: its kernel, its registered formulas."""
+
+    @staticmethod
+    def forward(x):
+        return _sincos_kernels[x.device.type](x)
+
+    setup_context = staticmethod(_sincos_setup_context)
+    backward = staticmethod(_sincos_backward)
 
 
 # ktriton::muladd_out ------------------------------------------------------------------

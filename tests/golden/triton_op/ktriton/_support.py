@@ -381,3 +381,50 @@ def trace_as_reference(op: str, reference: Callable[..., object]) -> None:
             return reference(*args, **kwargs)
 
     torch.library.register_torch_dispatch(op, FunctionalTensorMode, rule)
+
+
+# Private names of torch (in 2.11 and 2.13) that say whether anything intercepts a call; where one
+# is missing, the typed API always calls the operator.
+_INTERCEPT_CHECKS = (
+    "_len_torch_dispatch_stack",
+    "_is_torch_function_mode_enabled",
+    "_are_functorch_transforms_active",
+)
+_CAN_CALL_KERNELS = all(hasattr(torch._C, name) for name in _INTERCEPT_CHECKS)
+
+
+def eager_kernel(
+    kernels: dict[str, Callable[..., object]], *tensors: Tensor | None
+) -> Callable[..., object] | None:
+    """The kernel the typed API runs directly in a plain eager call: that of the tensors' device type,
+    as the op registers it. None wherever the op must be seen or dispatched, which the operator does:
+    torch.compile and export, dispatch and function modes, functorch transforms, forward AD, autocast,
+    the profiler, tensor subclasses and fake tensors, devices of different types or without a kernel."""
+    if (
+        not _CAN_CALL_KERNELS
+        or torch.compiler.is_compiling()
+        or torch._C._len_torch_dispatch_stack()
+        or torch._C._is_torch_function_mode_enabled()
+        or torch._C._are_functorch_transforms_active()
+        or torch.autograd.forward_ad._current_level >= 0
+        or torch.autograd._profiler_enabled()
+    ):
+        return None
+    device = None
+    for t in tensors:
+        if t is None:
+            continue
+        if type(t) is not torch.Tensor or (device and t.device.type != device):
+            return None
+        device = t.device.type
+    kernel = kernels.get(device)
+    if kernel is None or torch.is_autocast_enabled(device):
+        return None
+    return kernel
+
+
+def grad_wanted(*tensors: Tensor | None) -> bool:
+    """Whether the call records autograd: grad mode on and some input requiring grad."""
+    return torch.is_grad_enabled() and any(
+        t is not None and t.requires_grad for t in tensors
+    )

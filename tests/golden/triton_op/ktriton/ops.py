@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from . import _registration  # noqa: F401  (defines the operators before they are looked up)
+from . import _registration, _support
 
 _muladd = torch.ops.ktriton.muladd.default
 _sincos = torch.ops.ktriton.sincos.default
@@ -16,12 +16,24 @@ _rowsum = torch.ops.ktriton.rowsum.default
 
 def muladd(a: Tensor, b: Tensor, c: float) -> Tensor:
     """Fused a * b + c."""
-    return _muladd(a, b, c)
+    kernel = _support.eager_kernel(_registration._muladd_kernels, a, b)
+    # Anything unusual (tracing, a mode, a subclass...) goes to the operator, which it must see.
+    if kernel is None:
+        return _muladd(a, b, c)
+    if _support.grad_wanted(a, b):
+        return _registration._MuladdFunction.apply(a, b, c)
+    return kernel(a, b, c)
 
 
 def sincos(x: Tensor) -> tuple[Tensor, Tensor]:
     """sin(x) and cos(x) in one pass."""
-    return _sincos(x)
+    kernel = _support.eager_kernel(_registration._sincos_kernels, x)
+    # Anything unusual (tracing, a mode, a subclass...) goes to the operator, which it must see.
+    if kernel is None:
+        return _sincos(x)
+    if _support.grad_wanted(x):
+        return _registration._SincosFunction.apply(x)
+    return kernel(x)
 
 
 def muladd_out(a: Tensor, b: Tensor, c: float, out: Tensor) -> None:
