@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..model import Op, Route
 from ..names import locals_for, module_name
-from . import python
+from . import layout, python
 from .layout import literal, statement, wrap
 
 _PYTHON_ROUTES = (Route.CUSTOM_OP, Route.LIBRARY, Route.TRITON_OP)
@@ -66,13 +66,23 @@ def registration(op: Op) -> list[str]:
     lines = ["", "", "# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.",
              wrap(f"{kernels_name(op)} = {{", pairs, "}")]
     if differentiable(op):
+        names = locals_for(op)
+        args = ", ".join(a.name for a in op.args)
+        setup = f"{python.setup_context_function(op)}({names.ctx}, ({args}), {names.output})"
+        if len(op.args) == 1:  # `(x,)`, which statement would take for a magic trailing comma
+            setup = f"{python.setup_context_function(op)}({names.ctx}, ({args},), {names.output})"
+        else:
+            setup = statement(setup, 8)
         kernel = f"{kernels_name(op)}[{op.lead.name}.device.type]"
         lines += ["", "", f"class {function_name(op)}(torch.autograd.Function):",
                   f'    """{op.qualname} with grad in plain eager calls: its kernel, its registered formulas."""',
                   "", "    @staticmethod",
-                  "    " + wrap("def forward(", [a.name for a in op.args], "):", 4),
-                  "        " + python.call(kernel, op, 8, prefix="return "), "",
-                  f"    setup_context = staticmethod({python.setup_context_function(op)})",
+                  "    " + wrap("def forward(", [names.ctx, *(a.name for a in op.args)], "):", 4),
+                  "        " + layout.assign(names.output, python.call_text(kernel, op), 8),
+                  "        # setup_context called here, as torch.library calls it: a Function with a setup_context",
+                  "        # of its own binds its arguments through inspect.signature on every call.",
+                  "        " + setup,
+                  f"        return {names.output}", "",
                   f"    backward = staticmethod({python.backward_function(op)})"]
     return lines
 

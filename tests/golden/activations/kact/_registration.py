@@ -73,10 +73,13 @@ class _ScaledSigmoidFunction(torch.autograd.Function):
     """kact::scaled_sigmoid with grad in plain eager calls: its kernel, its registered formulas."""
 
     @staticmethod
-    def forward(x, scale):
-        return _scaled_sigmoid_kernels[x.device.type](x, scale)
+    def forward(ctx, x, scale):
+        output = _scaled_sigmoid_kernels[x.device.type](x, scale)
+        # setup_context called here, as torch.library calls it: a Function with a setup_context
+        # of its own binds its arguments through inspect.signature on every call.
+        _scaled_sigmoid_setup_context(ctx, (x, scale), output)
+        return output
 
-    setup_context = staticmethod(_scaled_sigmoid_setup_context)
     backward = staticmethod(_scaled_sigmoid_backward)
 
 
@@ -138,10 +141,13 @@ class _SincosFunction(torch.autograd.Function):
     """kact::sincos with grad in plain eager calls: its kernel, its registered formulas."""
 
     @staticmethod
-    def forward(x):
-        return _sincos_kernels[x.device.type](x)
+    def forward(ctx, x):
+        output = _sincos_kernels[x.device.type](x)
+        # setup_context called here, as torch.library calls it: a Function with a setup_context
+        # of its own binds its arguments through inspect.signature on every call.
+        _sincos_setup_context(ctx, (x,), output)
+        return output
 
-    setup_context = staticmethod(_sincos_setup_context)
     backward = staticmethod(_sincos_backward)
 
 
@@ -204,8 +210,11 @@ class _MymulFunction(torch.autograd.Function):
     """kact::mymul with grad in plain eager calls: its kernel, its registered formulas."""
 
     @staticmethod
-    def forward(a, b):
-        return _mymul_kernels[a.device.type](a, b)
+    def forward(ctx, a, b):
+        output = _mymul_kernels[a.device.type](a, b)
+        # setup_context called here, as torch.library calls it: a Function with a setup_context
+        # of its own binds its arguments through inspect.signature on every call.
+        _mymul_setup_context(ctx, (a, b), output)
+        return output
 
-    setup_context = staticmethod(_mymul_setup_context)
     backward = staticmethod(_mymul_backward)

@@ -316,14 +316,24 @@ def trace_as_reference(op: str, reference: Callable[..., object]) -> None:
     torch.library.register_torch_dispatch(op, FunctionalTensorMode, rule)
 
 
-# Private names of torch (in 2.11 and 2.13) that say whether anything intercepts a call; where one
-# is missing, the typed API always calls the operator.
-_INTERCEPT_CHECKS = (
+# What says whether anything intercepts a call, bound once (each lookup costs on every call). The
+# names of torch._C are private (in torch 2.11 and 2.13): where one is missing, the typed API
+# always calls the operator.
+_C_CHECKS = (
     "_len_torch_dispatch_stack",
     "_is_torch_function_mode_enabled",
     "_are_functorch_transforms_active",
+    "_is_any_autocast_enabled",
 )
-_CAN_CALL_KERNELS = all(hasattr(torch._C, name) for name in _INTERCEPT_CHECKS)
+_CAN_CALL_KERNELS = all(hasattr(torch._C, name) for name in _C_CHECKS)
+_compiling = torch.compiler.is_compiling
+_profiling = torch.autograd._profiler_enabled
+_forward_ad = torch.autograd.forward_ad
+if _CAN_CALL_KERNELS:
+    _dispatch_modes = torch._C._len_torch_dispatch_stack
+    _function_modes = torch._C._is_torch_function_mode_enabled
+    _transforms = torch._C._are_functorch_transforms_active
+    _autocast = torch._C._is_any_autocast_enabled
 
 
 def eager_kernel(
@@ -335,25 +345,27 @@ def eager_kernel(
     the profiler, tensor subclasses and fake tensors, devices of different types or without a kernel."""
     if (
         not _CAN_CALL_KERNELS
-        or torch.compiler.is_compiling()
-        or torch._C._len_torch_dispatch_stack()
-        or torch._C._is_torch_function_mode_enabled()
-        or torch._C._are_functorch_transforms_active()
-        or torch.autograd.forward_ad._current_level >= 0
-        or torch.autograd._profiler_enabled()
+        or _compiling()
+        or _dispatch_modes()
+        or _function_modes()
+        or _transforms()
+        or _autocast()
+        or _profiling()
+        or _forward_ad._current_level >= 0
     ):
         return None
-    device = None
+    cuda = None
     for t in tensors:
         if t is None:
             continue
-        if type(t) is not torch.Tensor or (device and t.device.type != device):
+        # is_cuda and is_cpu cost a fifth of device.type; meta and other devices are neither.
+        if type(t) is not torch.Tensor or not (t.is_cuda or t.is_cpu):
             return None
-        device = t.device.type
-    kernel = kernels.get(device)
-    if kernel is None or torch.is_autocast_enabled(device):
-        return None
-    return kernel
+        if cuda is None:
+            cuda = t.is_cuda
+        elif t.is_cuda != cuda:
+            return None
+    return kernels.get("cuda" if cuda else "cpu")
 
 
 def grad_wanted(*tensors: Tensor | None) -> bool:

@@ -55,8 +55,11 @@ class _PairsumFunction(torch.autograd.Function):
     """kcustom::pairsum with grad in plain eager calls: its kernel, its registered formulas."""
 
     @staticmethod
-    def forward(x):
-        return _pairsum_kernels[x.device.type](x)
+    def forward(ctx, x):
+        output = _pairsum_kernels[x.device.type](x)
+        # setup_context called here, as torch.library calls it: a Function with a setup_context
+        # of its own binds its arguments through inspect.signature on every call.
+        _pairsum_setup_context(ctx, (x,), output)
+        return output
 
-    setup_context = staticmethod(_pairsum_setup_context)
     backward = staticmethod(_pairsum_backward)

@@ -71,10 +71,13 @@ class _RowsumFunction(torch.autograd.Function):
     """krows::rowsum with grad in plain eager calls: its kernel, its registered formulas."""
 
     @staticmethod
-    def forward(x):
-        return _rowsum_kernels[x.device.type](x)
+    def forward(ctx, x):
+        output = _rowsum_kernels[x.device.type](x)
+        # setup_context called here, as torch.library calls it: a Function with a setup_context
+        # of its own binds its arguments through inspect.signature on every call.
+        _rowsum_setup_context(ctx, (x,), output)
+        return output
 
-    setup_context = staticmethod(_rowsum_setup_context)
     backward = staticmethod(_rowsum_backward)
 
 
@@ -138,10 +141,13 @@ class _RowmaxFunction(torch.autograd.Function):
     """krows::rowmax with grad in plain eager calls: its kernel, its registered formulas."""
 
     @staticmethod
-    def forward(x):
-        return _rowmax_kernels[x.device.type](x)
+    def forward(ctx, x):
+        output = _rowmax_kernels[x.device.type](x)
+        # setup_context called here, as torch.library calls it: a Function with a setup_context
+        # of its own binds its arguments through inspect.signature on every call.
+        _rowmax_setup_context(ctx, (x,), output)
+        return output
 
-    setup_context = staticmethod(_rowmax_setup_context)
     backward = staticmethod(_rowmax_backward)
 
 
@@ -211,10 +217,13 @@ class _RowdotFunction(torch.autograd.Function):
     """krows::rowdot with grad in plain eager calls: its kernel, its registered formulas."""
 
     @staticmethod
-    def forward(a, b, scale):
-        return _rowdot_kernels[a.device.type](a, b, scale)
+    def forward(ctx, a, b, scale):
+        output = _rowdot_kernels[a.device.type](a, b, scale)
+        # setup_context called here, as torch.library calls it: a Function with a setup_context
+        # of its own binds its arguments through inspect.signature on every call.
+        _rowdot_setup_context(ctx, (a, b, scale), output)
+        return output
 
-    setup_context = staticmethod(_rowdot_setup_context)
     backward = staticmethod(_rowdot_backward)
 
 
@@ -349,10 +358,13 @@ class _ScaleShiftFunction(torch.autograd.Function):
     """krows::scale_shift with grad in plain eager calls: its kernel, its registered formulas."""
 
     @staticmethod
-    def forward(x, scale, shift):
-        return _scale_shift_kernels[x.device.type](x, scale, shift)
+    def forward(ctx, x, scale, shift):
+        output = _scale_shift_kernels[x.device.type](x, scale, shift)
+        # setup_context called here, as torch.library calls it: a Function with a setup_context
+        # of its own binds its arguments through inspect.signature on every call.
+        _scale_shift_setup_context(ctx, (x, scale, shift), output)
+        return output
 
-    setup_context = staticmethod(_scale_shift_setup_context)
     backward = staticmethod(_scale_shift_backward)
 
 
@@ -428,8 +440,11 @@ class _WeightedRowsumFunction(torch.autograd.Function):
     """krows::weighted_rowsum with grad in plain eager calls: its kernel, its registered formulas."""
 
     @staticmethod
-    def forward(x, weight):
-        return _weighted_rowsum_kernels[x.device.type](x, weight)
+    def forward(ctx, x, weight):
+        output = _weighted_rowsum_kernels[x.device.type](x, weight)
+        # setup_context called here, as torch.library calls it: a Function with a setup_context
+        # of its own binds its arguments through inspect.signature on every call.
+        _weighted_rowsum_setup_context(ctx, (x, weight), output)
+        return output
 
-    setup_context = staticmethod(_weighted_rowsum_setup_context)
     backward = staticmethod(_weighted_rowsum_backward)

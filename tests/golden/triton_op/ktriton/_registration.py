@@ -93,10 +93,13 @@ class _MuladdFunction(torch.autograd.Function):
     """ktriton::muladd with grad in plain eager calls: its kernel, its registered formulas."""
 
     @staticmethod
-    def forward(a, b, c):
-        return _muladd_kernels[a.device.type](a, b, c)
+    def forward(ctx, a, b, c):
+        output = _muladd_kernels[a.device.type](a, b, c)
+        # setup_context called here, as torch.library calls it: a Function with a setup_context
+        # of its own binds its arguments through inspect.signature on every call.
+        _muladd_setup_context(ctx, (a, b, c), output)
+        return output
 
-    setup_context = staticmethod(_muladd_setup_context)
     backward = staticmethod(_muladd_backward)
 
 
@@ -177,10 +180,13 @@ class _SincosFunction(torch.autograd.Function):
     """ktriton::sincos with grad in plain eager calls: its kernel, its registered formulas."""
 
     @staticmethod
-    def forward(x):
-        return _sincos_kernels[x.device.type](x)
+    def forward(ctx, x):
+        output = _sincos_kernels[x.device.type](x)
+        # setup_context called here, as torch.library calls it: a Function with a setup_context
+        # of its own binds its arguments through inspect.signature on every call.
+        _sincos_setup_context(ctx, (x,), output)
+        return output
 
-    setup_context = staticmethod(_sincos_setup_context)
     backward = staticmethod(_sincos_backward)
 
 
