@@ -329,6 +329,8 @@ _CAN_CALL_KERNELS = all(hasattr(torch._C, name) for name in _C_CHECKS)
 _compiling = torch.compiler.is_compiling
 _profiling = torch.autograd._profiler_enabled
 _forward_ad = torch.autograd.forward_ad
+_grad_enabled = torch.is_grad_enabled
+_Tensor = torch.Tensor
 if _CAN_CALL_KERNELS:
     _dispatch_modes = torch._C._len_torch_dispatch_stack
     _function_modes = torch._C._is_torch_function_mode_enabled
@@ -354,22 +356,25 @@ def eager_kernel(
         or _forward_ad._current_level >= 0
     ):
         return None
-    cuda = None
+    device = None
     for t in tensors:
         if t is None:
             continue
-        # is_cuda and is_cpu cost a fifth of device.type; meta and other devices are neither.
-        if type(t) is not torch.Tensor or not (t.is_cuda or t.is_cpu):
+        if type(t) is not _Tensor:
             return None
-        if cuda is None:
-            cuda = t.is_cuda
-        elif t.is_cuda != cuda:
+        # is_cpu and is_cuda cost a fifth of device.type; meta and other devices are neither.
+        this = "cpu" if t.is_cpu else "cuda" if t.is_cuda else None
+        if this is None or (device is not None and this != device):
             return None
-    return kernels.get("cuda" if cuda else "cpu")
+        device = this
+    return kernels.get(device)
 
 
 def grad_wanted(*tensors: Tensor | None) -> bool:
     """Whether the call records autograd: grad mode on and some input requiring grad."""
-    return torch.is_grad_enabled() and any(
-        t is not None and t.requires_grad for t in tensors
-    )
+    if not _grad_enabled():
+        return False
+    for t in tensors:  # a loop, not any() over a generator: this runs on every call
+        if t is not None and t.requires_grad:
+            return True
+    return False
