@@ -160,3 +160,11 @@ def contract(package) -> tuple[str, ...]:
 def contract_imports(package) -> list[str]:
     """The contract's import of TorchDispatchMode, where DirectInEager uses it."""
     return ["from torch.utils._python_dispatch import TorchDispatchMode"] if any_direct(package.ops) else []
+
+
+def api_docstring(package) -> str:
+    """ops.py's docstring: what its functions call."""
+    text = f"The typed Python API: one function per operator, calling torch.ops.{package.namespace}.*"
+    if any_direct(package.ops):
+        return text + "\n(plain eager calls of the Python routes' ops run their kernels directly)."
+    return text + "."
