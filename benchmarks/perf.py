@@ -147,7 +147,9 @@ def per_call(b: Bench) -> None:
     x, y = b.rand(n), b.rand(n)
     gx, gy = x.clone().requires_grad_(), y.clone().requires_grad_()
     fns = {"eager a * b + c": lambda a, b, c: a * b + c} | ({"bare launcher": b.bare} if b.bare else {})
-    fns |= {f"{route} operator": op for route, op in b.ops.items()}
+    # The typed API (kroute_<route>.muladd: the kernel itself in plain eager calls) beside the operator.
+    fns |= {f"{route} API": op for route, op in b.ops.items()}
+    fns |= {f"{route} operator": getattr(b.torch.ops, f"kroute_{route}").muladd.default for route in b.ops}
     candidates = {(name, "no grad"): (fn, (x, y, 0.5)) for name, fn in fns.items()}
     candidates |= {(name, "grad"): (fn, (gx, gy, 0.5)) for name, fn in fns.items() if name != "bare launcher"}
     candidates = checked(candidates, x * y + 0.5, "per call")

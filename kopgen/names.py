@@ -98,6 +98,7 @@ MODULE_LEVEL_NAMES = {
     "kernels": "{}_kernels",  # kernels/<op>.py, as _registration.py and the benchmark import it
     "cpu_kernel": "{}_cpu_kernel",  # an existing function bound as a device's kernel, as imported
     "cuda_kernel": "{}_cuda_kernel",
+    "eager_kernels": "_{}_kernels",  # the kernel per device type that ops.py calls in plain eager calls
 }
 # What the generated modules bind at module level besides the ops' names: their imports, the Library fragment.
 MODULE_IMPORTS = frozenset(

@@ -19,7 +19,7 @@ from typing import NamedTuple
 from ..expr import NOT_DIFFERENTIABLE_DTYPES, is_dynamic
 from ..model import Arg, CustomKernel, Op, Package, PointwiseCompute, RowReduction, SampleArg
 from ..schema import python_default
-from . import fusion
+from . import eager, fusion
 from .layout import requote
 
 LINE_LENGTH = 88  # ruff format's default
@@ -249,6 +249,7 @@ def checks(op: Op) -> tuple[str, ...]:
         ("Tagged", bool(op.tags)),
         ("TracedIntoTriton", _traced_into_triton(op)),
         ("TracedAsReference", fusion.traced_as_reference(op)),
+        ("DirectInEager", eager.direct(op)),
     ]
     return (*(name for name, applies in mixins if applies), "Contract")
 

@@ -62,6 +62,27 @@ torch.library.register_autograd(
 _support.trace_as_reference("kact::scaled_sigmoid", reference.scaled_sigmoid)
 
 
+# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.
+_scaled_sigmoid_kernels = {
+    "cpu": scaled_sigmoid_kernels.scaled_sigmoid_python,
+    "cuda": scaled_sigmoid_kernels.scaled_sigmoid_triton,
+}
+
+
+class _ScaledSigmoidFunction(torch.autograd.Function):
+    """kact::scaled_sigmoid with grad in plain eager calls: its kernel, its registered formulas."""
+
+    @staticmethod
+    def forward(ctx, x, scale):
+        output = _scaled_sigmoid_kernels[x.device.type](x, scale)
+        # setup_context called here, as torch.library calls it: a Function with a setup_context
+        # of its own binds its arguments through inspect.signature on every call.
+        _scaled_sigmoid_setup_context(ctx, (x, scale), output)
+        return output
+
+    backward = staticmethod(_scaled_sigmoid_backward)
+
+
 # kact::sincos -------------------------------------------------------------------------
 
 _lib.define("sincos(Tensor x) -> (Tensor, Tensor)", tags=(torch.Tag.pt2_compliant_tag,))
@@ -107,6 +128,27 @@ torch.library.register_autograd(
 # torch.compile traces kact::sincos as its PyTorch reference, which Inductor fuses with the
 # operations around it; eager calls run the kernel, and torch.export keeps the op.
 _support.trace_as_reference("kact::sincos", reference.sincos)
+
+
+# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.
+_sincos_kernels = {
+    "cpu": sincos_kernels.sincos_python,
+    "cuda": sincos_kernels.sincos_triton,
+}
+
+
+class _SincosFunction(torch.autograd.Function):
+    """kact::sincos with grad in plain eager calls: its kernel, its registered formulas."""
+
+    @staticmethod
+    def forward(ctx, x):
+        output = _sincos_kernels[x.device.type](x)
+        # setup_context called here, as torch.library calls it: a Function with a setup_context
+        # of its own binds its arguments through inspect.signature on every call.
+        _sincos_setup_context(ctx, (x,), output)
+        return output
+
+    backward = staticmethod(_sincos_backward)
 
 
 # kact::mymul --------------------------------------------------------------------------
@@ -158,3 +200,21 @@ torch.library.register_autograd(
 # torch.compile traces kact::mymul as its PyTorch reference, which Inductor fuses with the
 # operations around it; eager calls run the kernel, and torch.export keeps the op.
 _support.trace_as_reference("kact::mymul", reference.mymul)
+
+
+# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.
+_mymul_kernels = {"cpu": mymul_kernels.mymul_triton, "cuda": mymul_kernels.mymul_triton}
+
+
+class _MymulFunction(torch.autograd.Function):
+    """kact::mymul with grad in plain eager calls: its kernel, its registered formulas."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        output = _mymul_kernels[a.device.type](a, b)
+        # setup_context called here, as torch.library calls it: a Function with a setup_context
+        # of its own binds its arguments through inspect.signature on every call.
+        _mymul_setup_context(ctx, (a, b), output)
+        return output
+
+    backward = staticmethod(_mymul_backward)

@@ -5,6 +5,7 @@ import torch
 from _contract import (
     Contract,
     Differentiable,
+    DirectInEager,
     OnCuda,
     OpData,
     Tagged,
@@ -36,5 +37,7 @@ MYMUL = OpData(
 )
 
 
-class TestMymul(Differentiable, OnCuda, Tagged, TracedAsReference, Contract):
+class TestMymul(
+    Differentiable, OnCuda, Tagged, TracedAsReference, DirectInEager, Contract
+):
     data = MYMUL

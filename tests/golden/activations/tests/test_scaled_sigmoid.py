@@ -5,6 +5,7 @@ import torch
 from _contract import (
     Contract,
     Differentiable,
+    DirectInEager,
     OnCuda,
     OpData,
     Tagged,
@@ -35,5 +36,7 @@ SCALED_SIGMOID = OpData(
 )
 
 
-class TestScaledSigmoid(Differentiable, OnCuda, Tagged, TracedAsReference, Contract):
+class TestScaledSigmoid(
+    Differentiable, OnCuda, Tagged, TracedAsReference, DirectInEager, Contract
+):
     data = SCALED_SIGMOID

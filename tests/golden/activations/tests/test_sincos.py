@@ -5,6 +5,7 @@ import torch
 from _contract import (
     Contract,
     Differentiable,
+    DirectInEager,
     OnCuda,
     OpData,
     Tagged,
@@ -35,5 +36,7 @@ SINCOS = OpData(
 )
 
 
-class TestSincos(Differentiable, OnCuda, Tagged, TracedAsReference, Contract):
+class TestSincos(
+    Differentiable, OnCuda, Tagged, TracedAsReference, DirectInEager, Contract
+):
     data = SINCOS

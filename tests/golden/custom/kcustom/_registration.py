@@ -42,3 +42,24 @@ def _pairsum_backward(ctx, grad):
 torch.library.register_autograd(
     "kcustom::pairsum", _pairsum_backward, setup_context=_pairsum_setup_context
 )
+
+
+# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.
+_pairsum_kernels = {
+    "cpu": pairsum_kernels.pairsum_triton,
+    "cuda": pairsum_kernels.pairsum_triton,
+}
+
+
+class _PairsumFunction(torch.autograd.Function):
+    """kcustom::pairsum with grad in plain eager calls: its kernel, its registered formulas."""
+
+    @staticmethod
+    def forward(ctx, x):
+        output = _pairsum_kernels[x.device.type](x)
+        # setup_context called here, as torch.library calls it: a Function with a setup_context
+        # of its own binds its arguments through inspect.signature on every call.
+        _pairsum_setup_context(ctx, (x,), output)
+        return output
+
+    backward = staticmethod(_pairsum_backward)

@@ -2,7 +2,7 @@
 """The contract of kcustom::pairsum (tests/_contract.py), run on the op's data."""
 
 import torch
-from _contract import Contract, Differentiable, OnCuda, OpData, Tagged
+from _contract import Contract, Differentiable, DirectInEager, OnCuda, OpData, Tagged
 
 import kcustom.reference
 
@@ -28,5 +28,5 @@ PAIRSUM = OpData(
 )
 
 
-class TestPairsum(Differentiable, OnCuda, Tagged, Contract):
+class TestPairsum(Differentiable, OnCuda, Tagged, DirectInEager, Contract):
     data = PAIRSUM

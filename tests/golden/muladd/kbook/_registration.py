@@ -57,3 +57,24 @@ torch.library.register_autograd(
 # torch.compile traces kbook::muladd as its PyTorch reference, which Inductor fuses with the
 # operations around it; eager calls run the kernel, and torch.export keeps the op.
 _support.trace_as_reference("kbook::muladd", reference.muladd)
+
+
+# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.
+_muladd_kernels = {
+    "cpu": muladd_kernels.muladd_triton,
+    "cuda": muladd_kernels.muladd_triton,
+}
+
+
+class _MuladdFunction(torch.autograd.Function):
+    """kbook::muladd with grad in plain eager calls: its kernel, its registered formulas."""
+
+    @staticmethod
+    def forward(ctx, a, b, c):
+        output = _muladd_kernels[a.device.type](a, b, c)
+        # setup_context called here, as torch.library calls it: a Function with a setup_context
+        # of its own binds its arguments through inspect.signature on every call.
+        _muladd_setup_context(ctx, (a, b, c), output)
+        return output
+
+    backward = staticmethod(_muladd_backward)

@@ -314,3 +314,67 @@ def trace_as_reference(op: str, reference: Callable[..., object]) -> None:
             return reference(*args, **kwargs)
 
     torch.library.register_torch_dispatch(op, FunctionalTensorMode, rule)
+
+
+# What says whether anything intercepts a call, bound once (each lookup costs on every call). The
+# names of torch._C are private (in torch 2.11 and 2.13): where one is missing, the typed API
+# always calls the operator.
+_C_CHECKS = (
+    "_len_torch_dispatch_stack",
+    "_is_torch_function_mode_enabled",
+    "_are_functorch_transforms_active",
+    "_is_any_autocast_enabled",
+)
+_CAN_CALL_KERNELS = all(hasattr(torch._C, name) for name in _C_CHECKS)
+_compiling = torch.compiler.is_compiling
+_profiling = torch.autograd._profiler_enabled
+_forward_ad = torch.autograd.forward_ad
+_grad_enabled = torch.is_grad_enabled
+_Tensor = torch.Tensor
+if _CAN_CALL_KERNELS:
+    _dispatch_modes = torch._C._len_torch_dispatch_stack
+    _function_modes = torch._C._is_torch_function_mode_enabled
+    _transforms = torch._C._are_functorch_transforms_active
+    _autocast = torch._C._is_any_autocast_enabled
+
+
+def eager_kernel(
+    kernels: dict[str, Callable[..., object]], *tensors: Tensor | None
+) -> Callable[..., object] | None:
+    """The kernel the typed API runs directly in a plain eager call: that of the tensors' device type,
+    as the op registers it. None wherever the op must be seen or dispatched, which the operator does:
+    torch.compile and export, dispatch and function modes, functorch transforms, forward AD, autocast,
+    the profiler, tensor subclasses and fake tensors, devices of different types or without a kernel."""
+    if (
+        not _CAN_CALL_KERNELS
+        or _compiling()
+        or _dispatch_modes()
+        or _function_modes()
+        or _transforms()
+        or _autocast()
+        or _profiling()
+        or _forward_ad._current_level >= 0
+    ):
+        return None
+    device = None
+    for t in tensors:
+        if t is None:
+            continue
+        if type(t) is not _Tensor:
+            return None
+        # is_cpu and is_cuda cost a fifth of device.type; meta and other devices are neither.
+        this = "cpu" if t.is_cpu else "cuda" if t.is_cuda else None
+        if this is None or (device is not None and this != device):
+            return None
+        device = this
+    return kernels.get(device)
+
+
+def grad_wanted(*tensors: Tensor | None) -> bool:
+    """Whether the call records autograd: grad mode on and some input requiring grad."""
+    if not _grad_enabled():
+        return False
+    for t in tensors:  # a loop, not any() over a generator: this runs on every call
+        if t is not None and t.requires_grad:
+            return True
+    return False

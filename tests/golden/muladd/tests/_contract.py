@@ -16,6 +16,7 @@ import torch
 from torch._subclasses.functional_tensor import dispatch_functionalize
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.testing import assert_close
+from torch.utils._python_dispatch import TorchDispatchMode
 
 HAS_CUDA = torch.cuda.is_available()
 NEEDS_CUDA = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
@@ -538,3 +539,35 @@ class TracedAsReference(Contract):
         graph = traced(*(args[i] for i in where)).graph
         calls = [node.target for node in graph.nodes if node.op == "call_function"]
         assert calls and self.data.op not in calls, graph
+
+
+class DirectInEager(Contract):
+    """An op whose typed API runs its kernel directly in plain eager calls (no dispatcher): the same
+    values and gradients as the operator, and the operator wherever something intercepts calls."""
+
+    def test_python_api_matches_the_operator_with_grad(self, device):
+        if not self.differentiable:
+            pytest.skip("the op has no backward: with grad the API calls the operator")
+        args = self.make_args(self.data.backward_sample, device, torch.float64, True)
+        inputs = requiring_grad(args)
+        got = as_tuple(self.call(self.data.python_api, args))
+        want = as_tuple(self.call(self.data.op, args))
+        assert_all_close(got, want, rtol=0, atol=0)
+        got_grads = torch.autograd.grad(total(got), inputs)
+        want_grads = torch.autograd.grad(total(want), inputs)
+        assert_all_close(got_grads, want_grads, rtol=0, atol=0)
+
+    def test_modes_see_the_operator(self):
+        """Under a TorchDispatchMode (as under torch.compile, export, FakeTensorMode) the API's
+        call reaches the operator, by name."""
+        seen = []
+
+        class Log(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                seen.append(func)
+                return func(*args, **(kwargs or {}))
+
+        args = self.normal_args()
+        with Log():
+            self.call(self.data.python_api, args)
+        assert self.data.op in seen, seen

@@ -5,6 +5,7 @@ import torch
 from _contract import (
     Contract,
     Differentiable,
+    DirectInEager,
     OnCuda,
     OpData,
     Tagged,
@@ -36,5 +37,7 @@ MULADD = OpData(
 )
 
 
-class TestMuladd(Differentiable, OnCuda, Tagged, TracedAsReference, Contract):
+class TestMuladd(
+    Differentiable, OnCuda, Tagged, TracedAsReference, DirectInEager, Contract
+):
     data = MULADD

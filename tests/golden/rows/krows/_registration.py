@@ -60,6 +60,27 @@ torch.library.register_autograd(
 _support.trace_as_reference("krows::rowsum", reference.rowsum)
 
 
+# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.
+_rowsum_kernels = {
+    "cpu": rowsum_kernels.rowsum_triton,
+    "cuda": rowsum_kernels.rowsum_triton,
+}
+
+
+class _RowsumFunction(torch.autograd.Function):
+    """krows::rowsum with grad in plain eager calls: its kernel, its registered formulas."""
+
+    @staticmethod
+    def forward(ctx, x):
+        output = _rowsum_kernels[x.device.type](x)
+        # setup_context called here, as torch.library calls it: a Function with a setup_context
+        # of its own binds its arguments through inspect.signature on every call.
+        _rowsum_setup_context(ctx, (x,), output)
+        return output
+
+    backward = staticmethod(_rowsum_backward)
+
+
 # krows::rowmax ------------------------------------------------------------------------
 
 _rowmax = torch.library.custom_op(
@@ -107,6 +128,27 @@ torch.library.register_autograd(
 # torch.compile traces krows::rowmax as its PyTorch reference, which Inductor fuses with the
 # operations around it; eager calls run the kernel, and torch.export keeps the op.
 _support.trace_as_reference("krows::rowmax", reference.rowmax)
+
+
+# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.
+_rowmax_kernels = {
+    "cpu": rowmax_kernels.rowmax_triton,
+    "cuda": rowmax_kernels.rowmax_triton,
+}
+
+
+class _RowmaxFunction(torch.autograd.Function):
+    """krows::rowmax with grad in plain eager calls: its kernel, its registered formulas."""
+
+    @staticmethod
+    def forward(ctx, x):
+        output = _rowmax_kernels[x.device.type](x)
+        # setup_context called here, as torch.library calls it: a Function with a setup_context
+        # of its own binds its arguments through inspect.signature on every call.
+        _rowmax_setup_context(ctx, (x,), output)
+        return output
+
+    backward = staticmethod(_rowmax_backward)
 
 
 # krows::rowdot ------------------------------------------------------------------------
@@ -162,6 +204,27 @@ torch.library.register_autograd(
 # torch.compile traces krows::rowdot as its PyTorch reference, which Inductor fuses with the
 # operations around it; eager calls run the kernel, and torch.export keeps the op.
 _support.trace_as_reference("krows::rowdot", reference.rowdot)
+
+
+# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.
+_rowdot_kernels = {
+    "cpu": rowdot_kernels.rowdot_python,
+    "cuda": rowdot_kernels.rowdot_triton,
+}
+
+
+class _RowdotFunction(torch.autograd.Function):
+    """krows::rowdot with grad in plain eager calls: its kernel, its registered formulas."""
+
+    @staticmethod
+    def forward(ctx, a, b, scale):
+        output = _rowdot_kernels[a.device.type](a, b, scale)
+        # setup_context called here, as torch.library calls it: a Function with a setup_context
+        # of its own binds its arguments through inspect.signature on every call.
+        _rowdot_setup_context(ctx, (a, b, scale), output)
+        return output
+
+    backward = staticmethod(_rowdot_backward)
 
 
 # krows::bias_leaky --------------------------------------------------------------------
@@ -284,6 +347,27 @@ torch.library.register_autograd(
 _support.trace_as_reference("krows::scale_shift", reference.scale_shift)
 
 
+# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.
+_scale_shift_kernels = {
+    "cpu": scale_shift_kernels.scale_shift_triton,
+    "cuda": scale_shift_kernels.scale_shift_triton,
+}
+
+
+class _ScaleShiftFunction(torch.autograd.Function):
+    """krows::scale_shift with grad in plain eager calls: its kernel, its registered formulas."""
+
+    @staticmethod
+    def forward(ctx, x, scale, shift):
+        output = _scale_shift_kernels[x.device.type](x, scale, shift)
+        # setup_context called here, as torch.library calls it: a Function with a setup_context
+        # of its own binds its arguments through inspect.signature on every call.
+        _scale_shift_setup_context(ctx, (x, scale, shift), output)
+        return output
+
+    backward = staticmethod(_scale_shift_backward)
+
+
 # krows::weighted_rowsum ---------------------------------------------------------------
 
 _weighted_rowsum = torch.library.custom_op(
@@ -343,3 +427,24 @@ torch.library.register_autograd(
 # torch.compile traces krows::weighted_rowsum as its PyTorch reference, which Inductor fuses with the
 # operations around it; eager calls run the kernel, and torch.export keeps the op.
 _support.trace_as_reference("krows::weighted_rowsum", reference.weighted_rowsum)
+
+
+# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.
+_weighted_rowsum_kernels = {
+    "cpu": weighted_rowsum_kernels.weighted_rowsum_triton,
+    "cuda": weighted_rowsum_kernels.weighted_rowsum_triton,
+}
+
+
+class _WeightedRowsumFunction(torch.autograd.Function):
+    """krows::weighted_rowsum with grad in plain eager calls: its kernel, its registered formulas."""
+
+    @staticmethod
+    def forward(ctx, x, weight):
+        output = _weighted_rowsum_kernels[x.device.type](x, weight)
+        # setup_context called here, as torch.library calls it: a Function with a setup_context
+        # of its own binds its arguments through inspect.signature on every call.
+        _weighted_rowsum_setup_context(ctx, (x, weight), output)
+        return output
+
+    backward = staticmethod(_weighted_rowsum_backward)

@@ -5,6 +5,7 @@ import torch
 from _contract import (
     Contract,
     Differentiable,
+    DirectInEager,
     OnCuda,
     OpData,
     Tagged,
@@ -40,5 +41,7 @@ ROWDOT = OpData(
 )
 
 
-class TestRowdot(Differentiable, OnCuda, Tagged, TracedAsReference, Contract):
+class TestRowdot(
+    Differentiable, OnCuda, Tagged, TracedAsReference, DirectInEager, Contract
+):
     data = ROWDOT

@@ -5,6 +5,7 @@ import torch
 from _contract import (
     Contract,
     Differentiable,
+    DirectInEager,
     OnCuda,
     OpData,
     Tagged,
@@ -49,5 +50,7 @@ SCALE_SHIFT = OpData(
 )
 
 
-class TestScaleShift(Differentiable, OnCuda, Tagged, TracedAsReference, Contract):
+class TestScaleShift(
+    Differentiable, OnCuda, Tagged, TracedAsReference, DirectInEager, Contract
+):
     data = SCALE_SHIFT

@@ -5,6 +5,7 @@ import torch
 from _contract import (
     Contract,
     Differentiable,
+    DirectInEager,
     OnCuda,
     OpData,
     Tagged,
@@ -38,5 +39,7 @@ WEIGHTED_ROWSUM = OpData(
 )
 
 
-class TestWeightedRowsum(Differentiable, OnCuda, Tagged, TracedAsReference, Contract):
+class TestWeightedRowsum(
+    Differentiable, OnCuda, Tagged, TracedAsReference, DirectInEager, Contract
+):
     data = WEIGHTED_ROWSUM

@@ -82,6 +82,27 @@ torch.library.register_autograd(
 _support.trace_as_reference("ktriton::muladd", reference.muladd)
 
 
+# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.
+_muladd_kernels = {
+    "cpu": muladd_kernels.muladd_triton,
+    "cuda": muladd_kernels.muladd_triton,
+}
+
+
+class _MuladdFunction(torch.autograd.Function):
+    """ktriton::muladd with grad in plain eager calls: its kernel, its registered formulas."""
+
+    @staticmethod
+    def forward(ctx, a, b, c):
+        output = _muladd_kernels[a.device.type](a, b, c)
+        # setup_context called here, as torch.library calls it: a Function with a setup_context
+        # of its own binds its arguments through inspect.signature on every call.
+        _muladd_setup_context(ctx, (a, b, c), output)
+        return output
+
+    backward = staticmethod(_muladd_backward)
+
+
 # ktriton::sincos ----------------------------------------------------------------------
 
 # The CPU kernel as an op of its own, which tracing never enters: Triton's interpreter reads
@@ -146,6 +167,27 @@ torch.library.register_autograd(
 # torch.compile traces ktriton::sincos as its PyTorch reference, which Inductor fuses with the
 # operations around it; eager calls run the kernel, and torch.export keeps the op.
 _support.trace_as_reference("ktriton::sincos", reference.sincos)
+
+
+# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.
+_sincos_kernels = {
+    "cpu": sincos_kernels.sincos_triton,
+    "cuda": sincos_kernels.sincos_triton,
+}
+
+
+class _SincosFunction(torch.autograd.Function):
+    """ktriton::sincos with grad in plain eager calls: its kernel, its registered formulas."""
+
+    @staticmethod
+    def forward(ctx, x):
+        output = _sincos_kernels[x.device.type](x)
+        # setup_context called here, as torch.library calls it: a Function with a setup_context
+        # of its own binds its arguments through inspect.signature on every call.
+        _sincos_setup_context(ctx, (x,), output)
+        return output
+
+    backward = staticmethod(_sincos_backward)
 
 
 # ktriton::muladd_out ------------------------------------------------------------------

@@ -2,7 +2,14 @@
 """The contract of ktriton::muladd (tests/_contract.py), run on the op's data."""
 
 import torch
-from _contract import Contract, Differentiable, OnCuda, OpData, TracedAsReference
+from _contract import (
+    Contract,
+    Differentiable,
+    DirectInEager,
+    OnCuda,
+    OpData,
+    TracedAsReference,
+)
 
 import ktriton.reference
 
@@ -28,5 +35,5 @@ MULADD = OpData(
 )
 
 
-class TestMuladd(Differentiable, OnCuda, TracedAsReference, Contract):
+class TestMuladd(Differentiable, OnCuda, TracedAsReference, DirectInEager, Contract):
     data = MULADD

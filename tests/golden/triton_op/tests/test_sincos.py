@@ -2,7 +2,14 @@
 """The contract of ktriton::sincos (tests/_contract.py), run on the op's data."""
 
 import torch
-from _contract import Contract, Differentiable, OnCuda, OpData, TracedAsReference
+from _contract import (
+    Contract,
+    Differentiable,
+    DirectInEager,
+    OnCuda,
+    OpData,
+    TracedAsReference,
+)
 
 import ktriton.reference
 
@@ -27,5 +34,5 @@ SINCOS = OpData(
 )
 
 
-class TestSincos(Differentiable, OnCuda, TracedAsReference, Contract):
+class TestSincos(Differentiable, OnCuda, TracedAsReference, DirectInEager, Contract):
     data = SINCOS

@@ -1,0 +1,170 @@
+"""This module decides which ops the typed API (ops.py) runs without the dispatcher in plain eager calls,
+and writes what it takes: per op, the kernel of each device and an autograd.Function (_registration.py),
+the call in ops.py, and the check of _support.py.
+
+A Python route's op (custom_op, library, triton_op) costs torch's dispatcher hop into Python, and with
+grad torch.library's Python autograd wrapper, above its kernel: on an H200, 28 and 49 µs a call against
+eager PyTorch's 15 and 17 µs. As flash-attn and xformers do, ops.py calls the kernel (or, with grad, an
+autograd.Function made of the op's registered formulas) where nothing could see the op, and the operator
+everywhere else: torch.compile and export, modes, functorch transforms, autocast, the profiler, tensor
+subclasses and fake tensors, and a device the op has no kernel for (which must still raise).
+"""
+
+from __future__ import annotations
+
+from ..model import Op, Route
+from ..names import locals_for, module_name
+from . import layout, python
+from .layout import literal, statement, wrap
+
+_PYTHON_ROUTES = (Route.CUSTOM_OP, Route.LIBRARY, Route.TRITON_OP)
+
+
+def direct(op: Op) -> bool:
+    """Whether ops.py calls the op's kernel directly in plain eager calls: a Python route's functional op
+    whose kernels are all Python, with no keyword-only argument (autograd.Function.apply takes none) and
+    no list of Tensors (the check reads each Tensor argument)."""
+    return (
+        op.registration in _PYTHON_ROUTES
+        and not op.is_mutating
+        and op.kernels == op.python_kernels
+        and not op.keyword_only_names
+        and not any("Tensor" in str(a.schema.type) for a in op.args if not a.is_tensor)
+    )
+
+
+def any_direct(ops) -> bool:
+    return any(direct(op) for op in ops)
+
+
+def differentiable(op: Op) -> bool:
+    """Whether the op has registered formulas, which its autograd.Function reuses."""
+    return op.backward is not None and not op.cpp_autograd
+
+
+def kernels_name(op: Op) -> str:
+    """_registration.py's dict of the op's kernel per device type."""
+    return module_name(op, "eager_kernels")
+
+
+def function_name(op: Op) -> str:
+    """_registration.py's autograd.Function of the op: `_MulAddFunction` for op mul_add."""
+    return "_" + "".join(part.capitalize() for part in op.stem.split("_")) + "Function"
+
+
+def _kernel(op: Op, kernel) -> str:
+    """The function the op registers for the kernel's device (a triton_op's eager kernel)."""
+    return python._eager_kernel(op, kernel) if op.is_triton_op else python.registered_kernel(op, kernel)
+
+
+def registration(op: Op) -> list[str]:
+    """The lines of _registration.py after the op's autograd: its kernels by device type and, where it is
+    differentiable, the autograd.Function of its registered formulas."""
+    if not direct(op):
+        return []
+    pairs = [f"{literal(k.device)}: {_kernel(op, k)}" for k in op.kernels]
+    lines = ["", "", "# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.",
+             wrap(f"{kernels_name(op)} = {{", pairs, "}")]
+    if differentiable(op):
+        names = locals_for(op)
+        args = ", ".join(a.name for a in op.args)
+        setup = f"{python.setup_context_function(op)}({names.ctx}, ({args}), {names.output})"
+        if len(op.args) == 1:  # `(x,)`, which statement would take for a magic trailing comma
+            setup = f"{python.setup_context_function(op)}({names.ctx}, ({args},), {names.output})"
+        else:
+            setup = statement(setup, 8)
+        kernel = f"{kernels_name(op)}[{op.lead.name}.device.type]"
+        lines += ["", "", f"class {function_name(op)}(torch.autograd.Function):",
+                  f'    """{op.qualname} with grad in plain eager calls: its kernel, its registered formulas."""',
+                  "", "    @staticmethod",
+                  "    " + wrap("def forward(", [names.ctx, *(a.name for a in op.args)], "):", 4),
+                  "        " + layout.assign(names.output, python.call_text(kernel, op), 8),
+                  "        # setup_context called here, as torch.library calls it: a Function with a setup_context",
+                  "        # of its own binds its arguments through inspect.signature on every call.",
+                  "        " + setup,
+                  f"        return {names.output}", "",
+                  f"    backward = staticmethod({python.backward_function(op)})"]
+    return lines
+
+
+def _tensors(op: Op) -> str:
+    return ", ".join(a.name for a in op.tensor_args)
+
+
+def api_body(op: Op) -> list[str]:
+    """The body of the op's function in ops.py after its docstring."""
+    kernel = locals_for(op).kernel  # `kernel`, unless an argument has the name
+    operator = "        " + python.call(python.handle(op), op, 8, prefix="return ")
+    if not direct(op):
+        return ["    " + python.call(python.handle(op), op, 4, prefix="return ")]
+    check = wrap(f"{kernel} = _support.eager_kernel(", [f"_registration.{kernels_name(op)}", _tensors(op)], ")", 4)
+    lines = [f"    {check}"]
+    if differentiable(op):
+        lines += ["    # Anything unusual (tracing, a mode, a subclass...) goes to the operator, which it must see.",
+                  f"    if {kernel} is None:", operator,
+                  f"    if _support.grad_wanted({_tensors(op)}):",
+                  "        " + python.call(f"_registration.{function_name(op)}.apply", op, 8, prefix="return ")]
+    else:
+        lines += ["    # Anything unusual goes to the operator, as does grad (the op has no backward: it raises).",
+                  "    " + statement(f"if {kernel} is None or _support.grad_wanted({_tensors(op)}):", 4), operator]
+    return [*lines, "    " + python.call(kernel, op, 4, prefix="return ")]
+
+
+def api_imports(package) -> list[str]:
+    """ops.py's imports of the package's modules."""
+    if any_direct(package.ops):
+        return ["from . import _registration, _support"]
+    return ["from . import _registration  # noqa: F401  (defines the operators before they are looked up)"]
+
+
+# The contract's check of an op the typed API runs directly (after two blank lines), in a package that has one.
+CONTRACT = '''
+
+class DirectInEager(Contract):
+    """An op whose typed API runs its kernel directly in plain eager calls (no dispatcher): the same
+    values and gradients as the operator, and the operator wherever something intercepts calls."""
+
+    def test_python_api_matches_the_operator_with_grad(self, device):
+        if not self.differentiable:
+            pytest.skip("the op has no backward: with grad the API calls the operator")
+        args = self.make_args(self.data.backward_sample, device, torch.float64, True)
+        inputs = requiring_grad(args)
+        got = as_tuple(self.call(self.data.python_api, args))
+        want = as_tuple(self.call(self.data.op, args))
+        assert_all_close(got, want, rtol=0, atol=0)
+        got_grads = torch.autograd.grad(total(got), inputs)
+        want_grads = torch.autograd.grad(total(want), inputs)
+        assert_all_close(got_grads, want_grads, rtol=0, atol=0)
+
+    def test_modes_see_the_operator(self):
+        """Under a TorchDispatchMode (as under torch.compile, export, FakeTensorMode) the API's
+        call reaches the operator, by name."""
+        seen = []
+
+        class Log(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                seen.append(func)
+                return func(*args, **(kwargs or {}))
+
+        args = self.normal_args()
+        with Log():
+            self.call(self.data.python_api, args)
+        assert self.data.op in seen, seen'''
+
+
+def contract(package) -> tuple[str, ...]:
+    """The lines of DirectInEager where the package has an op the typed API runs directly, else none."""
+    return tuple(CONTRACT.split("\n")) if any_direct(package.ops) else ()
+
+
+def contract_imports(package) -> list[str]:
+    """The contract's import of TorchDispatchMode, where DirectInEager uses it."""
+    return ["from torch.utils._python_dispatch import TorchDispatchMode"] if any_direct(package.ops) else []
+
+
+def api_docstring(package) -> str:
+    """ops.py's docstring: what its functions call."""
+    text = f"The typed Python API: one function per operator, calling torch.ops.{package.namespace}.*"
+    if any_direct(package.ops):
+        return text + "\n(plain eager calls of the Python routes' ops run their kernels directly)."
+    return text + "."
