@@ -149,7 +149,8 @@ def per_call(b: Bench) -> None:
     fns = {"eager a * b + c": lambda a, b, c: a * b + c} | ({"bare launcher": b.bare} if b.bare else {})
     # The typed API (kroute_<route>.muladd: the kernel itself in plain eager calls) beside the operator.
     fns |= {f"{route} API": op for route, op in b.ops.items()}
-    fns |= {f"{route} operator": getattr(b.torch.ops, f"kroute_{route}").muladd.default for route in b.ops}
+    handles = {route: getattr(b.torch.ops, f"kroute_{route}") for route in b.ops}
+    fns |= {f"{route} operator": ns.muladd.default for route, ns in handles.items() if hasattr(ns, "muladd")}
     candidates = {(name, "no grad"): (fn, (x, y, 0.5)) for name, fn in fns.items()}
     candidates |= {(name, "grad"): (fn, (gx, gy, 0.5)) for name, fn in fns.items() if name != "bare launcher"}
     candidates = checked(candidates, x * y + 0.5, "per call")
@@ -194,7 +195,7 @@ def bandwidth(b: Bench) -> None:
     also as a fraction of the same route's contiguous case of equal size."""
     gbs_of = {}
     for case, (args, moved, copied, reference) in bandwidth_cases(b).items():
-        candidates = {f"{route} operator": (op, args) for route, op in b.ops.items()}
+        candidates = {f"{route} API": (op, args) for route, op in b.ops.items()}
         candidates["eager a * b + c"] = (lambda a, b, c: a * b + c, args)
         candidates = checked(candidates, args[0] * args[1] + 0.5, case)
         candidates["device copy"] = (lambda x: b.torch.empty_like(x).copy_(x), (copied,))
@@ -257,7 +258,7 @@ def backward(b: Bench) -> None:
     def step(fn):
         return lambda a, b: torch.autograd.grad(fn(a, b, 0.5), (a, b), g)
 
-    fns = {f"{route} operator": op for route, op in b.ops.items()}
+    fns = {f"{route} API": op for route, op in b.ops.items()}
     fns |= {"eager a * b + c": lambda a, b, c: a * b + c, "torch.compile(eager)": compiled}
     candidates = checked({name: (step(fn), (x, y)) for name, fn in fns.items()}, (g * y, g * x), "backward")
     med = b.medians(candidates, b.sizes.long_calls)

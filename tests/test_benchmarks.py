@@ -76,12 +76,13 @@ def bench(perf):
 def test_per_call_table_has_every_candidate_with_and_without_grad(perf, bench, capsys):
     perf.per_call(bench)
     out = capsys.readouterr().out
-    assert "per call: wrong operator, no grad left out: AssertionError" in out
-    assert "per call: wrong operator, grad left out: AssertionError" in out
+    assert "per call: wrong API, no grad left out: AssertionError" in out
+    assert "per call: wrong API, grad left out: AssertionError" in out
     (table,) = tables(out).values()
     assert table["candidate"] == ["no grad µs", "x eager", "x bare", "requires grad µs", "x eager"]
-    assert set(table) == {"candidate", "eager a * b + c", "bare launcher", "custom_op operator"}
-    assert len(numbers(table["custom_op operator"])) == 5 and min(numbers(table["custom_op operator"])) > 0
+    # The stand-ins register no operator: only their API rows.
+    assert set(table) == {"candidate", "eager a * b + c", "bare launcher", "custom_op API"}
+    assert len(numbers(table["custom_op API"])) == 5 and min(numbers(table["custom_op API"])) > 0
     assert table["bare launcher"][3:] == ["—", "—"]  # a launcher has no autograd
     assert numbers(table["eager a * b + c"])[1] == 1.0  # its own ratio
 
@@ -97,7 +98,7 @@ def test_bandwidth_tables_cover_contiguous_broadcast_and_transposed(perf, bench,
         "Bandwidth: transposed x[256",
     ]
     for title, table in found.items():
-        assert set(table) == {"candidate", "custom_op operator", "eager a * b + c", "device copy"}, title
+        assert set(table) == {"candidate", "custom_op API", "eager a * b + c", "device copy"}, title
         width = 4 if "contiguous" in title else 5  # ms, GB/s, x eager, x copy (, x contiguous)
         assert all(len(numbers(table[name])) == width for name in table if name != "candidate"), title
         assert numbers(table["device copy"])[3] == 1.0
@@ -123,5 +124,5 @@ def test_the_command_builds_the_python_routes_and_prints_its_tables(tmp_path):
     found = tables(result.stdout)
     per_call, backward = found.values()
     assert {"custom_op operator", "library operator", "bare launcher"} <= set(per_call)
-    assert {"custom_op operator", "library operator", "torch.compile(eager)"} <= set(backward)
-    assert all(value > 0 for value in numbers(backward["library operator"]))
+    assert {"custom_op API", "library API", "torch.compile(eager)"} <= set(backward)
+    assert all(value > 0 for value in numbers(backward["library API"]))

@@ -184,6 +184,9 @@ constexpr int64_t kGrain = 32768;
 // more are made dense first.
 constexpr int kMaxDims = 6;
 
+// The independent partial totals a CPU row reduction keeps (16 floats: four SSE registers).
+constexpr int kLanes = 16;
+
 // Sizes or strides along the collapsed dimensions, the innermost first.
 using Dims = std::array<int64_t, kMaxDims>;
 
@@ -514,9 +517,26 @@ class C10_HIDDEN KernelCall {
     parallel_for(n_, std::max<int64_t>(1, kGrain / std::max<int64_t>(cols_, 1)),
                  [&](int64_t begin, int64_t end) {
       for (int64_t row = begin; row < end; ++row) {
+        // kLanes partial totals, combined at the end: one running total is a serial chain the
+        // compiler cannot vectorize (float addition is not associative); independent lanes it
+        // can, and their sum is closer to the exact one.
+        acc_t lanes[kLanes];
+        for (int k = 0; k < kLanes; ++k) {
+          lanes[k] = Reduce::identity();
+        }
+        const int64_t first = row * cols_;
+        int64_t i = 0;
+        for (; i + kLanes <= cols_; i += kLanes) {
+          for (int k = 0; k < kLanes; ++k) {
+            lanes[k] = Reduce::combine(lanes[k], f(load<acc_t>(in[I], first + i + k)...));
+          }
+        }
         acc_t total = Reduce::identity();
-        for (int64_t i = row * cols_; i < (row + 1) * cols_; ++i) {
-          total = Reduce::combine(total, f(load<acc_t>(in[I], i)...));
+        for (int k = 0; k < kLanes; ++k) {
+          total = Reduce::combine(total, lanes[k]);
+        }
+        for (; i < cols_; ++i) {
+          total = Reduce::combine(total, f(load<acc_t>(in[I], first + i)...));
         }
         out[row] = static_cast<scalar_t>(Reduce::finish(total, cols_));
       }
