@@ -250,6 +250,7 @@ def checks(op: Op) -> tuple[str, ...]:
         ("TracedIntoTriton", _traced_into_triton(op)),
         ("TracedAsReference", fusion.traced_as_reference(op)),
         ("DirectInEager", eager.direct(op)),
+        ("DirectInEagerWithGrad", eager.direct(op) and op.has_gradients),
     ]
     return (*(name for name, applies in mixins if applies), "Contract")
 

@@ -6,6 +6,7 @@ from _contract import (
     Contract,
     Differentiable,
     DirectInEager,
+    DirectInEagerWithGrad,
     OnCuda,
     OpData,
     Tagged,
@@ -38,6 +39,12 @@ MYMUL = OpData(
 
 
 class TestMymul(
-    Differentiable, OnCuda, Tagged, TracedAsReference, DirectInEager, Contract
+    Differentiable,
+    OnCuda,
+    Tagged,
+    TracedAsReference,
+    DirectInEager,
+    DirectInEagerWithGrad,
+    Contract,
 ):
     data = MYMUL

@@ -6,6 +6,7 @@ from _contract import (
     Contract,
     Differentiable,
     DirectInEager,
+    DirectInEagerWithGrad,
     OnCuda,
     OpData,
     Tagged,
@@ -37,6 +38,12 @@ SINCOS = OpData(
 
 
 class TestSincos(
-    Differentiable, OnCuda, Tagged, TracedAsReference, DirectInEager, Contract
+    Differentiable,
+    OnCuda,
+    Tagged,
+    TracedAsReference,
+    DirectInEager,
+    DirectInEagerWithGrad,
+    Contract,
 ):
     data = SINCOS

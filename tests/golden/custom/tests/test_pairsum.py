@@ -2,7 +2,15 @@
 """The contract of kcustom::pairsum (tests/_contract.py), run on the op's data."""
 
 import torch
-from _contract import Contract, Differentiable, DirectInEager, OnCuda, OpData, Tagged
+from _contract import (
+    Contract,
+    Differentiable,
+    DirectInEager,
+    DirectInEagerWithGrad,
+    OnCuda,
+    OpData,
+    Tagged,
+)
 
 import kcustom.reference
 
@@ -28,5 +36,7 @@ PAIRSUM = OpData(
 )
 
 
-class TestPairsum(Differentiable, OnCuda, Tagged, DirectInEager, Contract):
+class TestPairsum(
+    Differentiable, OnCuda, Tagged, DirectInEager, DirectInEagerWithGrad, Contract
+):
     data = PAIRSUM

@@ -6,6 +6,7 @@ from _contract import (
     Contract,
     Differentiable,
     DirectInEager,
+    DirectInEagerWithGrad,
     OnCuda,
     OpData,
     Tagged,
@@ -38,6 +39,12 @@ MULADD = OpData(
 
 
 class TestMuladd(
-    Differentiable, OnCuda, Tagged, TracedAsReference, DirectInEager, Contract
+    Differentiable,
+    OnCuda,
+    Tagged,
+    TracedAsReference,
+    DirectInEager,
+    DirectInEagerWithGrad,
+    Contract,
 ):
     data = MULADD

@@ -6,6 +6,7 @@ from _contract import (
     Contract,
     Differentiable,
     DirectInEager,
+    DirectInEagerWithGrad,
     OnCuda,
     OpData,
     Tagged,
@@ -51,6 +52,12 @@ SCALE_SHIFT = OpData(
 
 
 class TestScaleShift(
-    Differentiable, OnCuda, Tagged, TracedAsReference, DirectInEager, Contract
+    Differentiable,
+    OnCuda,
+    Tagged,
+    TracedAsReference,
+    DirectInEager,
+    DirectInEagerWithGrad,
+    Contract,
 ):
     data = SCALE_SHIFT

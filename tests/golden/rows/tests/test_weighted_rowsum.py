@@ -6,6 +6,7 @@ from _contract import (
     Contract,
     Differentiable,
     DirectInEager,
+    DirectInEagerWithGrad,
     OnCuda,
     OpData,
     Tagged,
@@ -40,6 +41,12 @@ WEIGHTED_ROWSUM = OpData(
 
 
 class TestWeightedRowsum(
-    Differentiable, OnCuda, Tagged, TracedAsReference, DirectInEager, Contract
+    Differentiable,
+    OnCuda,
+    Tagged,
+    TracedAsReference,
+    DirectInEager,
+    DirectInEagerWithGrad,
+    Contract,
 ):
     data = WEIGHTED_ROWSUM

@@ -6,6 +6,7 @@ from _contract import (
     Contract,
     Differentiable,
     DirectInEager,
+    DirectInEagerWithGrad,
     OnCuda,
     OpData,
     TracedAsReference,
@@ -35,5 +36,12 @@ MULADD = OpData(
 )
 
 
-class TestMuladd(Differentiable, OnCuda, TracedAsReference, DirectInEager, Contract):
+class TestMuladd(
+    Differentiable,
+    OnCuda,
+    TracedAsReference,
+    DirectInEager,
+    DirectInEagerWithGrad,
+    Contract,
+):
     data = MULADD

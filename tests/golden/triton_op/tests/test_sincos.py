@@ -6,6 +6,7 @@ from _contract import (
     Contract,
     Differentiable,
     DirectInEager,
+    DirectInEagerWithGrad,
     OnCuda,
     OpData,
     TracedAsReference,
@@ -34,5 +35,12 @@ SINCOS = OpData(
 )
 
 
-class TestSincos(Differentiable, OnCuda, TracedAsReference, DirectInEager, Contract):
+class TestSincos(
+    Differentiable,
+    OnCuda,
+    TracedAsReference,
+    DirectInEager,
+    DirectInEagerWithGrad,
+    Contract,
+):
     data = SINCOS
