@@ -36,17 +36,7 @@ class TracedAsReference(Contract):
     def test_compile_traces_the_reference(self):
         """AOTAutograd's functional trace, which Inductor compiles, holds the reference's torch
         operations instead of the op (a call no fusion crosses)."""
-        args = self.normal_args()
-        where = [i for i, arg in enumerate(args) if isinstance(arg, torch.Tensor)]
-
-        def forward(*tensors):
-            inputs = list(args)
-            for i, tensor in zip(where, tensors, strict=True):
-                inputs[i] = tensor
-            return self.call(self.data.op, inputs)
-
-        traced = make_fx(dispatch_functionalize(forward), tracing_mode="fake")
-        graph = traced(*(args[i] for i in where)).graph
+        graph = functional_trace(self, self.normal_args())
         calls = [node.target for node in graph.nodes if node.op == "call_function"]
         assert calls and self.data.op not in calls, graph'''
 

@@ -118,16 +118,7 @@ class TracedIntoTriton(Contract):
         the kernels of its kernels module as Triton kernel nodes, and not the op itself."""
         with FakeTensorMode():
             args = self.copy_args(self.normal_args("cuda"))
-        where = [i for i, arg in enumerate(args) if isinstance(arg, torch.Tensor)]
-
-        def forward(*tensors):
-            inputs = list(args)
-            for i, tensor in zip(where, tensors, strict=True):
-                inputs[i] = tensor
-            return self.call(self.data.op, inputs)
-
-        traced = make_fx(dispatch_functionalize(forward), tracing_mode="fake")
-        graph = traced(*(args[i] for i in where)).graph
+        graph = functional_trace(self, args)
         calls = [node for node in graph.nodes if node.op == "call_function"]
         kernels = [
             kernel_side_table.get_kernel(node.kwargs["kernel_idx"])
@@ -150,12 +141,40 @@ def _traced_into_triton(op: Op) -> bool:
     return op.is_triton_op and not fusion.traced_as_reference(op)
 
 
+# functional_trace, which TracedIntoTriton and TracedAsReference read (after two blank lines).
+FUNCTIONAL_TRACE = '''
+
+def functional_trace(test: Contract, args: list) -> torch.fx.Graph:
+    """AOTAutograd's functional trace of the test's op on `args` (fake tensors: no kernel runs),
+    the graph Inductor would compile."""
+    where = [i for i, arg in enumerate(args) if isinstance(arg, torch.Tensor)]
+
+    def forward(*tensors):
+        inputs = list(args)
+        for i, tensor in zip(where, tensors, strict=True):
+            inputs[i] = tensor
+        return test.call(test.data.op, inputs)
+
+    traced = make_fx(dispatch_functionalize(forward), tracing_mode="fake")
+    return traced(*(args[i] for i in where)).graph'''
+
+
+def _traces_functionally(package: Package) -> bool:
+    """Whether the contract has TracedIntoTriton or TracedAsReference."""
+    return any(_traced_into_triton(op) or fusion.traced_as_reference(op) for op in package.ops)
+
+
 def functional_trace_imports(package: Package) -> tuple[str, ...]:
     """What TracedIntoTriton and TracedAsReference trace the op with, where the package has either."""
-    if not any(_traced_into_triton(op) or fusion.traced_as_reference(op) for op in package.ops):
+    if not _traces_functionally(package):
         return ()
     return ("from torch._subclasses.functional_tensor import dispatch_functionalize",
             "from torch.fx.experimental.proxy_tensor import make_fx")
+
+
+def functional_trace(package: Package) -> tuple[str, ...]:
+    """The lines of functional_trace where the package has TracedIntoTriton or TracedAsReference."""
+    return tuple(FUNCTIONAL_TRACE.split("\n")) if _traces_functionally(package) else ()
 
 
 def make_drawn(package: Package) -> tuple[str, ...]:

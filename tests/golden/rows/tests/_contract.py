@@ -519,6 +519,21 @@ class Tagged(Contract):
         assert set(self.data.tags) <= set(self.data.op.tags)
 
 
+def functional_trace(test: Contract, args: list) -> torch.fx.Graph:
+    """AOTAutograd's functional trace of the test's op on `args` (fake tensors: no kernel runs),
+    the graph Inductor would compile."""
+    where = [i for i, arg in enumerate(args) if isinstance(arg, torch.Tensor)]
+
+    def forward(*tensors):
+        inputs = list(args)
+        for i, tensor in zip(where, tensors, strict=True):
+            inputs[i] = tensor
+        return test.call(test.data.op, inputs)
+
+    traced = make_fx(dispatch_functionalize(forward), tracing_mode="fake")
+    return traced(*(args[i] for i in where)).graph
+
+
 class TracedAsReference(Contract):
     """An op whose kernel is kopgen's own: torch.compile traces it as its PyTorch reference, which
     Inductor fuses with the operations around it (torch.export keeps the op: test_export_round_trip)."""
@@ -526,17 +541,7 @@ class TracedAsReference(Contract):
     def test_compile_traces_the_reference(self):
         """AOTAutograd's functional trace, which Inductor compiles, holds the reference's torch
         operations instead of the op (a call no fusion crosses)."""
-        args = self.normal_args()
-        where = [i for i, arg in enumerate(args) if isinstance(arg, torch.Tensor)]
-
-        def forward(*tensors):
-            inputs = list(args)
-            for i, tensor in zip(where, tensors, strict=True):
-                inputs[i] = tensor
-            return self.call(self.data.op, inputs)
-
-        traced = make_fx(dispatch_functionalize(forward), tracing_mode="fake")
-        graph = traced(*(args[i] for i in where)).graph
+        graph = functional_trace(self, self.normal_args())
         calls = [node.target for node in graph.nodes if node.op == "call_function"]
         assert calls and self.data.op not in calls, graph
 
