@@ -3,6 +3,7 @@ the fallbacks to Triton's own path). The direct launchers themselves run on the 
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 from types import SimpleNamespace
 
@@ -120,3 +121,14 @@ def test_kernel_parameters_skip_constants():
     assert support._kernel_parameters(src, 3)[0] is None
     flag = _src({"x_ptr": "*fp32", "flag": "i1"}, {})
     assert support._kernel_parameters(flag, 2)[0] is None
+
+
+def test_generated_launchers_call_no_constexpr_function_per_call():
+    """triton.cdiv and triton.next_power_of_2 are constexpr_functions: microseconds each in host code
+    (docs/field-notes.md). The launchers kopgen writes compute grids and blocks in plain Python."""
+    slow = {"cdiv", "next_power_of_2"}
+    for path in sorted(ROOT.glob("tests/golden/*/*/kernels/*.py")):
+        module = ast.parse(path.read_text())
+        for node in ast.walk(module):
+            if isinstance(node, ast.Attribute) and node.attr in slow:
+                pytest.fail(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}")
