@@ -536,11 +536,6 @@ class Package:
         return any(op.uses_interpreter for op in self.ops)
 
     @property
-    def uses_compiled_triton(self) -> bool:
-        """Whether some op launches a Triton kernel on CUDA (its launcher then needs _support.device_guard)."""
-        return any(op.uses_compiled_triton for op in self.ops)
-
-    @property
     def kinds(self) -> tuple[type, ...]:
         """The kinds of the package's ops, in KINDS' order."""
         return tuple(kind for kind in KINDS if any(isinstance(op.body, kind) for op in self.ops))
