@@ -15,6 +15,7 @@ from typing import Any
 from .errors import Diagnostics
 from .loader import Mapping, Node, Scalar, Sequence, describe_scalar, quote_hint
 from .model import Device, Language, Route
+from .project import DEFAULT_LICENSE, DEFAULT_PYTHON, LICENSES
 
 FORMAT_VERSION = 1
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -151,6 +152,19 @@ SPEC_SCHEMA: dict[str, Any] = {
         "namespace": {"type": "string", "pattern": IDENTIFIER, "description": "torch.ops.<namespace>"},
         "version": _STRING,
         "description": _STRING,
+        "license": {
+            "enum": LICENSES,
+            "default": DEFAULT_LICENSE,
+            "description": "SPDX identifier of the LICENSE file and the license field; none: neither",
+        },
+        "authors": {
+            "type": "array",
+            "items": {**_STRING, "description": "Name, or Name <email>"},
+            "uniqueItems": True,
+            "description": "the package's authors (pyproject.toml) and the LICENSE's copyright holders",
+        },
+        "python": {**_STRING, "default": DEFAULT_PYTHON, "description": "the oldest Python supported, X.Y"},
+        "repository": {**_STRING, "format": "uri", "description": "the project's URL (pyproject.toml, README)"},
         "defaults": {
             "title": "defaults",
             "type": "object",

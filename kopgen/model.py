@@ -6,13 +6,14 @@ Everything a template needs is computed here (argument lists, kernels per device
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
 from typing import ClassVar, NamedTuple
 
 from . import __version__
 from .expr import Formula, Pointwise
+from .project import Project
 from .schema import Argument, FunctionSchema
 
 BUILTIN_DEFAULTS = {
@@ -526,6 +527,7 @@ class Package:
     ops: tuple[Op, ...]
     spec_text: str  # the spec as the user wrote it; the generated repo keeps it as kopgen.yaml
     kopgen_version: str = __version__
+    project: Project = field(default_factory=Project)  # license, authors, Python, repository: the skeleton's (project.py)
 
     @property
     def needs_triton(self) -> bool:

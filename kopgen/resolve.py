@@ -29,6 +29,7 @@ from .model import (
     Route,
 )
 from .names import check_argument_names, check_cpp_names, check_op_name, check_package_names, module_level_names
+from .project import resolve_project
 from .samples import resolve_sample_args
 from .schema import FunctionSchema, SchemaError, parse_schema
 
@@ -40,6 +41,7 @@ def resolve(root: Mapping, spec_text: str, diagnostics: Diagnostics) -> Package 
     namespace = namespace_node.value if namespace_node else package
     namespace_at = (namespace_node or root.get("package")).value_position
     check_package_names(root, namespace, namespace_at, diagnostics)
+    project = resolve_project(root, diagnostics)
     defaults = root.get("defaults")
     op_nodes = root.get("ops").items
     own_ops, mutating, returns = _own_ops(op_nodes)
@@ -84,6 +86,7 @@ def resolve(root: Mapping, spec_text: str, diagnostics: Diagnostics) -> Package 
         description=_text(root.get("description"), ""),
         ops=tuple(ops),
         spec_text=spec_text,
+        project=project,
     )
 
 

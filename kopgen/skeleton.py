@@ -1,7 +1,8 @@
 """The project skeleton of a new repo, rendered by copier from templates/project.
 
-copier renders the user's files (pyproject.toml, README.md, .gitignore): they are created
-once and belong to the user afterwards. kopgen renders the operator code itself.
+copier renders the user's files (pyproject.toml, README.md, LICENSE, .gitignore, the CI workflow and
+ci.sh, the ruff and pre-commit configuration): they are created once and belong to the user afterwards.
+kopgen renders the operator code itself.
 """
 
 from __future__ import annotations
@@ -11,7 +12,12 @@ from pathlib import Path
 import tomli_w
 
 from .model import Package
+from .project import Project
 from .render import templates_dir
+
+# The ruff whose layout kopgen's Python follows (lang/layout.py, checked against it in kopgen's tests): the
+# generated CI and pre-commit pin it, so that a newer ruff's layout never fails a repo that kopgen wrote.
+RUFF_VERSION = "0.17.6"
 
 
 def toml_value(value: object) -> str:
@@ -36,7 +42,37 @@ def skeleton_answers(package: Package) -> dict[str, object]:
         "needs_interpreter": package.needs_interpreter,
         "needs_extension": bool(package.compiled_ops),
         "needs_cuda": bool(package.cuda_ops),
+        **project_answers(package.name, package.project),
     }
+
+
+def project_answers(name: str, project: Project) -> dict[str, object]:
+    """The project keys as the skeleton prints them: TOML values, the LICENSE's text, the CI's Pythons."""
+    holders = ", ".join(author.name for author in project.authors) or f"the {name} authors"
+    authors = [
+        "{" + ", ".join(f"{key} = {toml_value(value)}" for key, value in vars(author).items() if value) + "}"
+        for author in project.authors
+    ]
+    licensed = project.license != "none"
+    return {
+        "license_toml": toml_value(project.license) if licensed else "",
+        "license": project.license if licensed else "",
+        "license_text": license_text(project.license, holders) if licensed else "",
+        "authors_toml": f"[{', '.join(authors)}]" if authors else "",
+        "requires_python_toml": toml_value(f">={project.python}"),
+        "repository_toml": toml_value(project.repository) if project.repository else "",
+        "repository": project.repository or "",
+        "ruff_target": "py" + project.python.replace(".", ""),
+        "ci_pythons": "[" + ", ".join(f'"{version}"' for version in project.python_versions) + "]",
+        "ruff_version": RUFF_VERSION,
+    }
+
+
+def license_text(license: str, holders: str) -> str:
+    """The license's text (templates/licenses/), its copyright line naming the holders; no year, so that
+    the same spec gives the same bytes."""
+    text = (templates_dir() / "licenses" / f"{license}.txt").read_text(encoding="utf-8")
+    return text.replace("COPYRIGHT_HOLDERS", holders)
 
 
 def skeleton_files(package: Package) -> dict[str, str]:
