@@ -17,6 +17,7 @@ from .format import SPEC_SCHEMA
 from .pipeline import SPEC_PATH, check_spec, generate
 from .report import describe_plan
 from .update import apply_update, diff, plan_update
+from .vcs import init_repository
 from .writer import OutputError, WriteError
 
 EXIT_FAILED = 1  # the environment failed us: no permission, a full disk, another process in the way
@@ -70,7 +71,8 @@ def _warn(warnings: list) -> None:
 @click.option("-o", "--output", "output", type=click.Path(path_type=Path), help="Folder to create (default: the package name).")
 @click.option("--here", is_flag=True, help="Generate into the folder that holds SPEC, which may be an existing "
               "repo: the same as `kopgen adopt SPEC`.")
-def new(spec: Path, output: Path | None, here: bool) -> None:
+@click.option("--no-git", is_flag=True, help="Do not run `git init` (run where the new repo is not inside a git repository).")
+def new(spec: Path, output: Path | None, here: bool, no_git: bool) -> None:
     """Create a new operator repo from SPEC."""
     if here:
         if output is not None:
@@ -81,6 +83,8 @@ def new(spec: Path, output: Path | None, here: bool) -> None:
         _warn(check_spec(spec)[1])
         target = generate(spec, output)
     click.echo(f"created {target}")
+    if not no_git:
+        click.echo(init_repository(target))
 
 
 @main.command("adopt")

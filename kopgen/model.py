@@ -527,7 +527,7 @@ class Package:
     ops: tuple[Op, ...]
     spec_text: str  # the spec as the user wrote it; the generated repo keeps it as kopgen.yaml
     kopgen_version: str = __version__
-    project: Project = field(default_factory=Project)  # license, authors, Python, repository: the skeleton's (project.py)
+    project: Project = field(default_factory=Project)  # license, authors, Python, repository (project.py)
 
     @property
     def needs_triton(self) -> bool:

@@ -72,7 +72,7 @@ def test_check_warns_at_each_trap_and_exits_0(traps):
 def test_new_and_update_print_the_warnings_they_can_tell_without_torch(traps, tmp_path):
     """`kopgen new` never imports torch: it gives the naming warnings, not the meta evaluation's."""
     repo = tmp_path / "repo"
-    result = CliRunner().invoke(main, ["new", str(traps), "-o", str(repo)])
+    result = CliRunner().invoke(main, ["new", str(traps), "-o", str(repo), "--no-git"])
     assert result.exit_code == 0, result.output
     assert [line.split(": warning: ")[1] for line in result.stderr.splitlines()] == [OUT, unmarked("y_out")]
     assert result.stdout == f"created {repo}\n"

@@ -1,0 +1,131 @@
+"""The project around the ops: LICENSE and the license field, authors, Python, repository, the CI workflow and
+ci.sh, ruff and pre-commit configuration, .gitignore, and `git init` by `kopgen new`."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import zipfile
+
+import pytest
+import tomllib
+import yaml
+from click.testing import CliRunner
+
+from kopgen.cli import main
+from kopgen.pipeline import load_spec_text
+from kopgen.project import LICENSES
+from kopgen.skeleton import RUFF_VERSION, skeleton_files
+
+from .conftest import EXAMPLES, ROOT
+
+GOLDEN = ROOT / "tests" / "golden"
+OPS = """\
+ops:
+  - schema: "twice(Tensor a) -> Tensor"
+    compute: "a * 2"
+"""
+
+
+def _skeleton(head: str) -> dict[str, str]:
+    return skeleton_files(load_spec_text(f"kopgen: 1\npackage: kbook\n{head}{OPS}", "spec.yaml"))
+
+
+def test_the_project_keys_reach_pyproject_license_and_ci():
+    files = _skeleton(
+        'license: MIT\nauthors: [Ada Lovelace <ada@example.com>, "Charles \\"Babbage\\" = 1"]\n'
+        'python: "3.11"\nrepository: https://github.com/ada/kbook\n'
+    )
+    project = tomllib.loads(files["pyproject.toml"])["project"]
+    assert project["license"] == "MIT" and project["license-files"] == ["LICENSE"]
+    assert project["authors"] == [{"name": "Ada Lovelace", "email": "ada@example.com"}, {"name": 'Charles "Babbage" = 1'}]
+    assert project["requires-python"] == ">=3.11"
+    assert project["urls"] == {"Repository": "https://github.com/ada/kbook"}
+    assert tomllib.loads(files["pyproject.toml"])["tool"]["ruff"]["target-version"] == "py311"
+    assert files["LICENSE"].startswith("MIT License\n\nCopyright (c) Ada Lovelace, Charles \"Babbage\" = 1\n")
+    assert yaml.safe_load(files[".github/workflows/ci.yml"])["jobs"]["cpu"]["strategy"]["matrix"]["python"] == [
+        "3.11", "3.13"
+    ]
+    assert "<https://github.com/ada/kbook>" in files["README.md"]
+
+
+def test_the_defaults():
+    files = _skeleton("")
+    project = tomllib.loads(files["pyproject.toml"])["project"]
+    assert project["license"] == "BSD-3-Clause" and "authors" not in project and "urls" not in project
+    assert project["requires-python"] == ">=3.10"
+    assert files["LICENSE"].startswith("BSD 3-Clause License\n\nCopyright (c) the kbook authors\n")
+
+
+def test_license_none_writes_no_license_and_apache_its_text():
+    files = _skeleton("license: none\n")
+    assert "LICENSE" not in files and "license" not in tomllib.loads(files["pyproject.toml"])["project"]
+    assert "Licensed" not in files["README.md"]
+    apache = _skeleton("license: Apache-2.0\n")["LICENSE"]
+    assert apache.startswith(" " * 33 + "Apache License\n") and "END OF TERMS AND CONDITIONS" in apache
+
+
+def test_the_workflow_runs_ci_sh_and_ci_sh_pins_the_pre_commit_ruff():
+    """The workflow's own steps are setup and one `bash ci.sh`, the script a user runs locally; the GPU job is off."""
+    files = _skeleton("")
+    workflow = yaml.safe_load(files[".github/workflows/ci.yml"])
+    assert set(workflow[True]) == {"push", "pull_request"}  # YAML 1.1 reads the key `on` as true
+    runs = {job: [step["run"] for step in spec["steps"] if "run" in step] for job, spec in workflow["jobs"].items()}
+    assert runs == {
+        "cpu": ["python -m pip install torch --index-url https://download.pytorch.org/whl/cpu", "bash ci.sh"],
+        "gpu": ["bash ci.sh"],
+    }
+    assert workflow["jobs"]["gpu"]["if"] is False
+    hooks = yaml.safe_load(files[".pre-commit-config.yaml"])["repos"]
+    assert hooks == [{"repo": "https://github.com/astral-sh/ruff-pre-commit", "rev": f"v{RUFF_VERSION}",
+                      "hooks": [{"id": "ruff"}, {"id": "ruff-format"}]}]
+    assert f'"ruff=={RUFF_VERSION}"' in files["ci.sh"]
+    assert subprocess.run(["bash", "-n"], input=files["ci.sh"], text=True, check=False).returncode == 0
+
+
+@pytest.mark.parametrize("example", sorted(p.stem for p in EXAMPLES.glob("*.yaml")))
+def test_a_generated_repo_passes_its_own_ruff_configuration(example):
+    """What ci.sh and pre-commit run, with the repo's pyproject.toml: every file ruff reads, README included."""
+    repo = GOLDEN / example
+    for command in (["check"], ["format", "--check", "--diff"]):
+        result = subprocess.run([sys.executable, "-m", "ruff", *command, "--no-cache", "."], cwd=repo,
+                                capture_output=True, text=True, check=False)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_wheel_carries_the_license(tmp_path):
+    repo = tmp_path / "muladd"
+    shutil.copytree(GOLDEN / "muladd", repo)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+                    "--wheel-dir", str(tmp_path / "dist"), str(repo)], check=True, capture_output=True)
+    (wheel,) = (tmp_path / "dist").glob("kbook-0.1.0-py3-none-any.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        metadata = archive.read("kbook-0.1.0.dist-info/METADATA").decode()
+        assert archive.read("kbook-0.1.0.dist-info/licenses/LICENSE") == (repo / "LICENSE").read_bytes()
+    assert "License-Expression: BSD-3-Clause\n" in metadata and "Requires-Python: >=3.10\n" in metadata
+
+
+def test_new_runs_git_init_outside_a_repository(tmp_path):
+    result = CliRunner().invoke(main, ["new", str(EXAMPLES / "muladd.yaml"), "-o", str(tmp_path / "repo")])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[-1] == f"initialized a git repository in {tmp_path / 'repo'}"
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=tmp_path / "repo",
+                            capture_output=True, text=True, check=True).stdout
+    assert "?? kopgen.yaml" in status.splitlines() and "?? .kopgen/state.json" in status.splitlines()
+
+
+def test_new_skips_git_init_inside_a_repository_and_with_no_git(tmp_path):
+    subprocess.run(["git", "init", "--quiet", str(tmp_path)], check=True)
+    result = CliRunner().invoke(main, ["new", str(EXAMPLES / "muladd.yaml"), "-o", str(tmp_path / "inside")])
+    assert result.exit_code == 0 and not (tmp_path / "inside" / ".git").exists(), result.output
+    assert "no git init" in result.output
+    outside = tmp_path / "outside"
+    shutil.rmtree(tmp_path / ".git")
+    result = CliRunner().invoke(main, ["new", str(EXAMPLES / "muladd.yaml"), "-o", str(outside), "--no-git"])
+    assert result.exit_code == 0 and result.output == f"created {outside}\n" and not (outside / ".git").exists()
+
+
+def test_every_license_of_the_format_has_its_text():
+    texts = sorted(p.stem for p in (ROOT / "templates" / "licenses").glob("*.txt"))
+    assert texts == sorted(set(LICENSES) - {"none"})
