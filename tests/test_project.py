@@ -3,9 +3,11 @@ ci.sh, ruff and pre-commit configuration, .gitignore, and `git init` by `kopgen 
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import zipfile
 
 import pytest
@@ -129,3 +131,23 @@ def test_new_skips_git_init_inside_a_repository_and_with_no_git(tmp_path):
 def test_every_license_of_the_format_has_its_text():
     texts = sorted(p.stem for p in (ROOT / "templates" / "licenses").glob("*.txt"))
     assert texts == sorted(set(LICENSES) - {"none"})
+
+
+@pytest.mark.slow
+def test_ci_sh_runs_in_a_fresh_environment(tmp_path, example="muladd"):
+    """The CI's steps as the workflow runs them (`bash ci.sh`), in a new virtual environment that sees this
+    one's packages (torch, ruff, setuptools) through a .pth file and may download nothing: ruff with the
+    repo's configuration, the editable build, then a part of the suite (the whole suites run in
+    test_end_to_end.py; the compiled examples' builds in test_compiled.py)."""
+    repo, env_dir = tmp_path / example, tmp_path / "venv"
+    shutil.copytree(GOLDEN / example, repo)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True)
+    (site,) = env_dir.glob("lib/python*/site-packages")
+    (site / "shared.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    env = {**os.environ, "PATH": f"{env_dir / 'bin'}{os.pathsep}{os.environ['PATH']}", "PIP_NO_INDEX": "1",
+           "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PYTHONPATH": ""}
+    result = subprocess.run(["bash", "ci.sh", "-k", "opcheck and float32 and normal"], cwd=repo, env=env,
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "All checks passed!" in result.stdout and " passed" in result.stdout.splitlines()[-1], result.stdout
+    assert any(path.name.startswith("__editable__") for path in site.iterdir())  # installed here, not in ours

@@ -9,4 +9,4 @@ python -m pip install "setuptools>=77" "ruff==0.17.6"
 python -m ruff check .
 python -m ruff format --check .
 python -m pip install --no-build-isolation -e '.[test]'
-python -m pytest -q
+python -m pytest -q "$@"  # bash ci.sh -x -k opcheck: arguments go to pytest

@@ -10,4 +10,4 @@ python -m ruff check .
 python -m ruff format --check .
 # Builds the C++/CUDA extension against the installed torch.
 python -m pip install --no-build-isolation -e '.[test]'
-python -m pytest -q
+python -m pytest -q "$@"  # bash ci.sh -x -k opcheck: arguments go to pytest
