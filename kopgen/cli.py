@@ -14,8 +14,10 @@ from . import __version__
 from .adopt import adopt
 from .errors import SpecError
 from .format import SPEC_SCHEMA
+from .model import Route
 from .pipeline import SPEC_PATH, check_spec, generate
 from .report import describe_plan
+from .starter import KINDS, default_name, starter_spec
 from .update import apply_update, diff, plan_update
 from .vcs import init_repository
 from .writer import OutputError, WriteError
@@ -45,6 +47,11 @@ def _reported() -> Iterator[None]:
         _fail(f"error: {error}", EXIT_FAILED)
 
 
+def _example(*lines: str) -> str:
+    """A command's help epilog: its example, kept as written (click's \\b stops the rewrapping)."""
+    return "\b\nExample:\n" + "\n".join(f"  {line}" if line else "" for line in lines)
+
+
 class _Main(click.Group):
     def invoke(self, ctx: click.Context):
         try:
@@ -54,7 +61,12 @@ class _Main(click.Group):
             sys.exit(EXIT_INTERRUPTED)
 
 
-@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]}, epilog=_example(
+    "kopgen init kbook && kopgen new kopgen.yaml && cd kbook && bash ci.sh",
+    "",
+    "Shell completion (bash; zsh_source and fish_source for those shells), in ~/.bashrc:",
+    '  eval "$(_KOPGEN_COMPLETE=bash_source kopgen)"',
+))
 @click.version_option(__version__, prog_name="kopgen")
 def main() -> None:
     """Turn a YAML op spec into a complete, tested PyTorch operator package."""
@@ -66,7 +78,7 @@ def _warn(warnings: list) -> None:
         click.echo(str(warning), err=True)
 
 
-@main.command()
+@main.command(epilog=_example("kopgen new examples/muladd.yaml -o muladd_pkg"))
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("-o", "--output", "output", type=click.Path(path_type=Path), help="Folder to create (default: the package name).")
 @click.option("--here", is_flag=True, help="Generate into the folder that holds SPEC, which may be an existing "
@@ -87,7 +99,34 @@ def new(spec: Path, output: Path | None, here: bool, no_git: bool) -> None:
         click.echo(init_repository(target))
 
 
-@main.command("adopt")
+@main.command(epilog=_example("kopgen init kbook --kernel custom --route torch_library"))
+@click.argument("name", required=False)
+@click.option("--kernel", "kind", type=click.Choice(KINDS), default="compute", show_default=True,
+              help="compute: kopgen writes the kernels from an expression; custom: you write them.")
+@click.option("--route", type=click.Choice([route.value for route in Route]), default="custom_op", show_default=True,
+              help="How the op is registered (the spec's registration).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=Path("kopgen.yaml"),
+              show_default=True, help="The spec file to write; never overwritten.")
+def init(name: str | None, kind: str, route: str, output: Path) -> None:
+    """Write a starter spec: one op, each key with its default and a comment.
+
+    The package is NAME (default: the current folder's name); `kopgen new` takes the spec as it is."""
+    name = name if name is not None else default_name(Path.cwd().name)
+    try:
+        text = starter_spec(name, kind, route)
+    except SpecError as error:
+        reasons = "; ".join(diagnostic.message for diagnostic in error.diagnostics)
+        _fail(f"error: '{name}' cannot name the package: {reasons}")
+    with _reported():
+        try:
+            with output.open("x", encoding="utf-8", newline="\n") as file:  # "x": an existing file stays as it is
+                file.write(text)
+        except FileExistsError:
+            _fail(f"error: {output} exists; kopgen init never overwrites a file (write another with -o FILE)")
+    click.echo(f"wrote {output}; `kopgen new {output}` generates the repo {name}/")
+
+
+@main.command("adopt", epilog=_example("kopgen adopt kopgen.yaml   # in your kernel repo, beside its files"))
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
 def adopt_command(spec: Path) -> None:
     """Generate SPEC's repo into the folder that holds SPEC, an existing kernel repo or not: files of yours
@@ -108,7 +147,7 @@ def _adopt(spec: Path) -> None:
     click.echo(f"adopted {adoption.target}")
 
 
-@main.command()
+@main.command(epilog=_example("kopgen check kopgen.yaml"))
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
 def check(spec: Path) -> None:
     """Validate SPEC and print the resolved plan; write nothing. Warns where a custom kernel's
@@ -125,7 +164,7 @@ def _repo_error(error: Exception | str) -> None:
     sys.exit(EXIT_BAD_SPEC)
 
 
-@main.command()
+@main.command(epilog=_example("kopgen update --check   # in CI: exit 1 where the repo drifted from kopgen.yaml"))
 @click.argument("directory", default=".", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if anything would change (a CI drift gate).")
 @click.option("--dry-run", is_flag=True, help="Print the unified diff of what would change; write nothing.")
@@ -186,7 +225,7 @@ def update(directory: Path, check: bool, dry_run: bool, force: bool) -> None:
         sys.exit(1)
 
 
-@main.command()
+@main.command(epilog=_example("kopgen schema > kopgen.schema.json"))
 def schema() -> None:
     """Print the JSON Schema of the spec format (for editors)."""
     click.echo(json.dumps(SPEC_SCHEMA, indent=2))
