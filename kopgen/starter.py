@@ -24,10 +24,10 @@ def starter_spec(name: str, kind: str = "compute", route: str = "custom_op") -> 
     compiled = registration.is_compiled
     tagged = registration not in _UNTAGGED
     op = "scale_add"
-    text = environment().get_template("starter.yaml.j2").render(
+    text = environment().get_template("starter/spec.yaml.j2").render(
         name=name,
         route=route,
-        custom=kind == "custom",
+        kind_lines=f"starter/{kind}.yaml.j2",  # the op's kind: its own lines
         backends="{cpu: cpp, cuda: cuda}" if compiled else "{cpu: triton, cuda: triton}",
         backends_comment="C++ on CPU, CUDA on GPUs" if compiled else "Triton (its interpreter on CPU; cpu: python is faster)",
         tags="[pt2_compliant_tag]" if tagged else "[]",
