@@ -19,6 +19,13 @@ from .render import templates_dir
 # generated CI and pre-commit pin it, so that a newer ruff's layout never fails a repo that kopgen wrote.
 RUFF_VERSION = "0.17.6"
 
+# The skeleton's files around the package (templates/project); a user's own file at one of these paths is kept as
+# theirs by `kopgen update` (a repo made before kopgen wrote it), where a file at a kernel skeleton's path stops it.
+PROJECT_FILES = frozenset({
+    "README.md", "pyproject.toml", "LICENSE", ".gitignore", "ci.sh", ".github/workflows/ci.yml",
+    ".pre-commit-config.yaml",
+})
+
 
 def toml_value(value: object) -> str:
     """`value` as TOML source (a quoted, escaped string, an array ...), for the template to print."""

@@ -27,6 +27,7 @@ from . import __version__
 from .pipeline import SPEC_PATH, load_spec_text, render_repo, state_of
 from .pipeline import read_spec as read_spec_file
 from .plan import KOPGEN
+from .skeleton import PROJECT_FILES
 from .state import STATE_PATH, State, StateError, digest
 from .writer import OutputError, inside, replace_file
 
@@ -147,6 +148,11 @@ def _plan_file(plan: UpdatePlan, old: State, path: str, owner: str, text: str, d
         _plan_merge(plan, path, base=old.user_base[path], theirs=text, disk=disk)
     elif plan.corrupt_state:
         return  # no merge base is known: the user's file (README, kernel body) stands as it is
+    elif path in PROJECT_FILES and path not in old.generated:
+        # A project file new to this kopgen (LICENSE, the CI workflow, ...) where the user keeps their own:
+        # theirs, as `kopgen adopt` keeps them, never merged into.
+        plan.state.adopted = sorted({*plan.state.adopted, path})
+        plan.state.user_base.pop(path, None)
     elif path not in old.generated:  # a new skeleton where a file kopgen never wrote stands
         plan.yours.append(path)
         plan.writes[path] = text

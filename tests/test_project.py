@@ -3,6 +3,7 @@ ci.sh, ruff and pre-commit configuration, .gitignore, and `git init` by `kopgen 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -19,6 +20,7 @@ from kopgen.cli import main
 from kopgen.pipeline import load_spec_text
 from kopgen.project import LICENSES
 from kopgen.skeleton import RUFF_VERSION, skeleton_files
+from kopgen.state import STATE_PATH
 
 from .conftest import EXAMPLES, ROOT
 
@@ -151,3 +153,26 @@ def test_ci_sh_runs_in_a_fresh_environment(tmp_path, example="muladd"):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "All checks passed!" in result.stdout and " passed" in result.stdout.splitlines()[-1], result.stdout
     assert any(path.name.startswith("__editable__") for path in site.iterdir())  # installed here, not in ours
+
+
+def test_an_update_keeps_the_users_own_project_files(tmp_path):
+    """A repo from before kopgen wrote LICENSE and the CI, where the user keeps their own: `kopgen update` keeps
+    them as theirs (never merged into, as `kopgen adopt` does), and writes the project files that are missing."""
+    repo = tmp_path / "repo"
+    assert CliRunner().invoke(main, ["new", str(EXAMPLES / "muladd.yaml"), "-o", str(repo), "--no-git"]).exit_code == 0
+    state = json.loads((repo / STATE_PATH).read_text())
+    for path in ("LICENSE", ".github/workflows/ci.yml", ".pre-commit-config.yaml"):
+        del state["user_base"][path]
+    (repo / STATE_PATH).write_text(json.dumps(state))
+    (repo / "LICENSE").write_text("Proprietary. Ask Ada.\n")
+    (repo / ".github" / "workflows" / "ci.yml").write_text("name: mine\n")
+    (repo / ".pre-commit-config.yaml").unlink()
+    spec = repo / "kopgen.yaml"
+    spec.write_text(spec.read_text().replace("Fused elementwise kernels", "Fused kernels"))
+    result = CliRunner().invoke(main, ["update", str(repo)])
+    assert result.exit_code == 0, result.output
+    assert (repo / "LICENSE").read_text() == "Proprietary. Ask Ada.\n"
+    assert (repo / ".github" / "workflows" / "ci.yml").read_text() == "name: mine\n"
+    assert (repo / ".pre-commit-config.yaml").is_file()
+    assert {"LICENSE", ".github/workflows/ci.yml"} <= set(json.loads((repo / STATE_PATH).read_text())["adopted"])
+    assert CliRunner().invoke(main, ["update", str(repo), "--check"]).exit_code == 0
