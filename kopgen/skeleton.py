@@ -49,6 +49,7 @@ def skeleton_answers(package: Package) -> dict[str, object]:
         "needs_interpreter": package.needs_interpreter,
         "needs_extension": bool(package.compiled_ops),
         "needs_cuda": bool(package.cuda_ops),
+        "pins_torch": bool(package.compiled_ops) and not package.stable_abi,  # setup.py writes the dependencies
         **project_answers(package.name, package.project),
     }
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import ast
+import importlib.metadata
 import os
 import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import textwrap
 import time
 from pathlib import Path
@@ -97,6 +99,31 @@ def test_stable_abi_extension_references_only_the_stable_abi(installed):
     assert any(name.startswith("aoti_torch_") for name in names)  # it does call into torch, through the C shim
     unstable = [name for name in names if UNSTABLE_SYMBOL.match(name)]
     assert not unstable, "\n".join(unstable)
+
+
+_PLATFORM = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+_CPYTHON = f"cp{sys.version_info.major}{sys.version_info.minor}"
+_TORCH = ".".join(importlib.metadata.version("torch").split("+")[0].split(".")[:2])
+
+
+@pytest.mark.parametrize(
+    ("example", "tag", "torch_requirement"),
+    [
+        ("muladd.yaml", "py3-none-any", "torch>=2.10"),
+        ("fused_stable.yaml", f"cp310-abi3-{_PLATFORM}", "torch>=2.10"),
+        ("fused.yaml", f"{_CPYTHON}-{_CPYTHON}-{_PLATFORM}", f"torch=={_TORCH}.*"),
+    ],
+)
+def test_each_route_builds_its_kind_of_wheel(installed, example, tag, torch_requirement):
+    """pip installed each package from the wheel it built: a pure wheel for the Python routes; one abi3 wheel on
+    the stable ABI, for torch 2.10 on; on TORCH_LIBRARY a wheel per CPython requiring the torch it was built
+    against (its major.minor: torch's C++ API changes with each release)."""
+    _, site, _ = installed(example)
+    (info,) = site.glob("*.dist-info")
+    assert f"Tag: {tag}\n" in (info / "WHEEL").read_text()
+    metadata = (info / "METADATA").read_text().splitlines()
+    assert [line for line in metadata if line.startswith("Requires-Dist: torch")] == [f"Requires-Dist: {torch_requirement}"]
+    assert "License-Expression: BSD-3-Clause" in metadata and (info / "licenses" / "LICENSE").is_file()
 
 
 def test_torch_library_extension_defines_the_ops_in_cpp(installed):

@@ -372,3 +372,11 @@ def cuda_sources(package: Package) -> str:
             sources.append(f"{package.name}/csrc/cuda/kernels.cu")
         sources += user_sources(package, "cuda")
     return layout.statement("CUDA_SOURCES = " + json.dumps(sources), 0)
+
+
+def requirements(package: Package) -> str:
+    """setup.py's `REQUIREMENTS = [...]` of a TORCH_LIBRARY package: torch's C++ API changes with each release, so
+    the wheel requires the torch it is built against (its major.minor, added by setup.py), and what else it needs."""
+    others = ["triton>=3.4"] * package.needs_triton + ["numpy"] * package.needs_interpreter
+    items = ['f"torch=={TORCH_VERSION}.*"', *map(json.dumps, others)]
+    return layout.statement(f"REQUIREMENTS = [{', '.join(items)}]", 0)

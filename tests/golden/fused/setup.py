@@ -18,6 +18,10 @@ from torch.utils.cpp_extension import (
 
 SOURCES = ["kfused/csrc/ops.cpp"]
 CUDA_SOURCES = ["kfused/csrc/cuda/ops.cpp", "kfused/csrc/cuda/kernels.cu"]
+# TORCH_LIBRARY links torch's C++ API, which changes with each release: the wheel requires the torch
+# it is built against, its major.minor (pyproject.toml leaves the dependencies to this file).
+TORCH_VERSION = ".".join(torch.__version__.split("+")[0].split(".")[:2])
+REQUIREMENTS = [f"torch=={TORCH_VERSION}.*", "triton>=3.4"]
 CXX_FLAGS = ["-O3", "-g0", "-Wall"]
 # at::parallel_for runs the CPU kernels on torch's threads only where built with torch's OpenMP.
 if torch.backends.openmp.is_available():
@@ -42,4 +46,5 @@ else:
 setup(
     ext_modules=[extension],
     cmdclass={"build_ext": BuildExtension},
+    install_requires=REQUIREMENTS,
 )
