@@ -1,8 +1,8 @@
 """The project skeleton of a new repo, rendered by copier from templates/project.
 
-copier renders the user's files (pyproject.toml, README.md, LICENSE, .gitignore, the CI workflow and
-ci.sh, the ruff and pre-commit configuration): they are created once and belong to the user afterwards.
-kopgen renders the operator code itself.
+The user's files, created once and theirs afterwards: copier renders pyproject.toml, README.md and
+.gitignore; kopgen the CI workflow, ci.sh, the pre-commit configuration and LICENSE (copier's cost per
+file). kopgen renders the operator code itself (plan.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import tomli_w
 
 from .model import Package
 from .project import Project
-from .render import templates_dir
+from .render import environment, templates_dir
 
 # The ruff whose layout kopgen's Python follows (lang/layout.py, checked against it in kopgen's tests): the
 # generated CI and pre-commit pin it, so that a newer ruff's layout never fails a repo that kopgen wrote.
@@ -25,6 +25,10 @@ PROJECT_FILES = frozenset({
     "README.md", "pyproject.toml", "LICENSE", ".gitignore", "ci.sh", ".github/workflows/ci.yml",
     ".pre-commit-config.yaml",
 })
+# The ones kopgen renders itself, from templates/project_files: copier makes a git call per file it renders
+# (_sync_git_index_executable_bit), 15 ms each here, which `kopgen new`'s second would feel.
+_RENDERED = {"ci.sh": "ci.sh.j2", ".github/workflows/ci.yml": "ci.yml.j2", ".pre-commit-config.yaml": "pre-commit-config.yaml.j2"}
+_RENDERED_ONLY = ("license_text", "ci_pythons", "ruff_version")  # answers only those files read
 
 
 def toml_value(value: object) -> str:
@@ -84,17 +88,23 @@ def license_text(license: str, holders: str) -> str:
 
 
 def skeleton_files(package: Package) -> dict[str, str]:
-    """The skeleton as text: path -> content (copier renders it into a scratch folder)."""
+    """The skeleton as text: path -> content (copier renders it into a scratch folder; kopgen the project files)."""
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="kopgen-skeleton-") as scratch:
         render_skeleton(Path(scratch), package)
         root = Path(scratch)
-        return {
+        files = {
             path.relative_to(root).as_posix(): path.read_text(encoding="utf-8")
             for path in sorted(root.rglob("*"))
             if path.is_file()
         }
+    answers = skeleton_answers(package)
+    for path, template in _RENDERED.items():
+        files[path] = environment().get_template(f"project_files/{template}").render(**answers)
+    if answers["license_text"]:
+        files["LICENSE"] = answers["license_text"]
+    return dict(sorted(files.items()))
 
 
 def render_skeleton(destination: Path, package: Package) -> None:
@@ -103,7 +113,7 @@ def render_skeleton(destination: Path, package: Package) -> None:
     copier.run_copy(
         str(templates_dir() / "project"),
         str(destination),
-        data=skeleton_answers(package),
+        data={key: value for key, value in skeleton_answers(package).items() if key not in _RENDERED_ONLY},
         defaults=True,
         overwrite=True,
         quiet=True,
