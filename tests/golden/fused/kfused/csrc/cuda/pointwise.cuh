@@ -250,8 +250,9 @@ __device__ __forceinline__ void row_starts(
   }
 }
 
-// Vectors a thread of strided_kernel has in flight: one 16-byte load each would leave an H200
-// short of the loads in flight its bandwidth needs (a broadcast input hits the cache).
+// Vectors a thread of strided_kernel and the row kernels has in flight: one 16-byte load each
+// would leave an H200 short of the loads in flight its bandwidth needs (a broadcast input hits
+// the cache).
 constexpr int kUnroll = 4;
 
 // Vector `col` (VEC elements) of input j's row that starts at `start`: a 16-byte load, or one
@@ -507,48 +508,145 @@ cudaError_t pointwise(const Launch& launch, Scalars... scalars) {
   return cudaGetLastError();
 }
 
-// Element i of each input, in the compute type (0 for an absent optional), passed to the functor.
-template <typename acc_t, typename F, typename scalar_t, int N, size_t... I>
-__device__ __forceinline__ acc_t call_at(
-    const F& f,
-    const Pointers<const scalar_t*, N>& in,
-    int64_t i,
-    std::index_sequence<I...>) {
-  return f((in.at[I] != nullptr ? to_compute(in.at[I][i]) : acc_t(0))...);
+constexpr int kWarp = 32;
+constexpr int kWarpsPerBlock = kThreads / kWarp;
+
+// The reduction of every lane's total over the warp; every lane holds the warp's total after it.
+template <typename Reduce, typename acc_t>
+__device__ __forceinline__ acc_t warp_total(acc_t total) {
+#pragma unroll
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+    total = Reduce::combine(total, __shfl_xor_sync(0xffffffffu, total, offset));
+  }
+  return total;
 }
 
-// One block per row: each thread reduces a strided part of the row, then the block combines
-// the threads' totals in shared memory.
-template <typename Reduce, typename F, typename scalar_t, int IN>
-__global__ void __launch_bounds__(kThreads) rows_kernel(
+// One thread's total of a row that starts at element `start` of each input and holds `vectors`
+// vectors of VEC elements: vectors first, first + lanes, ..., kUnroll of them in flight, each
+// kept in its own total (more loads in flight, and a shorter chain of additions).
+template <int VEC, typename Reduce, typename F, typename scalar_t, int IN>
+__device__ __forceinline__ compute_t<scalar_t> row_part(
+    const F& f,
+    const Pointers<const scalar_t*, IN>& in,
+    int64_t start,
+    int64_t vectors,
+    int first,
+    int lanes) {
+  using acc_t = compute_t<scalar_t>;
+  using V = Vec<scalar_t, VEC>;
+  acc_t totals[kUnroll];
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    totals[u] = Reduce::identity();
+  }
+  int64_t v = first;
+  for (; v + (kUnroll - 1) * lanes < vectors; v += kUnroll * lanes) {
+    V x[kUnroll][IN];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+#pragma unroll
+      for (int j = 0; j < IN; ++j) {
+        x[u][j] = load_vector<VEC>(in.at[j], start, 1, (v + u * lanes) * VEC);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        totals[u] = Reduce::combine(totals[u], call(f, x[u], k, std::make_index_sequence<IN>{}));
+      }
+    }
+  }
+  for (; v < vectors; v += lanes) {
+    V x[IN];
+#pragma unroll
+    for (int j = 0; j < IN; ++j) {
+      x[j] = load_vector<VEC>(in.at[j], start, 1, v * VEC);
+    }
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) {
+      totals[0] = Reduce::combine(totals[0], call(f, x, k, std::make_index_sequence<IN>{}));
+    }
+  }
+#pragma unroll
+  for (int u = 1; u < kUnroll; ++u) {
+    totals[0] = Reduce::combine(totals[0], totals[u]);
+  }
+  return totals[0];
+}
+
+// Short rows: a warp per row, kWarpsPerBlock rows per block; the warp's lanes combine their totals
+// with shuffles (no shared memory, no block barrier).
+template <int VEC, typename Reduce, typename F, typename scalar_t, int IN>
+__global__ void __launch_bounds__(kThreads) warp_rows_kernel(
+    F f,
+    Pointers<const scalar_t*, IN> in,
+    scalar_t* __restrict__ out,
+    int64_t rows,
+    int64_t cols) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  // The row is the same for every lane of a warp: the shuffles see all 32 lanes.
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
+       row < rows; row += step) {
+    const auto total =
+        warp_total<Reduce>(row_part<VEC, Reduce>(f, in, row * cols, cols / VEC, lane, kWarp));
+    if (lane == 0) {
+      out[row] = from_compute<scalar_t>(Reduce::finish(total, cols));
+    }
+  }
+}
+
+// Long rows: a block per row; each warp combines its lanes' totals with shuffles, then the first
+// warp those of the block's warps.
+template <int VEC, typename Reduce, typename F, typename scalar_t, int IN>
+__global__ void __launch_bounds__(kThreads) block_rows_kernel(
     F f,
     Pointers<const scalar_t*, IN> in,
     scalar_t* __restrict__ out,
     int64_t rows,
     int64_t cols) {
   using acc_t = compute_t<scalar_t>;
-  __shared__ acc_t partial[kThreads];
+  __shared__ acc_t partial[kWarpsPerBlock];
+  const int lane = threadIdx.x % kWarp;
+  const int warp = threadIdx.x / kWarp;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    acc_t total = Reduce::identity();
-    for (int64_t i = row * cols + threadIdx.x; i < (row + 1) * cols; i += kThreads) {
-      total = Reduce::combine(total, call_at<acc_t>(f, in, i, std::make_index_sequence<IN>{}));
+    acc_t total = row_part<VEC, Reduce>(f, in, row * cols, cols / VEC, threadIdx.x, kThreads);
+    total = warp_total<Reduce>(total);
+    if (lane == 0) {
+      partial[warp] = total;
     }
-    partial[threadIdx.x] = total;
     __syncthreads();
-    for (int width = kThreads / 2; width > 0; width /= 2) {
-      if (threadIdx.x < width) {
-        partial[threadIdx.x] = Reduce::combine(partial[threadIdx.x], partial[threadIdx.x + width]);
+    if (warp == 0) {
+      total = warp_total<Reduce>(lane < kWarpsPerBlock ? partial[lane] : Reduce::identity());
+      if (lane == 0) {
+        out[row] = from_compute<scalar_t>(Reduce::finish(total, cols));
       }
-      __syncthreads();
-    }
-    if (threadIdx.x == 0) {
-      out[row] = from_compute<scalar_t>(Reduce::finish(partial[0], cols));
     }
     __syncthreads();  // partial is reused for the next row
   }
 }
 
-// Runs the row reduction R<acc_t> of F<acc_t> over `launch`: launch.n rows of launch.cols.
+// A row of at most this many bytes per input is short (a warp's: 4096 float32 are 32 vectors a
+// lane); a longer one takes a block, so that each thread still has several vectors to read.
+constexpr int64_t kShortRowBytes = 16384;
+
+// Launches the row kernel for the row length: a warp or a block per row, vectors of VEC elements.
+template <int VEC, typename Reduce, typename F, typename scalar_t, int IN>
+void launch_rows(const F& f, const Pointers<const scalar_t*, IN>& in, scalar_t* out,
+                 int64_t rows, int64_t cols, cudaStream_t stream) {
+  if (cols * static_cast<int64_t>(sizeof(scalar_t)) <= kShortRowBytes) {
+    const int64_t blocks = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
+    warp_rows_kernel<VEC, Reduce><<<static_cast<unsigned int>(std::min(blocks, kMaxBlocks)),
+                                    kThreads, 0, stream>>>(f, in, out, rows, cols);
+  } else {
+    block_rows_kernel<VEC, Reduce><<<static_cast<unsigned int>(std::min(rows, kMaxBlocks)),
+                                     kThreads, 0, stream>>>(f, in, out, rows, cols);
+  }
+}
+
+// Runs the row reduction R<acc_t> of F<acc_t> over `launch`: launch.n rows of launch.cols, with
+// 16-byte vectors where every row starts aligned (whole vectors a row, aligned inputs).
 template <template <typename> class R, template <typename> class F, typename... Scalars>
 cudaError_t rows(const Launch& launch, Scalars... scalars) {
   dispatch(launch.dtype, [&](auto zero) {
@@ -556,14 +654,20 @@ cudaError_t rows(const Launch& launch, Scalars... scalars) {
     using acc_t = compute_t<scalar_t>;
     using Functor = F<acc_t>;
     constexpr int IN = Signature<decltype(&Functor::operator())>::inputs;
+    constexpr int VEC = 16 / sizeof(scalar_t);
     Pointers<const scalar_t*, IN> in;
+    bool vectors = launch.cols % VEC == 0;
     for (int j = 0; j < IN; ++j) {
       in.at[j] = static_cast<const scalar_t*>(launch.inputs[j]);
+      vectors = vectors && (in.at[j] == nullptr || aligned(in.at[j]));
     }
     const Functor f{scalar_as<acc_t>(scalars)...};
-    const unsigned int blocks = static_cast<unsigned int>(std::min<int64_t>(launch.n, kMaxBlocks));
-    rows_kernel<R<acc_t>><<<blocks, kThreads, 0, launch.stream>>>(
-        f, in, static_cast<scalar_t*>(launch.outputs[0]), launch.n, launch.cols);
+    scalar_t* out = static_cast<scalar_t*>(launch.outputs[0]);
+    if (vectors) {
+      launch_rows<VEC, R<acc_t>>(f, in, out, launch.n, launch.cols, launch.stream);
+    } else {
+      launch_rows<1, R<acc_t>>(f, in, out, launch.n, launch.cols, launch.stream);
+    }
   });
   return cudaGetLastError();
 }
