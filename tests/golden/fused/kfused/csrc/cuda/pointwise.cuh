@@ -240,9 +240,13 @@ __device__ __forceinline__ void row_starts(
     start[j] = 0;
   }
   for (int d = 1; d < layout.dims; ++d) {
-    // The outermost dimension takes what is left: a 2-d layout divides nothing.
-    const int64_t coordinate = d + 1 < layout.dims ? row % layout.sizes[d] : row;
-    row /= layout.sizes[d];
+    // The outermost dimension takes what is left: a 2-d layout divides nothing (a 64-bit
+    // division costs dozens of instructions).
+    int64_t coordinate = row;
+    if (d + 1 < layout.dims) {
+      coordinate = row % layout.sizes[d];
+      row /= layout.sizes[d];
+    }
 #pragma unroll
     for (int j = 0; j < IN; ++j) {
       start[j] += coordinate * layout.strides[j][d];
@@ -330,67 +334,92 @@ __host__ __device__ __forceinline__ bool across(const Layout<IN>& layout, int j)
   return layout.strides[j][0] != 0 && layout.strides[j][0] != 1;
 }
 
-// The functor on one compute-type value of each input.
-template <typename F, typename acc_t, int IN, size_t... I>
-__device__ __forceinline__ auto call_values(
-    const F& f,
-    const acc_t (&values)[IN],
-    std::index_sequence<I...>) {
-  return f(values[I]...);
-}
+constexpr int kTile = 32;  // tiled_kernel's tiles: kTile rows by kTile columns of the output
+// tiled_kernel's threads: few, so that each has several vectors of a tile in flight (kTileLoads).
+constexpr int kTileThreads = 64;
 
-constexpr int kTile = 32;  // tiled_kernel's tiles: kTile rows by kTile columns
-constexpr int kTileRows = kThreads / kTile;  // the rows of threads of its blocks
+// Vectors each thread of tiled_kernel reads (or writes) of one tile.
+template <int VEC>
+constexpr int kTileLoads = kTile * (kTile / VEC) / kTileThreads;
 
 // Inputs read across their layout (a transposed one), dense outputs: a block takes a tile of
-// the output, reads the tile of each such input with its threads along the input's rows (which
-// are dense in memory) into shared memory, then computes and writes along the output's rows.
-template <typename F, typename scalar_t, int IN, int OUT>
-__global__ void __launch_bounds__(kThreads) tiled_kernel(
+// the output, reads the tile of each such input along the input's own rows (dense in memory:
+// vectors of VEC rows of the output) into shared memory, then computes and writes along the
+// output's rows, reading the other inputs there, vectors of VEC columns. With VEC > 1 every
+// vector lies whole in its input and output and is aligned (tiles_vectorize).
+template <int VEC, typename F, typename scalar_t, int IN, int OUT>
+__global__ void __launch_bounds__(kTileThreads) tiled_kernel(
     F f,
     Pointers<const scalar_t*, IN> in,
     Pointers<scalar_t*, OUT> out,
     Layout<IN> layout,
     int64_t rows) {
-  using acc_t = compute_t<scalar_t>;
-  __shared__ acc_t tile[IN][kTile][kTile + 1];  // + 1: a column's reads hit distinct banks
+  using V = Vec<scalar_t, VEC>;
+  constexpr int kVectors = kTile / VEC;  // the vectors along a tile's side
+  static_assert(kTileThreads % kVectors == 0, "a thread keeps one row of loads");
+  __shared__ scalar_t tile[IN][kTile][kTile + 1];  // [row][column]; + 1: columns hit distinct banks
   const int64_t inner = layout.sizes[0];
-  const int64_t col = static_cast<int64_t>(blockIdx.x) * kTile + threadIdx.x;
-  for (int64_t first = static_cast<int64_t>(blockIdx.y) * kTile; first < rows;
-       first += static_cast<int64_t>(gridDim.y) * kTile) {
-    // Thread x reads row first + x of the tile: consecutive threads, consecutive addresses.
-    int64_t start[IN];
-    row_starts(layout, first + threadIdx.x, start);
+  const int64_t left = static_cast<int64_t>(blockIdx.x) * kTile;  // the tile's first column
+  // A thread reads vector `v` (rows v * VEC on) of columns c, c + kTileThreads / kVectors, ...
+  // of the tile, and writes vector `v` (columns v * VEC on) of rows c, ... of the output:
+  // consecutive threads, consecutive addresses.
+  const int v = threadIdx.x % kVectors;
+  const int c = threadIdx.x / kVectors;
+  constexpr int kStep = kTileThreads / kVectors;
+  for (int64_t top = static_cast<int64_t>(blockIdx.y) * kTile; top < rows;
+       top += static_cast<int64_t>(gridDim.y) * kTile) {
+    // Every load is issued before any is stored; zeros where the tile runs past the input.
+    V x[kTileLoads<VEC>][IN] = {};
+    const int64_t row = top + v * VEC;
+    if (row < rows) {
+      int64_t start[IN];
+      row_starts(layout, row, start);
 #pragma unroll
-    for (int j = 0; j < IN; ++j) {
-      if (in.at[j] == nullptr || !across(layout, j)) {
-        continue;
+      for (int i = 0; i < kTileLoads<VEC>; ++i) {
+        const int64_t col = left + c + i * kStep;
+#pragma unroll
+        for (int j = 0; j < IN; ++j) {
+          if (col < inner && in.at[j] != nullptr && across(layout, j)) {
+            x[i][j] = *reinterpret_cast<const V*>(in.at[j] + start[j] + col * layout.strides[j][0]);
+          }
+        }
       }
-      for (int c = threadIdx.y; c < kTile; c += kTileRows) {
-        const int64_t where = static_cast<int64_t>(blockIdx.x) * kTile + c;
-        if (first + threadIdx.x < rows && where < inner) {
-          tile[j][threadIdx.x][c] =
-              to_compute(in.at[j][start[j] + where * layout.strides[j][0]]);
+    }
+#pragma unroll
+    for (int i = 0; i < kTileLoads<VEC>; ++i) {
+#pragma unroll
+      for (int j = 0; j < IN; ++j) {
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          tile[j][v * VEC + e][c + i * kStep] = x[i][j].v[e];
         }
       }
     }
     __syncthreads();
-    for (int r = threadIdx.y; r < kTile; r += kTileRows) {
-      const int64_t row = first + r;
-      if (row < rows && col < inner) {
-        row_starts(layout, row, start);
-        acc_t values[IN];
+    const int64_t col = left + v * VEC;
+#pragma unroll
+    for (int i = 0; i < kTileLoads<VEC>; ++i) {
+      const int r = c + i * kStep;
+      if (top + r < rows && col < inner) {
+        int64_t start[IN];
+        row_starts(layout, top + r, start);
+        V values[IN];
 #pragma unroll
         for (int j = 0; j < IN; ++j) {
-          const scalar_t* data = in.at[j];
-          values[j] = data == nullptr          ? acc_t(0)  // an absent optional input
-                      : across(layout, j) ? tile[j][r][threadIdx.x]
-                                          : to_compute(data[start[j] + col * layout.strides[j][0]]);
+          if (in.at[j] != nullptr && across(layout, j)) {
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) {
+              values[j].v[e] = tile[j][r][v * VEC + e];
+            }
+          } else {
+            values[j] = load_vector<VEC>(in.at[j], start[j], layout.strides[j][0], col);
+          }
         }
-        const auto result = call_values(f, values, std::make_index_sequence<IN>{});
+        V y[OUT];
+        apply(f, values, y);
 #pragma unroll
         for (int j = 0; j < OUT; ++j) {
-          out.at[j][row * inner + col] = from_compute<scalar_t>(result.v[j]);
+          *reinterpret_cast<V*>(out.at[j] + (top + r) * inner + col) = y[j];
         }
       }
     }
@@ -398,8 +427,8 @@ __global__ void __launch_bounds__(kThreads) tiled_kernel(
   }
 }
 
-// Launches tiled_kernel: a block per tile across, the grid's y (at most its limit) down.
-template <typename F, typename scalar_t, int IN, int OUT>
+// Launches tiled_kernel<VEC>: a block per tile across, the grid's y (at most its limit) down.
+template <int VEC, typename F, typename scalar_t, int IN, int OUT>
 void launch_tiled(const F& f, const Pointers<const scalar_t*, IN>& in,
                   const Pointers<scalar_t*, OUT>& out, const Layout<IN>& layout, int64_t n,
                   cudaStream_t stream) {
@@ -407,7 +436,31 @@ void launch_tiled(const F& f, const Pointers<const scalar_t*, IN>& in,
   const int64_t down = (rows + kTile - 1) / kTile;
   const dim3 blocks(static_cast<unsigned int>((layout.sizes[0] + kTile - 1) / kTile),
                     static_cast<unsigned int>(std::min<int64_t>(down, 65535)));
-  tiled_kernel<<<blocks, dim3(kTile, kTileRows), 0, stream>>>(f, in, out, layout, rows);
+  tiled_kernel<VEC><<<blocks, kTileThreads, 0, stream>>>(f, in, out, layout, rows);
+}
+
+// Whether tiled_kernel<VEC> can read and write 16-byte vectors: the outputs' rows hold whole
+// aligned vectors, and so do the rows of the inputs read across (vectors of VEC rows of the
+// output, which lie whole in the second dimension); the other inputs are broadcast along the
+// rows or dense along them from aligned vectors on (as for strided_kernel).
+template <int VEC, typename scalar_t, int IN, int OUT>
+bool tiles_vectorize(const Pointers<const scalar_t*, IN>& in, const Pointers<scalar_t*, OUT>& out,
+                     const Layout<IN>& layout) {
+  bool ok = layout.dims > 1 && layout.sizes[0] % VEC == 0 && layout.sizes[1] % VEC == 0;
+  for (int j = 0; j < OUT; ++j) {
+    ok = ok && aligned(out.at[j]);
+  }
+  for (int j = 0; j < IN; ++j) {
+    if (in.at[j] == nullptr || layout.strides[j][0] == 0) {
+      continue;
+    }
+    const int dense = across(layout, j) ? 1 : 0;  // the dimension the input's vectors run along
+    ok = ok && layout.strides[j][dense] == 1 && aligned(in.at[j]);
+    for (int d = 0; d < layout.dims; ++d) {
+      ok = ok && (d == dense || layout.strides[j][d] % VEC == 0);
+    }
+  }
+  return ok;
 }
 
 // Whether strided_kernel<VEC> can read and write 16-byte vectors: every row holds whole vectors,
@@ -492,8 +545,10 @@ cudaError_t pointwise(const Launch& launch, Scalars... scalars) {
       }
       if (vectorizes<VEC>(in, out, layout)) {
         launch_strided<VEC>(f, in, out, layout, launch.n, launch.stream);
+      } else if (tiles && tiles_vectorize<VEC>(in, out, layout)) {
+        launch_tiled<VEC>(f, in, out, layout, launch.n, launch.stream);
       } else if (tiles) {
-        launch_tiled(f, in, out, layout, launch.n, launch.stream);
+        launch_tiled<1>(f, in, out, layout, launch.n, launch.stream);
       } else {
         launch_strided<1>(f, in, out, layout, launch.n, launch.stream);
       }
