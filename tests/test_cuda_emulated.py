@@ -42,7 +42,7 @@ EMULATED = r'::emu::launch("\1<" + std::to_string(\2) + ">", \4, [&] { \1<\2\3>(
 def emulated(pointwise: str) -> str:
     """pointwise.cuh with emu.h first and its kernel launches as emu::launch calls."""
     text, launches = LAUNCH.subn(EMULATED, pointwise)
-    assert launches == 6 and "<<<" not in text, "a launch emu.h does not run"
+    assert launches and "<<<" not in text, "a launch the pattern does not match"
     return '#include "emu.h"\n' + text
 
 
@@ -68,6 +68,6 @@ def test_cuda_kernels_compute_the_reference_when_emulated(tmp_path):
     ran = subprocess.run([str(build / "check")], capture_output=True, text=True, check=False, timeout=300)
     assert ran.returncode == 0 and ran.stdout.endswith("0 failures\n"), ran.stdout + ran.stderr
     launched = set(re.findall(r"launched (\S+)", ran.stdout))
-    for kernel in ("warp_rows_kernel", "block_rows_kernel", "tiled_kernel"):
+    for kernel in ("rows_kernel", "tiled_kernel"):
         for vec in (1, 2, 4, 8):  # scalars, then 16 bytes of float64, float32, bfloat16
             assert f"{kernel}<{vec}>" in launched, ran.stdout

@@ -335,12 +335,12 @@ __host__ __device__ __forceinline__ bool across(const Layout<IN>& layout, int j)
 }
 
 constexpr int kTile = 32;  // tiled_kernel's tiles: kTile rows by kTile columns of the output
-// tiled_kernel's threads: few, so that each has several vectors of a tile in flight (kTileLoads).
-constexpr int kTileThreads = 64;
+// The vectors each thread of tiled_kernel reads (and writes) of a tile: several in flight.
+constexpr int kTileLoads = 4;
 
-// Vectors each thread of tiled_kernel reads (or writes) of one tile.
+// The threads of tiled_kernel<VEC>: kTileLoads vectors of VEC elements each make a tile.
 template <int VEC>
-constexpr int kTileLoads = kTile * (kTile / VEC) / kTileThreads;
+constexpr int kTileThreads = kTile * (kTile / VEC) / kTileLoads;
 
 // Inputs read across their layout (a transposed one), dense outputs: a block takes a tile of
 // the output, reads the tile of each such input along the input's own rows (dense in memory:
@@ -348,7 +348,7 @@ constexpr int kTileLoads = kTile * (kTile / VEC) / kTileThreads;
 // output's rows, reading the other inputs there, vectors of VEC columns. With VEC > 1 every
 // vector lies whole in its input and output and is aligned (tiles_vectorize).
 template <int VEC, typename F, typename scalar_t, int IN, int OUT>
-__global__ void __launch_bounds__(kTileThreads) tiled_kernel(
+__global__ void __launch_bounds__(kTileThreads<VEC>) tiled_kernel(
     F f,
     Pointers<const scalar_t*, IN> in,
     Pointers<scalar_t*, OUT> out,
@@ -356,26 +356,26 @@ __global__ void __launch_bounds__(kTileThreads) tiled_kernel(
     int64_t rows) {
   using V = Vec<scalar_t, VEC>;
   constexpr int kVectors = kTile / VEC;  // the vectors along a tile's side
-  static_assert(kTileThreads % kVectors == 0, "a thread keeps one row of loads");
+  static_assert(kTileThreads<VEC> % kVectors == 0, "a thread keeps one row of loads");
   __shared__ scalar_t tile[IN][kTile][kTile + 1];  // [row][column]; + 1: columns hit distinct banks
   const int64_t inner = layout.sizes[0];
   const int64_t left = static_cast<int64_t>(blockIdx.x) * kTile;  // the tile's first column
-  // A thread reads vector `v` (rows v * VEC on) of columns c, c + kTileThreads / kVectors, ...
-  // of the tile, and writes vector `v` (columns v * VEC on) of rows c, ... of the output:
-  // consecutive threads, consecutive addresses.
+  // A thread reads vector `v` (rows v * VEC on) of columns c, c + kStep, ... of the tile, and
+  // writes vector `v` (columns v * VEC on) of rows c, c + kStep, ... of the output: consecutive
+  // threads, consecutive addresses.
   const int v = threadIdx.x % kVectors;
   const int c = threadIdx.x / kVectors;
-  constexpr int kStep = kTileThreads / kVectors;
+  constexpr int kStep = kTileThreads<VEC> / kVectors;
   for (int64_t top = static_cast<int64_t>(blockIdx.y) * kTile; top < rows;
        top += static_cast<int64_t>(gridDim.y) * kTile) {
     // Every load is issued before any is stored; zeros where the tile runs past the input.
-    V x[kTileLoads<VEC>][IN] = {};
+    V x[kTileLoads][IN] = {};
     const int64_t row = top + v * VEC;
     if (row < rows) {
       int64_t start[IN];
       row_starts(layout, row, start);
 #pragma unroll
-      for (int i = 0; i < kTileLoads<VEC>; ++i) {
+      for (int i = 0; i < kTileLoads; ++i) {
         const int64_t col = left + c + i * kStep;
 #pragma unroll
         for (int j = 0; j < IN; ++j) {
@@ -386,19 +386,21 @@ __global__ void __launch_bounds__(kTileThreads) tiled_kernel(
       }
     }
 #pragma unroll
-    for (int i = 0; i < kTileLoads<VEC>; ++i) {
+    for (int i = 0; i < kTileLoads; ++i) {
 #pragma unroll
       for (int j = 0; j < IN; ++j) {
+        if (in.at[j] != nullptr && across(layout, j)) {
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) {
-          tile[j][v * VEC + e][c + i * kStep] = x[i][j].v[e];
+          for (int e = 0; e < VEC; ++e) {
+            tile[j][v * VEC + e][c + i * kStep] = x[i][j].v[e];
+          }
         }
       }
     }
     __syncthreads();
     const int64_t col = left + v * VEC;
 #pragma unroll
-    for (int i = 0; i < kTileLoads<VEC>; ++i) {
+    for (int i = 0; i < kTileLoads; ++i) {
       const int r = c + i * kStep;
       if (top + r < rows && col < inner) {
         int64_t start[IN];
@@ -436,7 +438,7 @@ void launch_tiled(const F& f, const Pointers<const scalar_t*, IN>& in,
   const int64_t down = (rows + kTile - 1) / kTile;
   const dim3 blocks(static_cast<unsigned int>((layout.sizes[0] + kTile - 1) / kTile),
                     static_cast<unsigned int>(std::min<int64_t>(down, 65535)));
-  tiled_kernel<VEC><<<blocks, kTileThreads, 0, stream>>>(f, in, out, layout, rows);
+  tiled_kernel<VEC><<<blocks, kTileThreads<VEC>, 0, stream>>>(f, in, out, layout, rows);
 }
 
 // Whether tiled_kernel<VEC> can read and write 16-byte vectors: the outputs' rows hold whole
@@ -594,33 +596,25 @@ __device__ __forceinline__ compute_t<scalar_t> row_part(
   for (int u = 0; u < kUnroll; ++u) {
     totals[u] = Reduce::identity();
   }
-  int64_t v = first;
-  for (; v + (kUnroll - 1) * lanes < vectors; v += kUnroll * lanes) {
+  for (int64_t v = first; v < vectors; v += kUnroll * lanes) {
     V x[kUnroll][IN];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
 #pragma unroll
       for (int j = 0; j < IN; ++j) {
-        x[u][j] = load_vector<VEC>(in.at[j], start, 1, (v + u * lanes) * VEC);
+        if (v + u * lanes < vectors) {
+          x[u][j] = load_vector<VEC>(in.at[j], start, 1, (v + u * lanes) * VEC);
+        }
       }
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
+      if (v + u * lanes < vectors) {
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) {
-        totals[u] = Reduce::combine(totals[u], call(f, x[u], k, std::make_index_sequence<IN>{}));
+        for (int k = 0; k < VEC; ++k) {
+          totals[u] = Reduce::combine(totals[u], call(f, x[u], k, std::make_index_sequence<IN>{}));
+        }
       }
-    }
-  }
-  for (; v < vectors; v += lanes) {
-    V x[IN];
-#pragma unroll
-    for (int j = 0; j < IN; ++j) {
-      x[j] = load_vector<VEC>(in.at[j], start, 1, v * VEC);
-    }
-#pragma unroll
-    for (int k = 0; k < VEC; ++k) {
-      totals[0] = Reduce::combine(totals[0], call(f, x, k, std::make_index_sequence<IN>{}));
     }
   }
 #pragma unroll
@@ -630,74 +624,58 @@ __device__ __forceinline__ compute_t<scalar_t> row_part(
   return totals[0];
 }
 
-// Short rows: a warp per row, kWarpsPerBlock rows per block; the warp's lanes combine their totals
-// with shuffles (no shared memory, no block barrier).
+// Row reductions, `lanes` threads a row: a warp (kWarpsPerBlock rows a block) or, for long rows,
+// the whole block. Each thread reduces its part of the row, each warp its lanes' totals with
+// shuffles, and a block of one row its warps' totals through shared memory.
 template <int VEC, typename Reduce, typename F, typename scalar_t, int IN>
-__global__ void __launch_bounds__(kThreads) warp_rows_kernel(
+__global__ void __launch_bounds__(kThreads) rows_kernel(
     F f,
     Pointers<const scalar_t*, IN> in,
     scalar_t* __restrict__ out,
     int64_t rows,
-    int64_t cols) {
-  const int lane = threadIdx.x % kWarp;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
-  // The row is the same for every lane of a warp: the shuffles see all 32 lanes.
-  for (int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
-       row < rows; row += step) {
-    const auto total =
-        warp_total<Reduce>(row_part<VEC, Reduce>(f, in, row * cols, cols / VEC, lane, kWarp));
-    if (lane == 0) {
+    int64_t cols,
+    int lanes) {
+  using acc_t = compute_t<scalar_t>;
+  __shared__ acc_t partial[kWarpsPerBlock];
+  const int per_block = kThreads / lanes;  // the rows a block reduces at once
+  const int lane = threadIdx.x % lanes;
+  // Every thread of the block loops as often (past the last row with the identity), so that each
+  // shuffle sees its whole warp and each barrier the whole block.
+  for (int64_t first = static_cast<int64_t>(blockIdx.x) * per_block; first < rows;
+       first += static_cast<int64_t>(gridDim.x) * per_block) {
+    const int64_t row = first + threadIdx.x / lanes;
+    acc_t total = row < rows ? row_part<VEC, Reduce>(f, in, row * cols, cols / VEC, lane, lanes)
+                             : Reduce::identity();
+    total = warp_total<Reduce>(total);
+    if (lanes > kWarp) {
+      if (threadIdx.x % kWarp == 0) {
+        partial[threadIdx.x / kWarp] = total;
+      }
+      __syncthreads();
+      total = warp_total<Reduce>(threadIdx.x < kWarpsPerBlock ? partial[threadIdx.x]
+                                                              : Reduce::identity());
+      __syncthreads();  // partial is reused for the next row
+    }
+    if (lane == 0 && row < rows) {
       out[row] = from_compute<scalar_t>(Reduce::finish(total, cols));
     }
   }
 }
 
-// Long rows: a block per row; each warp combines its lanes' totals with shuffles, then the first
-// warp those of the block's warps.
-template <int VEC, typename Reduce, typename F, typename scalar_t, int IN>
-__global__ void __launch_bounds__(kThreads) block_rows_kernel(
-    F f,
-    Pointers<const scalar_t*, IN> in,
-    scalar_t* __restrict__ out,
-    int64_t rows,
-    int64_t cols) {
-  using acc_t = compute_t<scalar_t>;
-  __shared__ acc_t partial[kWarpsPerBlock];
-  const int lane = threadIdx.x % kWarp;
-  const int warp = threadIdx.x / kWarp;
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    acc_t total = row_part<VEC, Reduce>(f, in, row * cols, cols / VEC, threadIdx.x, kThreads);
-    total = warp_total<Reduce>(total);
-    if (lane == 0) {
-      partial[warp] = total;
-    }
-    __syncthreads();
-    if (warp == 0) {
-      total = warp_total<Reduce>(lane < kWarpsPerBlock ? partial[lane] : Reduce::identity());
-      if (lane == 0) {
-        out[row] = from_compute<scalar_t>(Reduce::finish(total, cols));
-      }
-    }
-    __syncthreads();  // partial is reused for the next row
-  }
-}
+// A row of at most this many bytes per input is short: a warp's lanes read it in at most two
+// rounds of kUnroll vectors. A longer one takes a block, whose threads still have vectors enough
+// in flight, and which the GPU schedules as a smaller unit than a block of kWarpsPerBlock rows.
+constexpr int64_t kShortRowBytes = 4096;
 
-// A row of at most this many bytes per input is short (a warp's: 4096 float32 are 32 vectors a
-// lane); a longer one takes a block, so that each thread still has several vectors to read.
-constexpr int64_t kShortRowBytes = 16384;
-
-// Launches the row kernel for the row length: a warp or a block per row, vectors of VEC elements.
+// Launches rows_kernel<VEC> with a warp or a block a row, by the row's length.
 template <int VEC, typename Reduce, typename F, typename scalar_t, int IN>
 void launch_rows(const F& f, const Pointers<const scalar_t*, IN>& in, scalar_t* out,
                  int64_t rows, int64_t cols, cudaStream_t stream) {
-  if (cols * static_cast<int64_t>(sizeof(scalar_t)) <= kShortRowBytes) {
-    const int64_t blocks = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
-    warp_rows_kernel<VEC, Reduce><<<static_cast<unsigned int>(std::min(blocks, kMaxBlocks)),
-                                    kThreads, 0, stream>>>(f, in, out, rows, cols);
-  } else {
-    block_rows_kernel<VEC, Reduce><<<static_cast<unsigned int>(std::min(rows, kMaxBlocks)),
-                                     kThreads, 0, stream>>>(f, in, out, rows, cols);
-  }
+  const int lanes =
+      cols * static_cast<int64_t>(sizeof(scalar_t)) <= kShortRowBytes ? kWarp : kThreads;
+  const int64_t blocks = (rows + kThreads / lanes - 1) / (kThreads / lanes);
+  rows_kernel<VEC, Reduce><<<static_cast<unsigned int>(std::min(blocks, kMaxBlocks)), kThreads, 0,
+                             stream>>>(f, in, out, rows, cols, lanes);
 }
 
 // Runs the row reduction R<acc_t> of F<acc_t> over `launch`: launch.n rows of launch.cols, with
