@@ -126,3 +126,26 @@ def test_the_command_builds_the_python_routes_and_prints_its_tables(tmp_path):
     assert {"custom_op operator", "library operator", "bare launcher"} <= set(per_call)
     assert {"custom_op API", "library API", "torch.compile(eager)"} <= set(backward)
     assert all(value > 0 for value in numbers(backward["library API"]))
+
+
+def test_cuda_kernels_check_reports_each_wrong_value_and_nothing_else(perf, monkeypatch):
+    """benchmarks/cuda_kernels.py's value check (on the GPU it checks the CUDA kernels), here on
+    CPU against torch's own functions, then with one op wrong."""
+    import cuda_kernels  # beside perf, whose fixture puts benchmarks/ on the path
+    import torch
+
+    monkeypatch.setattr(cuda_kernels, "DEVICE", "cpu")
+    monkeypatch.setattr(cuda_kernels, "ROW_SHAPES", [(5, 7), (4, 0)])
+    monkeypatch.setattr(cuda_kernels, "TILE_SHAPES", [(70, 33)])
+    right = types.SimpleNamespace(
+        muladd=lambda a, b, c: a * b + c,
+        rowsum=lambda x: x.sum(-1),
+        rowmean=lambda x: x.mean(-1),
+        rowmax=lambda x: x.amax(-1),
+        rowmin=lambda x: x.amin(-1),
+        rowdot=lambda a, w: (a if w is None else a * w).sum(-1),
+    )
+    assert cuda_kernels.check_values(torch, right) == []
+    wrong = cuda_kernels.check_values(torch, types.SimpleNamespace(**{**vars(right), "rowmean": right.rowsum}))
+    # 2 shapes (an empty row: sum 0, mean nan), 2 offsets, 4 dtypes
+    assert len(wrong) == 16 and all(line.startswith("rowmean ") for line in wrong), wrong

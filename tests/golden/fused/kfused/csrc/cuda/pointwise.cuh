@@ -240,9 +240,13 @@ __device__ __forceinline__ void row_starts(
     start[j] = 0;
   }
   for (int d = 1; d < layout.dims; ++d) {
-    // The outermost dimension takes what is left: a 2-d layout divides nothing.
-    const int64_t coordinate = d + 1 < layout.dims ? row % layout.sizes[d] : row;
-    row /= layout.sizes[d];
+    // The outermost dimension takes what is left: a 2-d layout divides nothing (a 64-bit
+    // division costs dozens of instructions).
+    int64_t coordinate = row;
+    if (d + 1 < layout.dims) {
+      coordinate = row % layout.sizes[d];
+      row /= layout.sizes[d];
+    }
 #pragma unroll
     for (int j = 0; j < IN; ++j) {
       start[j] += coordinate * layout.strides[j][d];
@@ -250,8 +254,9 @@ __device__ __forceinline__ void row_starts(
   }
 }
 
-// Vectors a thread of strided_kernel has in flight: one 16-byte load each would leave an H200
-// short of the loads in flight its bandwidth needs (a broadcast input hits the cache).
+// Vectors a thread of strided_kernel and the row kernels has in flight: one 16-byte load each
+// would leave an H200 short of the loads in flight its bandwidth needs (a broadcast input hits
+// the cache).
 constexpr int kUnroll = 4;
 
 // Vector `col` (VEC elements) of input j's row that starts at `start`: a 16-byte load, or one
@@ -329,67 +334,94 @@ __host__ __device__ __forceinline__ bool across(const Layout<IN>& layout, int j)
   return layout.strides[j][0] != 0 && layout.strides[j][0] != 1;
 }
 
-// The functor on one compute-type value of each input.
-template <typename F, typename acc_t, int IN, size_t... I>
-__device__ __forceinline__ auto call_values(
-    const F& f,
-    const acc_t (&values)[IN],
-    std::index_sequence<I...>) {
-  return f(values[I]...);
-}
+constexpr int kTile = 32;  // tiled_kernel's tiles: kTile rows by kTile columns of the output
+// The vectors each thread of tiled_kernel reads (and writes) of a tile: several in flight.
+constexpr int kTileLoads = 4;
 
-constexpr int kTile = 32;  // tiled_kernel's tiles: kTile rows by kTile columns
-constexpr int kTileRows = kThreads / kTile;  // the rows of threads of its blocks
+// The threads of tiled_kernel<VEC>: kTileLoads vectors of VEC elements each make a tile.
+template <int VEC>
+constexpr int kTileThreads = kTile * (kTile / VEC) / kTileLoads;
 
 // Inputs read across their layout (a transposed one), dense outputs: a block takes a tile of
-// the output, reads the tile of each such input with its threads along the input's rows (which
-// are dense in memory) into shared memory, then computes and writes along the output's rows.
-template <typename F, typename scalar_t, int IN, int OUT>
-__global__ void __launch_bounds__(kThreads) tiled_kernel(
+// the output, reads the tile of each such input along the input's own rows (dense in memory:
+// vectors of VEC rows of the output) into shared memory, then computes and writes along the
+// output's rows, reading the other inputs there, vectors of VEC columns. With VEC > 1 every
+// vector lies whole in its input and output and is aligned (tiles_vectorize).
+template <int VEC, typename F, typename scalar_t, int IN, int OUT>
+__global__ void __launch_bounds__(kTileThreads<VEC>) tiled_kernel(
     F f,
     Pointers<const scalar_t*, IN> in,
     Pointers<scalar_t*, OUT> out,
     Layout<IN> layout,
     int64_t rows) {
-  using acc_t = compute_t<scalar_t>;
-  __shared__ acc_t tile[IN][kTile][kTile + 1];  // + 1: a column's reads hit distinct banks
+  using V = Vec<scalar_t, VEC>;
+  constexpr int kVectors = kTile / VEC;  // the vectors along a tile's side
+  static_assert(kTileThreads<VEC> % kVectors == 0, "a thread keeps one row of loads");
+  __shared__ scalar_t tile[IN][kTile][kTile + 1];  // [row][column]; + 1: columns hit distinct banks
   const int64_t inner = layout.sizes[0];
-  const int64_t col = static_cast<int64_t>(blockIdx.x) * kTile + threadIdx.x;
-  for (int64_t first = static_cast<int64_t>(blockIdx.y) * kTile; first < rows;
-       first += static_cast<int64_t>(gridDim.y) * kTile) {
-    // Thread x reads row first + x of the tile: consecutive threads, consecutive addresses.
-    int64_t start[IN];
-    row_starts(layout, first + threadIdx.x, start);
+  const int64_t left = static_cast<int64_t>(blockIdx.x) * kTile;  // the tile's first column
+  // A thread reads vector `v` (rows v * VEC on) of columns c, c + kStep, ... of the tile, and
+  // writes vector `v` (columns v * VEC on) of rows c, c + kStep, ... of the output: consecutive
+  // threads, consecutive addresses.
+  const int v = threadIdx.x % kVectors;
+  const int c = threadIdx.x / kVectors;
+  constexpr int kStep = kTileThreads<VEC> / kVectors;
+  for (int64_t top = static_cast<int64_t>(blockIdx.y) * kTile; top < rows;
+       top += static_cast<int64_t>(gridDim.y) * kTile) {
+    // Every load is issued before any is stored; zeros where the tile runs past the input.
+    V x[kTileLoads][IN] = {};
+    const int64_t row = top + v * VEC;
+    if (row < rows) {
+      int64_t start[IN];
+      row_starts(layout, row, start);
 #pragma unroll
-    for (int j = 0; j < IN; ++j) {
-      if (in.at[j] == nullptr || !across(layout, j)) {
-        continue;
+      for (int i = 0; i < kTileLoads; ++i) {
+        const int64_t col = left + c + i * kStep;
+#pragma unroll
+        for (int j = 0; j < IN; ++j) {
+          if (col < inner && in.at[j] != nullptr && across(layout, j)) {
+            x[i][j] = *reinterpret_cast<const V*>(in.at[j] + start[j] + col * layout.strides[j][0]);
+          }
+        }
       }
-      for (int c = threadIdx.y; c < kTile; c += kTileRows) {
-        const int64_t where = static_cast<int64_t>(blockIdx.x) * kTile + c;
-        if (first + threadIdx.x < rows && where < inner) {
-          tile[j][threadIdx.x][c] =
-              to_compute(in.at[j][start[j] + where * layout.strides[j][0]]);
+    }
+#pragma unroll
+    for (int i = 0; i < kTileLoads; ++i) {
+#pragma unroll
+      for (int j = 0; j < IN; ++j) {
+        if (in.at[j] != nullptr && across(layout, j)) {
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) {
+            tile[j][v * VEC + e][c + i * kStep] = x[i][j].v[e];
+          }
         }
       }
     }
     __syncthreads();
-    for (int r = threadIdx.y; r < kTile; r += kTileRows) {
-      const int64_t row = first + r;
-      if (row < rows && col < inner) {
-        row_starts(layout, row, start);
-        acc_t values[IN];
+    const int64_t col = left + v * VEC;
+#pragma unroll
+    for (int i = 0; i < kTileLoads; ++i) {
+      const int r = c + i * kStep;
+      if (top + r < rows && col < inner) {
+        int64_t start[IN];
+        row_starts(layout, top + r, start);
+        V values[IN];
 #pragma unroll
         for (int j = 0; j < IN; ++j) {
-          const scalar_t* data = in.at[j];
-          values[j] = data == nullptr          ? acc_t(0)  // an absent optional input
-                      : across(layout, j) ? tile[j][r][threadIdx.x]
-                                          : to_compute(data[start[j] + col * layout.strides[j][0]]);
+          if (in.at[j] != nullptr && across(layout, j)) {
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) {
+              values[j].v[e] = tile[j][r][v * VEC + e];
+            }
+          } else {
+            values[j] = load_vector<VEC>(in.at[j], start[j], layout.strides[j][0], col);
+          }
         }
-        const auto result = call_values(f, values, std::make_index_sequence<IN>{});
+        V y[OUT];
+        apply(f, values, y);
 #pragma unroll
         for (int j = 0; j < OUT; ++j) {
-          out.at[j][row * inner + col] = from_compute<scalar_t>(result.v[j]);
+          *reinterpret_cast<V*>(out.at[j] + (top + r) * inner + col) = y[j];
         }
       }
     }
@@ -397,8 +429,8 @@ __global__ void __launch_bounds__(kThreads) tiled_kernel(
   }
 }
 
-// Launches tiled_kernel: a block per tile across, the grid's y (at most its limit) down.
-template <typename F, typename scalar_t, int IN, int OUT>
+// Launches tiled_kernel<VEC>: a block per tile across, the grid's y (at most its limit) down.
+template <int VEC, typename F, typename scalar_t, int IN, int OUT>
 void launch_tiled(const F& f, const Pointers<const scalar_t*, IN>& in,
                   const Pointers<scalar_t*, OUT>& out, const Layout<IN>& layout, int64_t n,
                   cudaStream_t stream) {
@@ -406,7 +438,31 @@ void launch_tiled(const F& f, const Pointers<const scalar_t*, IN>& in,
   const int64_t down = (rows + kTile - 1) / kTile;
   const dim3 blocks(static_cast<unsigned int>((layout.sizes[0] + kTile - 1) / kTile),
                     static_cast<unsigned int>(std::min<int64_t>(down, 65535)));
-  tiled_kernel<<<blocks, dim3(kTile, kTileRows), 0, stream>>>(f, in, out, layout, rows);
+  tiled_kernel<VEC><<<blocks, kTileThreads<VEC>, 0, stream>>>(f, in, out, layout, rows);
+}
+
+// Whether tiled_kernel<VEC> can read and write 16-byte vectors: the outputs' rows hold whole
+// aligned vectors, and so do the rows of the inputs read across (vectors of VEC rows of the
+// output, which lie whole in the second dimension); the other inputs are broadcast along the
+// rows or dense along them from aligned vectors on (as for strided_kernel).
+template <int VEC, typename scalar_t, int IN, int OUT>
+bool tiles_vectorize(const Pointers<const scalar_t*, IN>& in, const Pointers<scalar_t*, OUT>& out,
+                     const Layout<IN>& layout) {
+  bool ok = layout.dims > 1 && layout.sizes[0] % VEC == 0 && layout.sizes[1] % VEC == 0;
+  for (int j = 0; j < OUT; ++j) {
+    ok = ok && aligned(out.at[j]);
+  }
+  for (int j = 0; j < IN; ++j) {
+    if (in.at[j] == nullptr || layout.strides[j][0] == 0) {
+      continue;
+    }
+    const int dense = across(layout, j) ? 1 : 0;  // the dimension the input's vectors run along
+    ok = ok && layout.strides[j][dense] == 1 && aligned(in.at[j]);
+    for (int d = 0; d < layout.dims; ++d) {
+      ok = ok && (d == dense || layout.strides[j][d] % VEC == 0);
+    }
+  }
+  return ok;
 }
 
 // Whether strided_kernel<VEC> can read and write 16-byte vectors: every row holds whole vectors,
@@ -491,8 +547,10 @@ cudaError_t pointwise(const Launch& launch, Scalars... scalars) {
       }
       if (vectorizes<VEC>(in, out, layout)) {
         launch_strided<VEC>(f, in, out, layout, launch.n, launch.stream);
+      } else if (tiles && tiles_vectorize<VEC>(in, out, layout)) {
+        launch_tiled<VEC>(f, in, out, layout, launch.n, launch.stream);
       } else if (tiles) {
-        launch_tiled(f, in, out, layout, launch.n, launch.stream);
+        launch_tiled<1>(f, in, out, layout, launch.n, launch.stream);
       } else {
         launch_strided<1>(f, in, out, layout, launch.n, launch.stream);
       }
@@ -507,48 +565,121 @@ cudaError_t pointwise(const Launch& launch, Scalars... scalars) {
   return cudaGetLastError();
 }
 
-// Element i of each input, in the compute type (0 for an absent optional), passed to the functor.
-template <typename acc_t, typename F, typename scalar_t, int N, size_t... I>
-__device__ __forceinline__ acc_t call_at(
-    const F& f,
-    const Pointers<const scalar_t*, N>& in,
-    int64_t i,
-    std::index_sequence<I...>) {
-  return f((in.at[I] != nullptr ? to_compute(in.at[I][i]) : acc_t(0))...);
+constexpr int kWarp = 32;
+constexpr int kWarpsPerBlock = kThreads / kWarp;
+
+// The reduction of every lane's total over the warp; every lane holds the warp's total after it.
+template <typename Reduce, typename acc_t>
+__device__ __forceinline__ acc_t warp_total(acc_t total) {
+#pragma unroll
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+    total = Reduce::combine(total, __shfl_xor_sync(0xffffffffu, total, offset));
+  }
+  return total;
 }
 
-// One block per row: each thread reduces a strided part of the row, then the block combines
-// the threads' totals in shared memory.
-template <typename Reduce, typename F, typename scalar_t, int IN>
+// One thread's total of a row that starts at element `start` of each input and holds `vectors`
+// vectors of VEC elements: vectors first, first + lanes, ..., kUnroll of them in flight, each
+// kept in its own total (more loads in flight, and a shorter chain of additions).
+template <int VEC, typename Reduce, typename F, typename scalar_t, int IN>
+__device__ __forceinline__ compute_t<scalar_t> row_part(
+    const F& f,
+    const Pointers<const scalar_t*, IN>& in,
+    int64_t start,
+    int64_t vectors,
+    int first,
+    int lanes) {
+  using acc_t = compute_t<scalar_t>;
+  using V = Vec<scalar_t, VEC>;
+  acc_t totals[kUnroll];
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    totals[u] = Reduce::identity();
+  }
+  for (int64_t v = first; v < vectors; v += kUnroll * lanes) {
+    V x[kUnroll][IN];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+#pragma unroll
+      for (int j = 0; j < IN; ++j) {
+        if (v + u * lanes < vectors) {
+          x[u][j] = load_vector<VEC>(in.at[j], start, 1, (v + u * lanes) * VEC);
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (v + u * lanes < vectors) {
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+          totals[u] = Reduce::combine(totals[u], call(f, x[u], k, std::make_index_sequence<IN>{}));
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int u = 1; u < kUnroll; ++u) {
+    totals[0] = Reduce::combine(totals[0], totals[u]);
+  }
+  return totals[0];
+}
+
+// Row reductions, `lanes` threads a row: a warp (kWarpsPerBlock rows a block) or, for long rows,
+// the whole block. Each thread reduces its part of the row, each warp its lanes' totals with
+// shuffles, and a block of one row its warps' totals through shared memory.
+template <int VEC, typename Reduce, typename F, typename scalar_t, int IN>
 __global__ void __launch_bounds__(kThreads) rows_kernel(
     F f,
     Pointers<const scalar_t*, IN> in,
     scalar_t* __restrict__ out,
     int64_t rows,
-    int64_t cols) {
+    int64_t cols,
+    int lanes) {
   using acc_t = compute_t<scalar_t>;
-  __shared__ acc_t partial[kThreads];
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    acc_t total = Reduce::identity();
-    for (int64_t i = row * cols + threadIdx.x; i < (row + 1) * cols; i += kThreads) {
-      total = Reduce::combine(total, call_at<acc_t>(f, in, i, std::make_index_sequence<IN>{}));
-    }
-    partial[threadIdx.x] = total;
-    __syncthreads();
-    for (int width = kThreads / 2; width > 0; width /= 2) {
-      if (threadIdx.x < width) {
-        partial[threadIdx.x] = Reduce::combine(partial[threadIdx.x], partial[threadIdx.x + width]);
+  __shared__ acc_t partial[kWarpsPerBlock];
+  const int per_block = kThreads / lanes;  // the rows a block reduces at once
+  const int lane = threadIdx.x % lanes;
+  // Every thread of the block loops as often (past the last row with the identity), so that each
+  // shuffle sees its whole warp and each barrier the whole block.
+  for (int64_t first = static_cast<int64_t>(blockIdx.x) * per_block; first < rows;
+       first += static_cast<int64_t>(gridDim.x) * per_block) {
+    const int64_t row = first + threadIdx.x / lanes;
+    acc_t total = row < rows ? row_part<VEC, Reduce>(f, in, row * cols, cols / VEC, lane, lanes)
+                             : Reduce::identity();
+    total = warp_total<Reduce>(total);
+    if (lanes > kWarp) {
+      if (threadIdx.x % kWarp == 0) {
+        partial[threadIdx.x / kWarp] = total;
       }
       __syncthreads();
+      total = warp_total<Reduce>(threadIdx.x < kWarpsPerBlock ? partial[threadIdx.x]
+                                                              : Reduce::identity());
+      __syncthreads();  // partial is reused for the next row
     }
-    if (threadIdx.x == 0) {
-      out[row] = from_compute<scalar_t>(Reduce::finish(partial[0], cols));
+    if (lane == 0 && row < rows) {
+      out[row] = from_compute<scalar_t>(Reduce::finish(total, cols));
     }
-    __syncthreads();  // partial is reused for the next row
   }
 }
 
-// Runs the row reduction R<acc_t> of F<acc_t> over `launch`: launch.n rows of launch.cols.
+// A row of at most this many bytes per input is short: a warp's lanes read it in at most two
+// rounds of kUnroll vectors. A longer one takes a block, whose threads still have vectors enough
+// in flight, and which the GPU schedules as a smaller unit than a block of kWarpsPerBlock rows.
+constexpr int64_t kShortRowBytes = 4096;
+
+// Launches rows_kernel<VEC> with a warp or a block a row, by the row's length.
+template <int VEC, typename Reduce, typename F, typename scalar_t, int IN>
+void launch_rows(const F& f, const Pointers<const scalar_t*, IN>& in, scalar_t* out,
+                 int64_t rows, int64_t cols, cudaStream_t stream) {
+  const int lanes =
+      cols * static_cast<int64_t>(sizeof(scalar_t)) <= kShortRowBytes ? kWarp : kThreads;
+  const int64_t blocks = (rows + kThreads / lanes - 1) / (kThreads / lanes);
+  rows_kernel<VEC, Reduce><<<static_cast<unsigned int>(std::min(blocks, kMaxBlocks)), kThreads, 0,
+                             stream>>>(f, in, out, rows, cols, lanes);
+}
+
+// Runs the row reduction R<acc_t> of F<acc_t> over `launch`: launch.n rows of launch.cols, with
+// 16-byte vectors where every row starts aligned (whole vectors a row, aligned inputs).
 template <template <typename> class R, template <typename> class F, typename... Scalars>
 cudaError_t rows(const Launch& launch, Scalars... scalars) {
   dispatch(launch.dtype, [&](auto zero) {
@@ -556,14 +687,20 @@ cudaError_t rows(const Launch& launch, Scalars... scalars) {
     using acc_t = compute_t<scalar_t>;
     using Functor = F<acc_t>;
     constexpr int IN = Signature<decltype(&Functor::operator())>::inputs;
+    constexpr int VEC = 16 / sizeof(scalar_t);
     Pointers<const scalar_t*, IN> in;
+    bool vectors = launch.cols % VEC == 0;
     for (int j = 0; j < IN; ++j) {
       in.at[j] = static_cast<const scalar_t*>(launch.inputs[j]);
+      vectors = vectors && (in.at[j] == nullptr || aligned(in.at[j]));
     }
     const Functor f{scalar_as<acc_t>(scalars)...};
-    const unsigned int blocks = static_cast<unsigned int>(std::min<int64_t>(launch.n, kMaxBlocks));
-    rows_kernel<R<acc_t>><<<blocks, kThreads, 0, launch.stream>>>(
-        f, in, static_cast<scalar_t*>(launch.outputs[0]), launch.n, launch.cols);
+    scalar_t* out = static_cast<scalar_t*>(launch.outputs[0]);
+    if (vectors) {
+      launch_rows<VEC, R<acc_t>>(f, in, out, launch.n, launch.cols, launch.stream);
+    } else {
+      launch_rows<1, R<acc_t>>(f, in, out, launch.n, launch.cols, launch.stream);
+    }
   });
   return cudaGetLastError();
 }

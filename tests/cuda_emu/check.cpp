@@ -1,0 +1,186 @@
+// Runs the kernels of test_cuda_emulated.py's package (kernels.cu, its launches emulated by emu.h)
+// on odd shapes and layouts, and compares each output element with the same computed here in
+// double. Prints a line per wrong case, the launches of each kernel, then `N failures`.
+#include "kernels.cu"
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <utility>
+
+using namespace kemu::cuda;
+
+namespace {
+
+int failures = 0;
+std::mt19937 random_bits(1);
+
+template <typename T>
+std::vector<T> random_values(int64_t n) {
+  std::uniform_real_distribution<double> uniform(-1, 1);
+  std::vector<T> values(n);
+  for (T& value : values) {
+    value = from_compute<T>(static_cast<compute_t<T>>(uniform(random_bits)));
+  }
+  return values;
+}
+
+template <typename T>
+double as_double(T x) {
+  return static_cast<double>(to_compute(x));
+}
+
+template <typename T>
+struct Type;
+template <>
+struct Type<float> {
+  static constexpr Dtype dtype = Dtype::float32;
+  static constexpr double tolerance = 1e-5;
+};
+template <>
+struct Type<double> {
+  static constexpr Dtype dtype = Dtype::float64;
+  static constexpr double tolerance = 1e-12;
+};
+template <>
+struct Type<__nv_bfloat16> {
+  static constexpr Dtype dtype = Dtype::bfloat16;
+  static constexpr double tolerance = 1e-2;
+};
+
+const double kSentinel = 123;  // written after each output: a kernel must leave it
+
+void fail(const char* what, int64_t a, int64_t b, int offset, int64_t at, double got, double want) {
+  ++failures;
+  std::printf("wrong: %s %ldx%ld offset %d: element %ld is %g, not %g\n", what,
+              static_cast<long>(a), static_cast<long>(b), offset, static_cast<long>(at), got, want);
+}
+
+// op 0: rowsum, 1: rowmax, 2: rowdot(a, w) (the mean of a * w, or of a where w is absent), over
+// rows x cols elements `offset` elements past an aligned start.
+template <typename T>
+void rows_case(int op, int64_t rows, int64_t cols, int offset, bool with_w) {
+  const std::vector<T> a = random_values<T>(rows * cols + offset);
+  const std::vector<T> w = random_values<T>(rows * cols + offset);
+  std::vector<T> out(rows + 1, from_compute<T>(kSentinel));
+  const void* inputs[2] = {a.data() + offset, with_w ? w.data() + offset : nullptr};
+  void* outputs[1] = {out.data()};
+  const Launch launch{Type<T>::dtype, rows, cols, inputs, outputs,
+                      nullptr, true, 1, nullptr, nullptr};
+  const char* what = "rowdot(a, null)";
+  if (op == 0) {
+    kernels::rowsum(launch);
+    what = "rowsum";
+  } else if (op == 1) {
+    kernels::rowmax(launch);
+    what = "rowmax";
+  } else {
+    kernels::rowdot(launch, with_w);
+    what = with_w ? "rowdot" : what;
+  }
+  for (int64_t r = 0; r <= rows; ++r) {
+    double want = r == rows ? kSentinel : op == 1 ? -INFINITY : 0;
+    for (int64_t c = 0; c < cols && r < rows; ++c) {
+      const int64_t i = offset + r * cols + c;
+      const double value = as_double(a[i]) * (op == 2 && with_w ? as_double(w[i]) : 1.0);
+      want = op == 1 ? std::max(want, value) : want + value;
+    }
+    if (op == 2 && r < rows) {
+      want /= static_cast<double>(cols);
+    }
+    const double got = as_double(out[r]);
+    const double error = Type<T>::tolerance * (1 + std::sqrt(static_cast<double>(cols)));
+    if (!(got == want || (std::isnan(got) && std::isnan(want)) || std::abs(got - want) <= error)) {
+      return fail(what, rows, cols, offset, r, got, want);
+    }
+  }
+}
+
+// a * b + 0.5 over `sizes` (the innermost first), a and b read through their strides, each
+// `offset` elements past an aligned start; the output dense.
+template <typename T>
+void muladd_case(const char* what, std::vector<int64_t> sizes, std::vector<int64_t> a_strides,
+                 std::vector<int64_t> b_strides, int offset) {
+  int64_t n = 1;
+  int64_t a_span = 1;
+  int64_t b_span = 1;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    n *= sizes[d];
+    a_span += (sizes[d] - 1) * a_strides[d];
+    b_span += (sizes[d] - 1) * b_strides[d];
+  }
+  const std::vector<T> a = random_values<T>(a_span + offset);
+  const std::vector<T> b = random_values<T>(b_span + offset);
+  std::vector<T> out(n + 1, from_compute<T>(kSentinel));
+  const void* inputs[2] = {a.data() + offset, b.data() + offset};
+  void* outputs[1] = {out.data()};
+  const int64_t* strides[2] = {a_strides.data(), b_strides.data()};
+  const Launch launch{Type<T>::dtype, n, 1, inputs, outputs, nullptr, false,
+                      static_cast<int>(sizes.size()), sizes.data(), strides};
+  kernels::muladd(launch, 0.5);
+  for (int64_t i = 0; i <= n; ++i) {
+    int64_t rest = i;
+    int64_t at_a = offset;
+    int64_t at_b = offset;
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      at_a += rest % sizes[d] * a_strides[d];
+      at_b += rest % sizes[d] * b_strides[d];
+      rest /= sizes[d];
+    }
+    const auto value = to_compute(a[at_a]) * to_compute(b[at_b]) + compute_t<T>(0.5);
+    const double want = i == n ? kSentinel : as_double(from_compute<T>(value));
+    if (std::abs(as_double(out[i]) - want) > Type<T>::tolerance) {
+      return fail(what, sizes[0], n / sizes[0], offset, i, as_double(out[i]), want);
+    }
+  }
+}
+
+template <typename T>
+void check_all() {
+  // Short rows (a warp each) and long ones (a block each: over 4 KiB), whole vectors or not.
+  const std::pair<int64_t, int64_t> row_shapes[] = {
+      {5, 7}, {9, 64}, {17, 1024}, {3, 4096}, {3, 5000}, {2, 8192}, {2, 8200}, {2, 4099},
+      {4, 0}, {1, 1}, {33, 3}, {1, 20000}, {40, 1000}};
+  for (int op = 0; op < 3; ++op) {
+    for (const auto& [rows, cols] : row_shapes) {
+      for (const int offset : {0, 1}) {
+        rows_case<T>(op, rows, cols, offset, op == 2);
+      }
+    }
+  }
+  rows_case<T>(2, 9, 64, 0, false);
+  rows_case<T>(2, 3, 5000, 0, false);
+  // The output's rows x columns with a transposed input (x[cols, rows].t(): strides {rows, 1}).
+  const std::pair<int64_t, int64_t> tile_shapes[] = {
+      {96, 64}, {70, 33}, {100, 40}, {32, 32}, {8, 8}, {5, 3}, {16, 128}, {128, 16}};
+  for (const auto& [rows, cols] : tile_shapes) {
+    for (const int offset : {0, 1}) {
+      muladd_case<T>("x.t() * y", {cols, rows}, {rows, 1}, {1, cols}, offset);
+      muladd_case<T>("y * x.t()", {cols, rows}, {1, cols}, {rows, 1}, offset);
+      muladd_case<T>("x.t() * x.t()", {cols, rows}, {rows, 1}, {rows, 1}, offset);
+      muladd_case<T>("x.t() * w[rows, 1]", {cols, rows}, {rows, 1}, {0, 1}, offset);
+      muladd_case<T>("x.t() * w[cols]", {cols, rows}, {rows, 1}, {1, 0}, offset);
+      muladd_case<T>("x[:, ::2] * y", {cols, rows}, {2, 2 * cols}, {1, cols}, offset);
+      muladd_case<T>("padded rows * y", {cols, rows}, {1, cols + 8}, {1, cols}, offset);
+    }
+  }
+  // Three dimensions, read across: the middle one in whole vectors or not, or not dense.
+  muladd_case<T>("3-d across", {8, 4, 6}, {4, 1, 32}, {1, 8, 32}, 0);
+  muladd_case<T>("3-d across, 5 rows a block", {8, 5, 6}, {5, 1, 40}, {1, 8, 40}, 0);
+  muladd_case<T>("3-d across, 6 rows a block", {8, 6, 4}, {8, 1, 64}, {1, 8, 48}, 0);
+  muladd_case<T>("3-d across, every other row", {8, 6, 4}, {16, 2, 128}, {1, 8, 48}, 0);
+  muladd_case<T>("3-d across, broadcast", {16, 8, 3}, {8, 1, 128}, {0, 0, 1}, 0);
+}
+
+}  // namespace
+
+int main() {
+  check_all<float>();
+  check_all<__nv_bfloat16>();
+  check_all<double>();
+  for (const auto& [kernel, count] : emu::launches) {
+    std::printf("launched %s %d times\n", kernel.c_str(), count);
+  }
+  std::printf("%d failures\n", failures);
+  return failures == 0 ? 0 : 1;
+}
