@@ -33,6 +33,8 @@ def support_imports(package: Package) -> list[str]:
         modules.append("contextlib")
     if package.needs_tensor_metadata or {"max", "min"} & set(package.reductions):
         modules.append("math")
+    if launches_compiled_triton(package):
+        modules.append("operator")
     abc = ["Callable"] if launches_compiled_triton(package) or fusion.traces_references(package) or eager.any_direct(package.ops) else []
     abc += ["Sequence"] if python.typing_imports(custom_ops(package)) else []
     lines = [f"import {module}" for module in modules] + ([f"from collections.abc import {', '.join(abc)}"] if abc else [])

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 
 import torch
@@ -133,6 +134,8 @@ def upcast(*tensors: Tensor | None) -> tuple[Tensor | None, ...]:
 # The direct launcher of each specialisation launched so far (see _launch_key); None where a
 # specialisation keeps Triton's own path.
 _LAUNCHERS: dict[tuple, Callable | None] = {}
+# The kernels of those keys, kept alive: a key holds its kernel's id, which no other kernel may take.
+_KERNELS: list = []
 _NOT_YET = object()
 # Kernel parameter types as torch's static CUDA launcher spells them (pointers are "O").
 _STATIC_TYPES = {"i32": "i", "i64": "l", "u64": "K", "fp32": "f", "fp64": "d"}
@@ -159,6 +162,7 @@ def launch(kernel, grid: tuple[int, ...], /, *args, **constexprs) -> None:
     launcher = _LAUNCHERS.get(key, _NOT_YET)
     if launcher is _NOT_YET:
         compiled = kernel[grid](*args, **constexprs)
+        _KERNELS.append(kernel)
         _LAUNCHERS[key] = _direct_launcher(compiled, len(args), constexprs)
     elif launcher is None:
         kernel[grid](*args, **constexprs)
@@ -173,37 +177,35 @@ def launch(kernel, grid: tuple[int, ...], /, *args, **constexprs) -> None:
 def _launch_key(kernel, args: tuple, constexprs: dict) -> tuple | None:
     """What Triton specialises a compiled kernel on, for these arguments; None to keep Triton's path.
 
-    Each Tensor's dtype, device and 16-byte alignment; each int's value being 1, its divisibility
-    by 16 and its width (i32, i64, u64); the other scalars' types; the constexprs' values. Finer
-    than Triton's own key, never coarser: a cached launcher always fits the call.
+    One flat tuple: the kernel's id (its hash is Python, 0.5 us) and GPU, the constexprs; each
+    Tensor's dtype, 16-byte alignment and GPU; each int's being 1 or a multiple of 16; the other
+    scalars' types. Finer than Triton's own key, never coarser: a cached launcher always fits the
+    call. Ints beyond 32 bits keep Triton's path: they come with tensors of 2**31 elements, whose
+    kernel time dwarfs a launch.
     """
     if type(kernel) is not JITFunction:  # the interpreter, wrap_triton, autotuners
         return None
-    key = [kernel, -1]
+    key = [id(kernel), -1, *constexprs.items()]
+    device = -1
     for arg in args:
-        if isinstance(arg, Tensor):
+        kind = type(arg)
+        if kind is int:
+            if not -0x80000000 <= arg <= 0x7FFFFFFF:
+                return None
+            key.append(1 if arg == 1 else 16 if arg & 15 == 0 else 0)
+        elif isinstance(arg, Tensor):
+            # Each tensor's own GPU: tensors on two GPUs (or a CPU one) take Triton's path on their
+            # first call, which reports them, and so never have a launcher.
             device = arg.get_device()
-            if device < 0 or key[1] not in (-1, device):
-                return None  # a CPU tensor, or tensors on two GPUs: Triton's path reports it
-            key[1] = device
-            key.append((arg.dtype, arg.data_ptr() % 16 == 0))
-        elif type(arg) is int:
-            key.append((arg == 1, arg % 16 == 0, _int_type(arg)))
-        elif arg is None or type(arg) in (float, bool):
-            key.append(type(arg))
+            key += (arg.dtype, arg.data_ptr() & 15 == 0, device)
+        elif arg is None or kind is float or kind is bool:
+            key.append(kind)
         else:
             return None
-    if key[1] == -1:
+    if device < 0:
         return None
-    key += constexprs.items()
+    key[1] = device
     return tuple(key)
-
-
-def _int_type(value: int) -> str:
-    """The type Triton passes an int argument as, by its range."""
-    if -(2**31) <= value < 2**31:
-        return "i32"
-    return "i64" if -(2**63) <= value < 2**63 else "u64"
 
 
 def _direct_launcher(compiled, n_args: int, constexprs: dict) -> Callable | None:
@@ -238,7 +240,7 @@ def _static_launcher(compiled, n_args: int) -> Callable | None:
     if any(getattr(meta, name, 0) for name in special):
         return None
     kept, types = _kernel_parameters(compiled.src, n_args)
-    if kept is None:
+    if kept is None or len(kept) < 2:  # (itemgetter of one position gives no tuple)
         return None
     # A null pointer for each scratch buffer this Triton passes, none of them used.
     scratch = tuple(None for name in _SCRATCH if hasattr(meta, name))
@@ -246,19 +248,12 @@ def _static_launcher(compiled, n_args: int) -> Callable | None:
     compiled._init_handles()  # loads the module on this GPU, if the first launch has not
     function, num_warps, shared = compiled.function, meta.num_warps, meta.shared
     launch_kernel = launcher._launch_kernel
+    picked = operator.itemgetter(*kept)  # in C: a comprehension cost ~0.5 us a call
 
     def static_launch(grid, stream, args):
         x, y, z = (*grid, 1, 1)[:3]
         launch_kernel(
-            function,
-            x,
-            y,
-            z,
-            num_warps,
-            shared,
-            types,
-            (*[args[i] for i in kept], *scratch),
-            stream,
+            function, x, y, z, num_warps, shared, types, picked(args) + scratch, stream
         )
 
     return static_launch
