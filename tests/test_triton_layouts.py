@@ -79,6 +79,27 @@ def test_tiles_choose_wide_blocks_for_rows_and_square_ones_for_transposed_inputs
     assert support.tiles(torch.Size([2, 3, 4]), 1024, r(2, 3, 4), r(2, 1, 4)) is None
 
 
+def test_layouts_are_computed_once_per_shape_and_strides(monkeypatch):
+    """The strided layouts are cached by each tensor's shape and strides (new tensors of the same
+    geometry hit the cache, other strides of the same shapes do not); dense tensors skip the cache."""
+    support = load(monkeypatch, "muladd", "kbook", "_support")
+    out, weight = torch.empty(64, 256), r(256)
+    broadcast = support.tiles(out.shape, 1024, r(64, 256), weight, out)
+    assert support.tiles(out.shape, 1024, r(64, 256), r(256), torch.empty(64, 256)) == broadcast
+    assert support._strided_tiles.cache_info().hits == 1
+    transposed = support.tiles(out.shape, 1024, r(256, 64).t(), weight, out)
+    assert transposed == (64, 256, (1, 64, 0, 1, 256, 1), 64, 64)
+    assert support._strided_tiles.cache_info().misses == 2
+    # Dense, with the output's elements: leading dimensions of one element do not matter.
+    assert support.tiles(torch.Size([1, 256]), 1024, weight, r(1, 256)) == (1, 256, (0, 1) * 2, 1, 1024)
+    assert support._strided_tiles.cache_info().misses == 2
+    rows = load(monkeypatch, "rows", "krows", "_support")
+    x = r(8, 6)
+    assert rows.row_layout(x.shape, x) == (8, 6, (6, 1))
+    assert rows.row_layout(x.shape, r(6, 8).t()) == rows.row_layout(x.shape, r(6, 8).t()) == (8, 6, (1, 8))
+    assert rows._strided_rows.cache_info().hits == 1
+
+
 ROWS = {
     "dense": (lambda: r(8, 6), False),
     "transposed": (lambda: r(6, 8).t(), False),

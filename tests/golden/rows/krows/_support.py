@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from collections.abc import Callable
@@ -79,19 +80,30 @@ def row_layout(
     of `shape` (whose last dimension it reduces): (n_rows, n_cols, each tensor's row and column
     stride). None where the leading dimensions do not merge into one row dimension."""
     n_cols = shape[-1]
-    for t in tensors:
-        if t is not None and (t.shape != shape or not t.is_contiguous()):
+    n = shape.numel()
+    for t in tensors:  # as in tiles
+        if t is not None and (t.numel() != n or not t.is_contiguous()):
             break
     else:  # every tensor dense and of the full shape: rows n_cols apart
         return shape[:-1].numel(), n_cols, (n_cols, 1) * len(tensors)
-    rows = _dims(shape, len(shape) - 1, tensors)
+    return _strided_rows(shape, _geometry(tensors))
+
+
+@functools.lru_cache(maxsize=1024)  # as _strided_tiles
+def _strided_rows(
+    shape: torch.Size, geometry: tuple
+) -> tuple[int, int, tuple[int, ...]] | None:
+    """row_layout of tensors that are not all dense, by their geometry."""
+    rows = _dims(shape, len(shape) - 1, geometry)
     if len(rows) > 1:
         return None
-    n_rows, row_strides = rows[0] if rows else (1, (0,) * len(tensors))
-    col_strides = tuple(_strides(t, len(shape))[-1] for t in tensors)
-    return n_rows, n_cols, _pairs(row_strides, col_strides)
+    n_rows, row_strides = rows[0] if rows else (1, (0,) * len(geometry))
+    col_strides = tuple(_strides(g, len(shape))[-1] for g in geometry)
+    return n_rows, shape[-1], _pairs(row_strides, col_strides)
 
 
+# Cached: a few us of Python a call, the same for every call of a shape.
+@functools.lru_cache(maxsize=1024)
 def row_blocks(n_rows: int, n_cols: int, element_size: int) -> tuple[int, int, int]:
     """The block of a row reduction's program (block_rows x block_cols) and its warps, by row
     length: rows of 64 KiB and more one per program, 8 KiB per step under 16 warps; shorter rows
@@ -127,16 +139,33 @@ def tiles(
     """How a pointwise kernel reads `tensors` through their strides, as n_rows x n_cols elements of
     `shape`: (n_rows, n_cols, each tensor's row and column stride, block_rows, block_cols), one
     program per block of block_rows x block_cols. None where more than two dimensions are left."""
+    n = shape.numel()
     for t in tensors:
-        if t is not None and (t.shape != shape or not t.is_contiguous()):
+        # Dense with as many elements as `shape` (numel costs less than comparing shapes): its
+        # elements in the output's order, as a tensor can broadcast to `shape` only by leading ones.
+        if t is not None and (t.numel() != n or not t.is_contiguous()):
             break
     else:  # every tensor dense and of the output's shape: one row, read in flat blocks
-        return 1, shape.numel(), (0, 1) * len(tensors), 1, block
-    dims = _dims(shape, len(shape), tensors)
+        return 1, n, (0, 1) * len(tensors), 1, block
+    return _strided_tiles(shape, block, _geometry(tensors))
+
+
+def _geometry(tensors: tuple[Tensor | None, ...]) -> tuple:
+    """Each tensor's shape and strides (None stays None): all that a layout depends on."""
+    return tuple([t if t is None else (t.shape, t.stride()) for t in tensors])
+
+
+# Cached by shape and strides: computing a layout costs ~10 us, more than some kernels take.
+@functools.lru_cache(maxsize=1024)
+def _strided_tiles(
+    shape: torch.Size, block: int, geometry: tuple
+) -> tuple[int, int, tuple[int, ...], int, int] | None:
+    """tiles of tensors that are not all dense, by their geometry."""
+    dims = _dims(shape, len(shape), geometry)
     if len(dims) > 2:
         return None
     # Fewer than two dimensions left: dimensions of one element in front.
-    one = (1, (0,) * len(tensors))
+    one = (1, (0,) * len(geometry))
     (n_rows, row_strides), (n_cols, col_strides) = ([one, one] + dims)[-2:]
     if any(0 < row < col for row, col in zip(row_strides, col_strides)):
         # A tensor runs down the columns (a transposed one): square blocks, so that each tensor
@@ -150,13 +179,13 @@ def tiles(
 
 
 def _dims(
-    shape: torch.Size, end: int, tensors: tuple[Tensor | None, ...]
+    shape: torch.Size, end: int, geometry: tuple
 ) -> list[tuple[int, tuple[int, ...]]]:
     """The dimensions of shape[:end] with each tensor's stride in them (0 where it is broadcast):
     those of one element left out, and neighbours merged where every tensor steps through them as
     through one."""
     # Per dimension, each tensor's stride in it.
-    steps_by_dim = list(zip(*[_strides(t, len(shape)) for t in tensors]))
+    steps_by_dim = list(zip(*[_strides(g, len(shape)) for g in geometry]))
     dims: list[tuple[int, tuple[int, ...]]] = []
     for size, steps in zip(shape[:end], steps_by_dim):
         if size == 1:
@@ -168,11 +197,12 @@ def _dims(
     return dims
 
 
-def _strides(tensor: Tensor | None, ndim: int) -> tuple[int, ...]:
-    """The strides of `tensor` in the `ndim` dimensions it broadcasts to: 0 where it is broadcast."""
-    if tensor is None:
+def _strides(geometry: tuple | None, ndim: int) -> tuple[int, ...]:
+    """The strides of a tensor of this (shape, strides) in the `ndim` dimensions it broadcasts to:
+    0 where it is broadcast."""
+    if geometry is None:
         return (0,) * ndim
-    own = [0 if n == 1 else s for n, s in zip(tensor.shape, tensor.stride())]
+    own = [0 if n == 1 else s for n, s in zip(*geometry)]
     return (0,) * (ndim - len(own)) + tuple(own)
 
 
