@@ -61,7 +61,7 @@ def generate(label: str, source: Path, workdir: Path) -> Path:
 def stub_gpu_launch(torch) -> None:
     """What the module docstring says: every tensor on GPU 0, and a CUDA launch that does nothing."""
     torch.Tensor.get_device = lambda self: 0
-    torch.cuda.current_device = lambda: 0
+    torch._C._cuda_getDevice = lambda: 0
     torch._C._cuda_getCurrentRawStream = lambda device: 0
     torch._C._StaticCudaLauncher = types.SimpleNamespace(_launch_kernel=lambda *args: None)
 

@@ -92,7 +92,7 @@ def test_a_failing_direct_launcher_gives_way_to_tritons_path(monkeypatch):
     support = _support()
     kernel = _Recording()
     monkeypatch.setattr(support, "_launch_key", lambda kernel, args, constexprs: (kernel, 0))
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(support, "_current_gpu", lambda: 0)
     monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda device: 0, raising=False)
 
     def broken(grid, stream, args):

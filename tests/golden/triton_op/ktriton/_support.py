@@ -40,6 +40,8 @@ def pointwise_output(op: str, *tensors: Tensor | None) -> Tensor:
     first = given(tensors)[0]
     shape = pointwise_shape(op, *tensors)
     if shape == first.shape:  # the common case, where empty_like costs a third of empty
+        if first.is_contiguous():  # a memory_format costs empty_like a fifth more
+            return torch.empty_like(first)
         return torch.empty_like(first, memory_format=torch.contiguous_format)
     return torch.empty(shape, dtype=first.dtype, device=first.device)
 
@@ -234,6 +236,9 @@ _LAUNCHERS: dict[tuple, Callable | None] = {}
 # The kernels of those keys, kept alive: a key holds its kernel's id, which no other kernel may take.
 _KERNELS: list = []
 _NOT_YET = object()
+# The current GPU, read in C: torch.cuda.current_device() adds Python (its lazy-init check) to every
+# call, and a launch here has tensors on a GPU, so CUDA is initialised. None on a CPU-only torch.
+_current_gpu = getattr(torch._C, "_cuda_getDevice", None)
 # Kernel parameter types as torch's static CUDA launcher spells them (pointers are "O").
 _STATIC_TYPES = {"i32": "i", "i64": "l", "u64": "K", "fp32": "f", "fp64": "d"}
 # Scratch buffers a compiled kernel may take a pointer to, after its arguments.
@@ -253,7 +258,7 @@ def launch(kernel, grid: tuple[int, ...], /, *args, **constexprs) -> None:
         kernel[grid](*args, **constexprs)
         return
     device = key[1]
-    if device != torch.cuda.current_device():  # Triton launches on the current GPU
+    if device != _current_gpu():  # Triton launches on the current GPU
         with torch.cuda.device(device):
             return launch(kernel, grid, *args, **constexprs)
     launcher = _LAUNCHERS.get(key, _NOT_YET)
