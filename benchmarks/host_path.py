@@ -45,6 +45,13 @@ ops:
     backward:
       a: "grad * b"
       b: "grad * a"
+  - schema: "rowsum(Tensor x) -> Tensor"
+    registration: custom_op
+    backends: {{cpu: triton, cuda: triton}}
+    dtypes: [float32]
+    reduce: {{op: sum}}
+    backward:
+      x: "grad.unsqueeze(-1).expand(x.shape)"
 """
 
 
@@ -61,7 +68,7 @@ def generate(label: str, source: Path, workdir: Path) -> Path:
 def stub_gpu_launch(torch) -> None:
     """What the module docstring says: every tensor on GPU 0, and a CUDA launch that does nothing."""
     torch.Tensor.get_device = lambda self: 0
-    torch._C._cuda_getDevice = lambda: 0
+    torch._C._cuda_getDevice = torch.cuda.current_device = lambda: 0
     torch._C._cuda_getCurrentRawStream = lambda device: 0
     torch._C._StaticCudaLauncher = types.SimpleNamespace(_launch_kernel=lambda *args: None)
 
@@ -73,6 +80,8 @@ def compiled_stand_in(kernel, args: tuple, constexprs: dict):
     def kind(value) -> str:
         return "*fp32" if isinstance(value, Tensor) else {int: "i32", float: "fp32"}[type(value)]
 
+    constexprs = {name: value for name, value in constexprs.items() if name in kernel.arg_names}
+
     names = kernel.arg_names
     signature = {name: kind(arg) for name, arg in zip(names, args)} | dict.fromkeys(constexprs, "constexpr")
     src = types.SimpleNamespace(fn=types.SimpleNamespace(arg_names=names), signature=signature, constants={})
@@ -81,14 +90,15 @@ def compiled_stand_in(kernel, args: tuple, constexprs: dict):
 
 
 def load(repo: Path, label: str):
-    """The package khost_LABEL of `repo`, its launcher module made to launch its JIT kernel (stubbed)."""
+    """The package khost_LABEL of `repo`, its launchers made to launch their JIT kernels (stubbed)."""
     sys.path.insert(0, str(repo))
     package = importlib.import_module(f"khost_{label}")
-    kernels = importlib.import_module(f"khost_{label}.kernels.muladd")
-    jit = kernels.muladd_kernel
-    kernels.muladd_kernel_interpreted = jit
-    jit.run = lambda *args, grid, warmup, **constexprs: compiled_stand_in(jit, args, constexprs)
-    return package, kernels
+    for op in ("muladd", "rowsum"):
+        kernels = importlib.import_module(f"khost_{label}.kernels.{op}")
+        jit = getattr(kernels, f"{op}_kernel")
+        setattr(kernels, f"{op}_kernel_interpreted", jit)
+        jit.run = lambda *args, grid, warmup, jit=jit, **constexprs: compiled_stand_in(jit, args, constexprs)
+    return package, importlib.import_module(f"khost_{label}.kernels")
 
 
 def main() -> None:
@@ -106,6 +116,10 @@ def main() -> None:
     torch.set_num_threads(1)
     stub_gpu_launch(torch)
     a, b = torch.rand(1024), torch.rand(1024)
+    # Issue 15's host-bound cases (a broadcast weight; rows of 4096 and of 1024 elements) with fewer
+    # rows: no kernel runs, and the host work is the same but for allocating the output (CPU memory
+    # of 64 MiB costs an mmap a call here, the CUDA caching allocator a lookup).
+    x, w, rows = torch.rand(256, 4096), torch.rand(4096), torch.rand(1024, 1024)
     ga, gb = a.clone().requires_grad_(), b.clone().requires_grad_()
 
     class Floor(torch.autograd.Function):
@@ -132,8 +146,11 @@ def main() -> None:
         candidates |= {
             (f"{label}: API", "no grad"): (package.muladd, (a, b, 0.5)),
             (f"{label}: API", "grad"): (package.muladd, (ga, gb, 0.5)),
-            (f"{label}: bare launcher", "no grad"): (kernels.muladd_triton, (a, b, 0.5)),
-            (f"{label}: _support.tiles", "no grad"): (kernels._support.tiles, (out.shape, 1024, a, b, out)),
+            (f"{label}: bare launcher", "no grad"): (kernels.muladd.muladd_triton, (a, b, 0.5)),
+            (f"{label}: _support.tiles", "no grad"): (package._support.tiles, (out.shape, 1024, a, b, out)),
+            (f"{label}: API x[256, 4096] * w + c", "no grad"): (package.muladd, (x, w, 0.5)),
+            (f"{label}: API rowsum x[256, 4096]", "no grad"): (package.rowsum, (x,)),
+            (f"{label}: API rowsum [1024, 1024]", "no grad"): (package.rowsum, (rows,)),
         }
     for fn, inputs in candidates.values():  # warm: the first launch caches the (stubbed) launcher
         for _ in range(3):
