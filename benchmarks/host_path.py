@@ -7,8 +7,10 @@ once per kopgen source folder given (default: this checkout), each as its own pa
 and times side by side, in interleaved rounds, on 1024 float32 CPU elements:
   - the typed API without grad and with grad, and the bare launcher, of each package;
   - `_support.tiles` alone on the dense case (the layout of the launcher's tensors);
-  - eager `a * b + c` without and with grad; the with-grad floor of a Python op: a bare
-    `autograd.Function` whose forward does nothing but `a * b + c` (eager's two ops) against eager.
+  - the API on issue 15's host-bound shapes: a broadcast weight, row sums (fewer rows: see main);
+  - eager `a * b + c` without and with grad; the with-grad floor of a Python op: what a bare
+    `autograd.Function` (its forward only allocates the output) adds to `empty_like`, against what
+    eager's C++ autograd adds to `a * b + c`.
 
 The stub (what a CUDA launch does in C, nothing of the generated Python): the tensors report GPU 0
 (`Tensor.get_device`, a Python lambda: ~0.1 µs per tensor more than the real C method), the current
@@ -123,22 +125,29 @@ def main() -> None:
     ga, gb = a.clone().requires_grad_(), b.clone().requires_grad_()
 
     class Floor(torch.autograd.Function):
-        """The least a Python autograd op does: eager's forward, a backward of eager's formulas."""
+        """The least a Python op with grad does: an autograd.Function whose forward only allocates
+        its output (the kernel stubbed, as above) and saves its inputs."""
 
         @staticmethod
         def forward(ctx, a, b, c):
             ctx.save_for_backward(a, b)
-            return a * b + c
+            return torch.empty_like(a)
 
         @staticmethod
         def backward(ctx, grad):
             a, b = ctx.saved_tensors
             return grad * b, grad * a, None
 
+    def allocate(a, b, c):
+        return torch.empty_like(a)
+
     candidates = {
         ("eager a * b + c", "no grad"): (lambda a, b, c: a * b + c, (a, b, 0.5)),
         ("eager a * b + c", "grad"): (lambda a, b, c: a * b + c, (ga, gb, 0.5)),
-        ("bare autograd.Function", "grad"): (Floor.apply, (ga, gb, 0.5)),
+        # The with-grad floor: what autograd.Function adds to an op (Function − empty_like) against what
+        # eager's two C++ autograd nodes add (eager with grad − eager without).
+        ("empty_like", "no grad"): (allocate, (a, b, 0.5)),
+        ("autograd.Function(empty_like)", "grad"): (Floor.apply, (ga, gb, 0.5)),
     }
     for label, repo in repos.items():
         package, kernels = load(repo, label)
@@ -164,6 +173,9 @@ def main() -> None:
     print(f"{'candidate':<36}{'grad':>9}{'us/call':>10}{'x eager':>9}")
     for (name, grad), median in medians.items():
         print(f"{name:<36}{grad:>9}{median * 1e6:>10.2f}{median / eager[grad]:>9.2f}")
+    function = medians[("autograd.Function(empty_like)", "grad")] - medians[("empty_like", "no grad")]
+    print(f"autograd.Function adds {function * 1e6:.2f} us a call; eager's C++ autograd adds "
+          f"{(eager['grad'] - eager['no grad']) * 1e6:.2f} us to a * b + c")  # fmt: skip
 
 
 if __name__ == "__main__":
