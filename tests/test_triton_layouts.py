@@ -100,6 +100,22 @@ def test_layouts_are_computed_once_per_shape_and_strides(monkeypatch):
     assert rows._strided_rows.cache_info().hits == 1
 
 
+def test_broadcast_shapes_are_cached_and_symbolic_ones_computed(monkeypatch):
+    """pointwise_shape caches torch.broadcast_shapes (tens of us a call), except for the symbolic sizes
+    of torch.compile's dynamic shapes, which do not hash; shapes that do not broadcast still raise."""
+    from torch._dynamo.source import ConstantSource
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    support = load(monkeypatch, "muladd", "kbook", "_support")
+    assert support.pointwise_shape("op", r(3, 5), r(5)) == support.pointwise_shape("op", r(3, 5), r(5)) == (3, 5)
+    assert support._cached_broadcast_shapes.cache_info().hits == 1
+    with pytest.raises(RuntimeError):
+        support.pointwise_shape("op", r(3, 5), r(4))
+    env = ShapeEnv()
+    rows = env.create_symintnode(env.create_symbol(3, ConstantSource("rows")), hint=3)
+    shape = support._broadcast_shapes(torch.Size([rows, 5]), torch.Size([1, 5]))
+    assert not isinstance(shape[0], int) and shape[1] == 5
+
 ROWS = {
     "dense": (lambda: r(8, 6), False),
     "transposed": (lambda: r(6, 8).t(), False),

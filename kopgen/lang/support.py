@@ -31,8 +31,7 @@ def support_imports(package: Package) -> list[str]:
     modules = []
     if needs_device_guard(package):
         modules.append("contextlib")
-    if package.needs_triton:  # the layouts' caches
-        modules.append("functools")
+    modules.append("functools")  # the caches of broadcast shapes and layouts
     if package.needs_tensor_metadata or {"max", "min"} & set(package.reductions):
         modules.append("math")
     if launches_compiled_triton(package):

@@ -24,10 +24,20 @@ def pointwise_shape(op: str, *tensors: Tensor) -> torch.Size:
                 f"{op}: all Tensor arguments must share one dtype and device, "
                 f"got {first.dtype} on {first.device} and {other.dtype} on {other.device}"
             )
-        # Checked first: broadcast_shapes costs microseconds per call.
-        if other.shape != shape:
-            shape = torch.broadcast_shapes(shape, other.shape)
+        if other.shape != shape:  # checked first: broadcasting costs more
+            shape = _broadcast_shapes(shape, other.shape)
     return shape
+
+
+def _broadcast_shapes(shape: torch.Size, other: torch.Size) -> torch.Size:
+    """torch.broadcast_shapes, cached: it broadcasts tensors to find the shape, ~10 us or more a call."""
+    try:
+        return _cached_broadcast_shapes(shape, other)
+    except TypeError:  # symbolic sizes (torch.compile, dynamic shapes): not hashable
+        return torch.broadcast_shapes(shape, other)
+
+
+_cached_broadcast_shapes = functools.lru_cache(maxsize=1024)(torch.broadcast_shapes)
 
 
 def pointwise_output(op: str, *tensors: Tensor) -> Tensor:
