@@ -103,6 +103,67 @@ def load(repo: Path, label: str):
     return package, importlib.import_module(f"khost_{label}.kernels")
 
 
+def eager_and_floor(torch, a, b, ga, gb) -> dict:
+    """Eager a * b + c without and with grad; the with-grad floor: what autograd.Function adds to an
+    op (Function − empty_like) against what eager's two C++ autograd nodes add (grad − no grad)."""
+
+    class Floor(torch.autograd.Function):
+        """The least a Python op with grad does: its forward only allocates the output (the kernel
+        stubbed, as above) and saves its inputs."""
+
+        @staticmethod
+        def forward(ctx, a, b, c):
+            ctx.save_for_backward(a, b)
+            return torch.empty_like(a)
+
+        @staticmethod
+        def backward(ctx, grad):
+            a, b = ctx.saved_tensors
+            return grad * b, grad * a, None
+
+    def allocate(a, b, c):
+        return torch.empty_like(a)
+
+    return {
+        ("eager a * b + c", "no grad"): (lambda a, b, c: a * b + c, (a, b, 0.5)),
+        ("eager a * b + c", "grad"): (lambda a, b, c: a * b + c, (ga, gb, 0.5)),
+        ("empty_like", "no grad"): (allocate, (a, b, 0.5)),
+        ("autograd.Function(empty_like)", "grad"): (Floor.apply, (ga, gb, 0.5)),
+    }
+
+
+def package_candidates(torch, label: str, repo: Path, a, b, ga, gb) -> dict:
+    """khost_LABEL's API, bare launcher and tiles on 1024 elements, and its API on the host-bound cases."""
+    package, kernels = load(repo, label)
+    out = torch.empty_like(a)
+    # Issue 15's host-bound cases (a broadcast weight; rows of 4096 and of 1024 elements) with fewer
+    # rows: no kernel runs, and the host work is the same but for allocating the output (CPU memory
+    # of 64 MiB costs an mmap a call here, the CUDA caching allocator a lookup).
+    x, w, rows = torch.rand(256, 4096), torch.rand(4096), torch.rand(1024, 1024)
+    return {
+        (f"{label}: API", "no grad"): (package.muladd, (a, b, 0.5)),
+        (f"{label}: API", "grad"): (package.muladd, (ga, gb, 0.5)),
+        (f"{label}: bare launcher", "no grad"): (kernels.muladd.muladd_triton, (a, b, 0.5)),
+        (f"{label}: _support.tiles", "no grad"): (package._support.tiles, (out.shape, 1024, a, b, out)),
+        (f"{label}: API x[256, 4096] * w + c", "no grad"): (package.muladd, (x, w, 0.5)),
+        (f"{label}: API rowsum x[256, 4096]", "no grad"): (package.rowsum, (x,)),
+        (f"{label}: API rowsum [1024, 1024]", "no grad"): (package.rowsum, (rows,)),
+    }
+
+
+def report(torch, medians: dict, least: dict, rounds: int, calls: int) -> None:
+    eager = {grad: least[("eager a * b + c", grad)] for grad in ("no grad", "grad")}
+    print(f"CPU host path, GPU launch stubbed; torch {torch.__version__}, 1024 float32 elements, 1 thread, "
+          f"{rounds} rounds of {calls} calls")  # fmt: skip
+    print(f"{'candidate':<36}{'grad':>9}{'median us':>11}{'min us':>9}{'min x eager':>13}")
+    for (name, grad), median in medians.items():
+        best = least[(name, grad)]
+        print(f"{name:<36}{grad:>9}{median * 1e6:>11.2f}{best * 1e6:>9.2f}{best / eager[grad]:>13.2f}")
+    function = least[("autograd.Function(empty_like)", "grad")] - least[("empty_like", "no grad")]
+    print(f"(minima) autograd.Function adds {function * 1e6:.2f} us a call; eager's C++ autograd adds "
+          f"{(eager['grad'] - eager['no grad']) * 1e6:.2f} us to a * b + c")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("sources", nargs="*", help="LABEL=KOPGEN_SOURCE (default: now=this checkout)")
@@ -118,49 +179,10 @@ def main() -> None:
     torch.set_num_threads(1)
     stub_gpu_launch(torch)
     a, b = torch.rand(1024), torch.rand(1024)
-    # Issue 15's host-bound cases (a broadcast weight; rows of 4096 and of 1024 elements) with fewer
-    # rows: no kernel runs, and the host work is the same but for allocating the output (CPU memory
-    # of 64 MiB costs an mmap a call here, the CUDA caching allocator a lookup).
-    x, w, rows = torch.rand(256, 4096), torch.rand(4096), torch.rand(1024, 1024)
     ga, gb = a.clone().requires_grad_(), b.clone().requires_grad_()
-
-    class Floor(torch.autograd.Function):
-        """The least a Python op with grad does: an autograd.Function whose forward only allocates
-        its output (the kernel stubbed, as above) and saves its inputs."""
-
-        @staticmethod
-        def forward(ctx, a, b, c):
-            ctx.save_for_backward(a, b)
-            return torch.empty_like(a)
-
-        @staticmethod
-        def backward(ctx, grad):
-            a, b = ctx.saved_tensors
-            return grad * b, grad * a, None
-
-    def allocate(a, b, c):
-        return torch.empty_like(a)
-
-    candidates = {
-        ("eager a * b + c", "no grad"): (lambda a, b, c: a * b + c, (a, b, 0.5)),
-        ("eager a * b + c", "grad"): (lambda a, b, c: a * b + c, (ga, gb, 0.5)),
-        # The with-grad floor: what autograd.Function adds to an op (Function − empty_like) against what
-        # eager's two C++ autograd nodes add (eager with grad − eager without).
-        ("empty_like", "no grad"): (allocate, (a, b, 0.5)),
-        ("autograd.Function(empty_like)", "grad"): (Floor.apply, (ga, gb, 0.5)),
-    }
+    candidates = eager_and_floor(torch, a, b, ga, gb)
     for label, repo in repos.items():
-        package, kernels = load(repo, label)
-        out = torch.empty_like(a)
-        candidates |= {
-            (f"{label}: API", "no grad"): (package.muladd, (a, b, 0.5)),
-            (f"{label}: API", "grad"): (package.muladd, (ga, gb, 0.5)),
-            (f"{label}: bare launcher", "no grad"): (kernels.muladd.muladd_triton, (a, b, 0.5)),
-            (f"{label}: _support.tiles", "no grad"): (package._support.tiles, (out.shape, 1024, a, b, out)),
-            (f"{label}: API x[256, 4096] * w + c", "no grad"): (package.muladd, (x, w, 0.5)),
-            (f"{label}: API rowsum x[256, 4096]", "no grad"): (package.rowsum, (x,)),
-            (f"{label}: API rowsum [1024, 1024]", "no grad"): (package.rowsum, (rows,)),
-        }
+        candidates |= package_candidates(torch, label, repo, a, b, ga, gb)
     for fn, inputs in candidates.values():  # warm: the first launch caches the (stubbed) launcher
         for _ in range(3):
             fn(*inputs)
@@ -173,17 +195,7 @@ def main() -> None:
         return rounds[name][-1]
 
     medians = interleaved_medians(list(candidates), measure, args.rounds)
-    least = {name: min(values) for name, values in rounds.items()}
-    eager = {grad: least[("eager a * b + c", grad)] for grad in ("no grad", "grad")}
-    print(f"CPU host path, GPU launch stubbed; torch {torch.__version__}, 1024 float32 elements, 1 thread, "
-          f"{args.rounds} rounds of {args.calls} calls")  # fmt: skip
-    print(f"{'candidate':<36}{'grad':>9}{'median us':>11}{'min us':>9}{'min x eager':>13}")
-    for (name, grad), median in medians.items():
-        best = least[(name, grad)]
-        print(f"{name:<36}{grad:>9}{median * 1e6:>11.2f}{best * 1e6:>9.2f}{best / eager[grad]:>13.2f}")
-    function = least[("autograd.Function(empty_like)", "grad")] - least[("empty_like", "no grad")]
-    print(f"(minima) autograd.Function adds {function * 1e6:.2f} us a call; eager's C++ autograd adds "
-          f"{(eager['grad'] - eager['no grad']) * 1e6:.2f} us to a * b + c")  # fmt: skip
+    report(torch, medians, {name: min(values) for name, values in rounds.items()}, args.rounds, args.calls)
 
 
 if __name__ == "__main__":
