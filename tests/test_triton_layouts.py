@@ -101,20 +101,24 @@ def test_layouts_are_computed_once_per_shape_and_strides(monkeypatch):
 
 
 def test_broadcast_shapes_are_cached_and_symbolic_ones_computed(monkeypatch):
-    """pointwise_shape caches torch.broadcast_shapes (tens of us a call), except for the symbolic sizes
-    of torch.compile's dynamic shapes, which do not hash; shapes that do not broadcast still raise."""
+    """pointwise_shape caches torch.broadcast_shapes (tens of us a call), and computes it for the
+    symbolic sizes of torch.compile's dynamic shapes, which do not hash, as do the other caches;
+    shapes that do not broadcast still raise."""
     from torch._dynamo.source import ConstantSource
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
     support = load(monkeypatch, "muladd", "kbook", "_support")
     assert support.pointwise_shape("op", r(3, 5), r(5)) == support.pointwise_shape("op", r(3, 5), r(5)) == (3, 5)
-    assert support._cached_broadcast_shapes.cache_info().hits == 1
+    assert support._broadcast_shapes.cache_info().hits == 1
     with pytest.raises(RuntimeError):
         support.pointwise_shape("op", r(3, 5), r(4))
     env = ShapeEnv()
     rows = env.create_symintnode(env.create_symbol(3, ConstantSource("rows")), hint=3)
     shape = support._broadcast_shapes(torch.Size([rows, 5]), torch.Size([1, 5]))
     assert not isinstance(shape[0], int) and shape[1] == 5
+    # The other caches too (a triton_op's launcher is traced on such sizes).
+    reductions = load(monkeypatch, "rows", "krows", "_support")
+    assert reductions.row_blocks(rows, 1024, 4) == reductions.row_blocks(3, 1024, 4)
 
 ROWS = {
     "dense": (lambda: r(8, 6), False),
