@@ -57,6 +57,9 @@ def test_key_is_none_where_triton_keeps_its_path():
     assert support._launch_key(_kernel, (x, 8), {"BLOCK": 8}) is None  # a CPU tensor
     assert support._launch_key(_Recording(), (x, 8), {"BLOCK": 8}) is None  # wrap_triton and the like
     assert _key(support, x, (1, 2), BLOCK=8) is None  # an argument Triton specialises in its own way
+    # Ints beyond 32 bits (i64, u64: tensors of 2**31 elements and more).
+    assert _key(support, x, 2**31, BLOCK=8) is None and _key(support, x, -(2**31) - 1, BLOCK=8) is None
+    assert _key(support, x, 2**31 - 1, BLOCK=8) is not None
 
 
 def test_key_follows_what_triton_specialises():
@@ -68,8 +71,7 @@ def test_key_follows_what_triton_specialises():
         _key(support, x.double(), 32, BLOCK=8),
         _key(support, x, 33, BLOCK=8),  # not divisible by 16
         _key(support, x, 1, BLOCK=8),  # Triton makes 1 a constant
-        _key(support, x, 2**32, BLOCK=8),  # i64
-        _key(support, x, 2**63, BLOCK=8),  # u64
+        _key(support, x, 0, x, BLOCK=8),  # another tensor, so another signature
         _key(support, x, 32.0, BLOCK=8),
         _key(support, x, 32, BLOCK=16),
     ]
@@ -90,7 +92,7 @@ def test_a_failing_direct_launcher_gives_way_to_tritons_path(monkeypatch):
     support = _support()
     kernel = _Recording()
     monkeypatch.setattr(support, "_launch_key", lambda kernel, args, constexprs: (kernel, 0))
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(support, "_current_gpu", lambda: 0)
     monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda device: 0, raising=False)
 
     def broken(grid, stream, args):
@@ -100,6 +102,25 @@ def test_a_failing_direct_launcher_gives_way_to_tritons_path(monkeypatch):
     support.launch(kernel, (2,), 5, BLOCK=8)
     support.launch(kernel, (2,), 5, BLOCK=8)
     assert len(kernel.calls) == 2 and support._LAUNCHERS[(kernel, 0)] is None
+
+
+def test_static_launcher_passes_the_kernels_parameters(monkeypatch):
+    """The static launcher hands torch's launcher the kept arguments (not the constants) and the
+    scratch pointers, through the GPU launch stubbed here."""
+    support = _support()
+    launched = []
+    monkeypatch.setattr(torch._C, "_StaticCudaLauncher", SimpleNamespace(_launch_kernel=lambda *a: launched.append(a)),
+                        raising=False)  # fmt: skip
+    src = _src({"x_ptr": "*fp32", "out_ptr": "*fp32", "one": "i32", "n": "i32", "BLOCK": "constexpr"}, {(2,): 1})
+    meta = SimpleNamespace(num_warps=4, shared=0, num_ctas=1, global_scratch_size=0)
+    compiled = SimpleNamespace(src=src, metadata=meta, function=7, _init_handles=lambda: None)
+    launch = support._static_launcher(compiled, 4)
+    x, out = torch.zeros(8), torch.zeros(8)
+    launch((3,), 0, (x, out, 1, 8))
+    assert launched == [(7, 3, 1, 1, 4, 0, "OOiO", (x, out, 8, None), 0)]
+    # One kept parameter: no static launcher (the compiled kernel's own run launches it).
+    lone = SimpleNamespace(src=_src({"x_ptr": "*fp32", "n": "i32"}, {(1,): 1}), metadata=meta)
+    assert support._static_launcher(lone, 2) is None
 
 
 def test_unknown_compiled_kernels_get_no_direct_launcher():

@@ -79,6 +79,47 @@ def test_tiles_choose_wide_blocks_for_rows_and_square_ones_for_transposed_inputs
     assert support.tiles(torch.Size([2, 3, 4]), 1024, r(2, 3, 4), r(2, 1, 4)) is None
 
 
+def test_layouts_are_computed_once_per_shape_and_strides(monkeypatch):
+    """The strided layouts are cached by each tensor's shape and strides (new tensors of the same
+    geometry hit the cache, other strides of the same shapes do not); dense tensors skip the cache."""
+    support = load(monkeypatch, "muladd", "kbook", "_support")
+    out, weight = torch.empty(64, 256), r(256)
+    broadcast = support.tiles(out.shape, 1024, r(64, 256), weight, out)
+    assert support.tiles(out.shape, 1024, r(64, 256), r(256), torch.empty(64, 256)) == broadcast
+    assert support._strided_tiles.cache_info().hits == 1
+    transposed = support.tiles(out.shape, 1024, r(256, 64).t(), weight, out)
+    assert transposed == (64, 256, (1, 64, 0, 1, 256, 1), 64, 64)
+    assert support._strided_tiles.cache_info().misses == 2
+    # Dense, with the output's elements: leading dimensions of one element do not matter.
+    assert support.tiles(torch.Size([1, 256]), 1024, weight, r(1, 256)) == (1, 256, (0, 1) * 2, 1, 1024)
+    assert support._strided_tiles.cache_info().misses == 2
+    rows = load(monkeypatch, "rows", "krows", "_support")
+    x = r(8, 6)
+    assert rows.row_layout(x.shape, x) == (8, 6, (6, 1))
+    assert rows.row_layout(x.shape, r(6, 8).t()) == rows.row_layout(x.shape, r(6, 8).t()) == (8, 6, (1, 8))
+    assert rows._strided_rows.cache_info().hits == 1
+
+
+def test_broadcast_shapes_are_cached_and_symbolic_ones_computed(monkeypatch):
+    """pointwise_shape caches torch.broadcast_shapes (tens of us a call), and computes it for the
+    symbolic sizes of torch.compile's dynamic shapes, which do not hash, as do the other caches;
+    shapes that do not broadcast still raise."""
+    from torch._dynamo.source import ConstantSource
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    support = load(monkeypatch, "muladd", "kbook", "_support")
+    assert support.pointwise_shape("op", r(3, 5), r(5)) == support.pointwise_shape("op", r(3, 5), r(5)) == (3, 5)
+    assert support._broadcast_shapes.cache_info().hits == 1
+    with pytest.raises(RuntimeError):
+        support.pointwise_shape("op", r(3, 5), r(4))
+    env = ShapeEnv()
+    rows = env.create_symintnode(env.create_symbol(3, ConstantSource("rows")), hint=3)
+    shape = support._broadcast_shapes(torch.Size([rows, 5]), torch.Size([1, 5]))
+    assert not isinstance(shape[0], int) and shape[1] == 5
+    # The other caches too (a triton_op's launcher is traced on such sizes).
+    reductions = load(monkeypatch, "rows", "krows", "_support")
+    assert reductions.row_blocks(rows, 1024, 4) == reductions.row_blocks(3, 1024, 4)
+
 ROWS = {
     "dense": (lambda: r(8, 6), False),
     "transposed": (lambda: r(6, 8).t(), False),

@@ -74,6 +74,8 @@ def registration(op: Op) -> list[str]:
         else:
             setup = statement(setup, 8)
         kernel = f"{kernels_name(op)}[{op.lead.name}.device.type]"
+        if len({_kernel(op, k) for k in op.kernels}) == 1:  # one for every device: no lookup per call
+            kernel = _kernel(op, op.kernels[0])
         lines += ["", "", f"class {function_name(op)}(torch.autograd.Function):",
                   f'    """{op.qualname} with grad in plain eager calls: its kernel, its registered formulas."""',
                   "", "    @staticmethod",

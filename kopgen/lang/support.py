@@ -6,7 +6,7 @@ reduction's output and row references, each custom op's output allocator).
 from __future__ import annotations
 
 from ..model import CustomKernel, Op, Package
-from . import eager, fusion, layout, python
+from . import fusion, layout, python
 from .layout import wrap
 
 
@@ -31,9 +31,12 @@ def support_imports(package: Package) -> list[str]:
     modules = []
     if needs_device_guard(package):
         modules.append("contextlib")
+    modules.append("functools")  # the caches of broadcast shapes and layouts
     if package.needs_tensor_metadata or {"max", "min"} & set(package.reductions):
         modules.append("math")
-    abc = ["Callable"] if launches_compiled_triton(package) or fusion.traces_references(package) or eager.any_direct(package.ops) else []
+    if launches_compiled_triton(package):
+        modules.append("operator")
+    abc = ["Callable"]  # _cached's, always
     abc += ["Sequence"] if python.typing_imports(custom_ops(package)) else []
     lines = [f"import {module}" for module in modules] + ([f"from collections.abc import {', '.join(abc)}"] if abc else [])
     return lines + ([""] if lines else [])

@@ -211,7 +211,7 @@ class _MymulFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, a, b):
-        output = _mymul_kernels[a.device.type](a, b)
+        output = mymul_kernels.mymul_triton(a, b)
         # setup_context called here, as torch.library calls it: a Function with a setup_context
         # of its own binds its arguments through inspect.signature on every call.
         _mymul_setup_context(ctx, (a, b), output)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable
 
 import torch
@@ -20,10 +21,29 @@ def pointwise_shape(op: str, *tensors: Tensor) -> torch.Size:
                 f"{op}: all Tensor arguments must share one dtype and device, "
                 f"got {first.dtype} on {first.device} and {other.dtype} on {other.device}"
             )
-        # Checked first: broadcast_shapes costs microseconds per call.
-        if other.shape != shape:
-            shape = torch.broadcast_shapes(shape, other.shape)
+        if other.shape != shape:  # checked first: broadcasting costs more
+            shape = _broadcast_shapes(shape, other.shape)
     return shape
+
+
+def _cached(function: Callable) -> Callable:
+    """`function` cached by its arguments (the last 1024), for work that costs microseconds a call and
+    repeats with the shapes; computed each time where the arguments do not hash: the symbolic sizes
+    of torch.compile's dynamic shapes, which a traced launcher or fake kernel meets."""
+    cached = functools.lru_cache(maxsize=1024)(function)
+
+    def call(*args):
+        try:
+            return cached(*args)
+        except TypeError:  # unhashable
+            return function(*args)
+
+    call.cache_info = cached.cache_info
+    return call
+
+
+# It broadcasts tensors to find the shape: ~20 us a call, measured on a CPU.
+_broadcast_shapes = _cached(torch.broadcast_shapes)
 
 
 def pointwise_output(op: str, *tensors: Tensor) -> Tensor:
@@ -35,8 +55,11 @@ def pointwise_output(op: str, *tensors: Tensor) -> Tensor:
     first = tensors[0]
     shape = pointwise_shape(op, *tensors)
     if shape == first.shape:  # the common case, where empty_like costs a third of empty
+        if first.is_contiguous():  # a memory_format costs empty_like a fifth more
+            return torch.empty_like(first)
         return torch.empty_like(first, memory_format=torch.contiguous_format)
-    return torch.empty(shape, dtype=first.dtype, device=first.device)
+    # first's dtype and device: new_empty costs a quarter less than torch.empty's arguments.
+    return first.new_empty(shape)
 
 
 def pairsum_output(x: Tensor) -> Tensor:
@@ -62,16 +85,33 @@ def tiles(
     """How a pointwise kernel reads `tensors` through their strides, as n_rows x n_cols elements of
     `shape`: (n_rows, n_cols, each tensor's row and column stride, block_rows, block_cols), one
     program per block of block_rows x block_cols. None where more than two dimensions are left."""
+    n = shape.numel()
     for t in tensors:
-        if t is not None and (t.shape != shape or not t.is_contiguous()):
+        # Dense with as many elements as `shape` (numel costs less than comparing shapes): its
+        # elements in the output's order, as a tensor can broadcast to `shape` only by leading ones.
+        if t is not None and (t.numel() != n or not t.is_contiguous()):
             break
     else:  # every tensor dense and of the output's shape: one row, read in flat blocks
-        return 1, shape.numel(), (0, 1) * len(tensors), 1, block
-    dims = _dims(shape, len(shape), tensors)
+        return 1, n, (0, 1) * len(tensors), 1, block
+    return _strided_tiles(shape, block, _geometry(tensors))
+
+
+def _geometry(tensors: tuple[Tensor | None, ...]) -> tuple:
+    """Each tensor's shape and strides (None stays None): all that a layout depends on."""
+    return tuple([t if t is None else (t.shape, t.stride()) for t in tensors])
+
+
+# Cached by shape and strides: computing a layout costs ~10 us, more than some kernels take.
+@_cached
+def _strided_tiles(
+    shape: torch.Size, block: int, geometry: tuple
+) -> tuple[int, int, tuple[int, ...], int, int] | None:
+    """tiles of tensors that are not all dense, by their geometry."""
+    dims = _dims(shape, len(shape), geometry)
     if len(dims) > 2:
         return None
     # Fewer than two dimensions left: dimensions of one element in front.
-    one = (1, (0,) * len(tensors))
+    one = (1, (0,) * len(geometry))
     (n_rows, row_strides), (n_cols, col_strides) = ([one, one] + dims)[-2:]
     if any(0 < row < col for row, col in zip(row_strides, col_strides)):
         # A tensor runs down the columns (a transposed one): square blocks, so that each tensor
@@ -85,13 +125,13 @@ def tiles(
 
 
 def _dims(
-    shape: torch.Size, end: int, tensors: tuple[Tensor | None, ...]
+    shape: torch.Size, end: int, geometry: tuple
 ) -> list[tuple[int, tuple[int, ...]]]:
     """The dimensions of shape[:end] with each tensor's stride in them (0 where it is broadcast):
     those of one element left out, and neighbours merged where every tensor steps through them as
     through one."""
     # Per dimension, each tensor's stride in it.
-    steps_by_dim = list(zip(*[_strides(t, len(shape)) for t in tensors]))
+    steps_by_dim = list(zip(*[_strides(g, len(shape)) for g in geometry]))
     dims: list[tuple[int, tuple[int, ...]]] = []
     for size, steps in zip(shape[:end], steps_by_dim):
         if size == 1:
@@ -103,11 +143,12 @@ def _dims(
     return dims
 
 
-def _strides(tensor: Tensor | None, ndim: int) -> tuple[int, ...]:
-    """The strides of `tensor` in the `ndim` dimensions it broadcasts to: 0 where it is broadcast."""
-    if tensor is None:
+def _strides(geometry: tuple | None, ndim: int) -> tuple[int, ...]:
+    """The strides of a tensor of this (shape, strides) in the `ndim` dimensions it broadcasts to:
+    0 where it is broadcast."""
+    if geometry is None:
         return (0,) * ndim
-    own = [0 if n == 1 else s for n, s in zip(tensor.shape, tensor.stride())]
+    own = [0 if n == 1 else s for n, s in zip(*geometry)]
     return (0,) * (ndim - len(own)) + tuple(own)
 
 

@@ -72,7 +72,7 @@ class _RowsumFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x):
-        output = _rowsum_kernels[x.device.type](x)
+        output = rowsum_kernels.rowsum_triton(x)
         # setup_context called here, as torch.library calls it: a Function with a setup_context
         # of its own binds its arguments through inspect.signature on every call.
         _rowsum_setup_context(ctx, (x,), output)
@@ -142,7 +142,7 @@ class _RowmaxFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x):
-        output = _rowmax_kernels[x.device.type](x)
+        output = rowmax_kernels.rowmax_triton(x)
         # setup_context called here, as torch.library calls it: a Function with a setup_context
         # of its own binds its arguments through inspect.signature on every call.
         _rowmax_setup_context(ctx, (x,), output)
@@ -359,7 +359,7 @@ class _ScaleShiftFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, scale, shift):
-        output = _scale_shift_kernels[x.device.type](x, scale, shift)
+        output = scale_shift_kernels.scale_shift_triton(x, scale, shift)
         # setup_context called here, as torch.library calls it: a Function with a setup_context
         # of its own binds its arguments through inspect.signature on every call.
         _scale_shift_setup_context(ctx, (x, scale, shift), output)
@@ -441,7 +441,7 @@ class _WeightedRowsumFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, weight):
-        output = _weighted_rowsum_kernels[x.device.type](x, weight)
+        output = weighted_rowsum_kernels.weighted_rowsum_triton(x, weight)
         # setup_context called here, as torch.library calls it: a Function with a setup_context
         # of its own binds its arguments through inspect.signature on every call.
         _weighted_rowsum_setup_context(ctx, (x, weight), output)

@@ -94,7 +94,7 @@ class _MuladdFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, a, b, c):
-        output = _muladd_kernels[a.device.type](a, b, c)
+        output = muladd_kernels.muladd_triton(a, b, c)
         # setup_context called here, as torch.library calls it: a Function with a setup_context
         # of its own binds its arguments through inspect.signature on every call.
         _muladd_setup_context(ctx, (a, b, c), output)
@@ -181,7 +181,7 @@ class _SincosFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x):
-        output = _sincos_kernels[x.device.type](x)
+        output = sincos_kernels.sincos_triton(x)
         # setup_context called here, as torch.library calls it: a Function with a setup_context
         # of its own binds its arguments through inspect.signature on every call.
         _sincos_setup_context(ctx, (x,), output)

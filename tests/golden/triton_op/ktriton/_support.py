@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Callable
 
 import torch
@@ -23,10 +25,29 @@ def pointwise_shape(op: str, *tensors: Tensor | None) -> torch.Size:
                 f"{op}: all Tensor arguments must share one dtype and device, "
                 f"got {first.dtype} on {first.device} and {other.dtype} on {other.device}"
             )
-        # Checked first: broadcast_shapes costs microseconds per call.
-        if other.shape != shape:
-            shape = torch.broadcast_shapes(shape, other.shape)
+        if other.shape != shape:  # checked first: broadcasting costs more
+            shape = _broadcast_shapes(shape, other.shape)
     return shape
+
+
+def _cached(function: Callable) -> Callable:
+    """`function` cached by its arguments (the last 1024), for work that costs microseconds a call and
+    repeats with the shapes; computed each time where the arguments do not hash: the symbolic sizes
+    of torch.compile's dynamic shapes, which a traced launcher or fake kernel meets."""
+    cached = functools.lru_cache(maxsize=1024)(function)
+
+    def call(*args):
+        try:
+            return cached(*args)
+        except TypeError:  # unhashable
+            return function(*args)
+
+    call.cache_info = cached.cache_info
+    return call
+
+
+# It broadcasts tensors to find the shape: ~20 us a call, measured on a CPU.
+_broadcast_shapes = _cached(torch.broadcast_shapes)
 
 
 def pointwise_output(op: str, *tensors: Tensor | None) -> Tensor:
@@ -38,8 +59,11 @@ def pointwise_output(op: str, *tensors: Tensor | None) -> Tensor:
     first = given(tensors)[0]
     shape = pointwise_shape(op, *tensors)
     if shape == first.shape:  # the common case, where empty_like costs a third of empty
+        if first.is_contiguous():  # a memory_format costs empty_like a fifth more
+            return torch.empty_like(first)
         return torch.empty_like(first, memory_format=torch.contiguous_format)
-    return torch.empty(shape, dtype=first.dtype, device=first.device)
+    # first's dtype and device: new_empty costs a quarter less than torch.empty's arguments.
+    return first.new_empty(shape)
 
 
 def reduction_output(op: str, *tensors: Tensor | None) -> Tensor:
@@ -50,7 +74,7 @@ def reduction_output(op: str, *tensors: Tensor | None) -> Tensor:
             f"{op} reduces over the last dimension: its inputs need at least one dimension"
         )
     first = given(tensors)[0]
-    return torch.empty(shape[:-1], dtype=first.dtype, device=first.device)
+    return first.new_empty(shape[:-1])  # as pointwise_output
 
 
 def row_sum(values: Tensor) -> Tensor:
@@ -65,19 +89,30 @@ def row_layout(
     of `shape` (whose last dimension it reduces): (n_rows, n_cols, each tensor's row and column
     stride). None where the leading dimensions do not merge into one row dimension."""
     n_cols = shape[-1]
-    for t in tensors:
-        if t is not None and (t.shape != shape or not t.is_contiguous()):
+    n = shape.numel()
+    for t in tensors:  # as in tiles
+        if t is not None and (t.numel() != n or not t.is_contiguous()):
             break
     else:  # every tensor dense and of the full shape: rows n_cols apart
         return shape[:-1].numel(), n_cols, (n_cols, 1) * len(tensors)
-    rows = _dims(shape, len(shape) - 1, tensors)
+    return _strided_rows(shape, _geometry(tensors))
+
+
+@_cached  # as _strided_tiles
+def _strided_rows(
+    shape: torch.Size, geometry: tuple
+) -> tuple[int, int, tuple[int, ...]] | None:
+    """row_layout of tensors that are not all dense, by their geometry."""
+    rows = _dims(shape, len(shape) - 1, geometry)
     if len(rows) > 1:
         return None
-    n_rows, row_strides = rows[0] if rows else (1, (0,) * len(tensors))
-    col_strides = tuple(_strides(t, len(shape))[-1] for t in tensors)
-    return n_rows, n_cols, _pairs(row_strides, col_strides)
+    n_rows, row_strides = rows[0] if rows else (1, (0,) * len(geometry))
+    col_strides = tuple(_strides(g, len(shape))[-1] for g in geometry)
+    return n_rows, shape[-1], _pairs(row_strides, col_strides)
 
 
+# Cached: a few us of Python a call, the same for every call of a shape.
+@_cached
 def row_blocks(n_rows: int, n_cols: int, element_size: int) -> tuple[int, int, int]:
     """The block of a row reduction's program (block_rows x block_cols) and its warps, by row
     length: rows of 64 KiB and more one per program, 8 KiB per step under 16 warps; shorter rows
@@ -124,16 +159,33 @@ def tiles(
     """How a pointwise kernel reads `tensors` through their strides, as n_rows x n_cols elements of
     `shape`: (n_rows, n_cols, each tensor's row and column stride, block_rows, block_cols), one
     program per block of block_rows x block_cols. None where more than two dimensions are left."""
+    n = shape.numel()
     for t in tensors:
-        if t is not None and (t.shape != shape or not t.is_contiguous()):
+        # Dense with as many elements as `shape` (numel costs less than comparing shapes): its
+        # elements in the output's order, as a tensor can broadcast to `shape` only by leading ones.
+        if t is not None and (t.numel() != n or not t.is_contiguous()):
             break
     else:  # every tensor dense and of the output's shape: one row, read in flat blocks
-        return 1, shape.numel(), (0, 1) * len(tensors), 1, block
-    dims = _dims(shape, len(shape), tensors)
+        return 1, n, (0, 1) * len(tensors), 1, block
+    return _strided_tiles(shape, block, _geometry(tensors))
+
+
+def _geometry(tensors: tuple[Tensor | None, ...]) -> tuple:
+    """Each tensor's shape and strides (None stays None): all that a layout depends on."""
+    return tuple([t if t is None else (t.shape, t.stride()) for t in tensors])
+
+
+# Cached by shape and strides: computing a layout costs ~10 us, more than some kernels take.
+@_cached
+def _strided_tiles(
+    shape: torch.Size, block: int, geometry: tuple
+) -> tuple[int, int, tuple[int, ...], int, int] | None:
+    """tiles of tensors that are not all dense, by their geometry."""
+    dims = _dims(shape, len(shape), geometry)
     if len(dims) > 2:
         return None
     # Fewer than two dimensions left: dimensions of one element in front.
-    one = (1, (0,) * len(tensors))
+    one = (1, (0,) * len(geometry))
     (n_rows, row_strides), (n_cols, col_strides) = ([one, one] + dims)[-2:]
     if any(0 < row < col for row, col in zip(row_strides, col_strides)):
         # A tensor runs down the columns (a transposed one): square blocks, so that each tensor
@@ -147,13 +199,13 @@ def tiles(
 
 
 def _dims(
-    shape: torch.Size, end: int, tensors: tuple[Tensor | None, ...]
+    shape: torch.Size, end: int, geometry: tuple
 ) -> list[tuple[int, tuple[int, ...]]]:
     """The dimensions of shape[:end] with each tensor's stride in them (0 where it is broadcast):
     those of one element left out, and neighbours merged where every tensor steps through them as
     through one."""
     # Per dimension, each tensor's stride in it.
-    steps_by_dim = list(zip(*[_strides(t, len(shape)) for t in tensors]))
+    steps_by_dim = list(zip(*[_strides(g, len(shape)) for g in geometry]))
     dims: list[tuple[int, tuple[int, ...]]] = []
     for size, steps in zip(shape[:end], steps_by_dim):
         if size == 1:
@@ -165,11 +217,12 @@ def _dims(
     return dims
 
 
-def _strides(tensor: Tensor | None, ndim: int) -> tuple[int, ...]:
-    """The strides of `tensor` in the `ndim` dimensions it broadcasts to: 0 where it is broadcast."""
-    if tensor is None:
+def _strides(geometry: tuple | None, ndim: int) -> tuple[int, ...]:
+    """The strides of a tensor of this (shape, strides) in the `ndim` dimensions it broadcasts to:
+    0 where it is broadcast."""
+    if geometry is None:
         return (0,) * ndim
-    own = [0 if n == 1 else s for n, s in zip(tensor.shape, tensor.stride())]
+    own = [0 if n == 1 else s for n, s in zip(*geometry)]
     return (0,) * (ndim - len(own)) + tuple(own)
 
 
@@ -200,7 +253,12 @@ def upcast(*tensors: Tensor | None) -> tuple[Tensor | None, ...]:
 # The direct launcher of each specialisation launched so far (see _launch_key); None where a
 # specialisation keeps Triton's own path.
 _LAUNCHERS: dict[tuple, Callable | None] = {}
+# The kernels of those keys, kept alive: a key holds its kernel's id, which no other kernel may take.
+_KERNELS: list = []
 _NOT_YET = object()
+# The current GPU, read in C: torch.cuda.current_device() adds Python (its lazy-init check) to every
+# call, and a launch here has tensors on a GPU, so CUDA is initialised. None on a CPU-only torch.
+_current_gpu = getattr(torch._C, "_cuda_getDevice", None)
 # Kernel parameter types as torch's static CUDA launcher spells them (pointers are "O").
 _STATIC_TYPES = {"i32": "i", "i64": "l", "u64": "K", "fp32": "f", "fp64": "d"}
 # Scratch buffers a compiled kernel may take a pointer to, after its arguments.
@@ -220,12 +278,13 @@ def launch(kernel, grid: tuple[int, ...], /, *args, **constexprs) -> None:
         kernel[grid](*args, **constexprs)
         return
     device = key[1]
-    if device != torch.cuda.current_device():  # Triton launches on the current GPU
+    if device != _current_gpu():  # Triton launches on the current GPU
         with torch.cuda.device(device):
             return launch(kernel, grid, *args, **constexprs)
     launcher = _LAUNCHERS.get(key, _NOT_YET)
     if launcher is _NOT_YET:
         compiled = kernel[grid](*args, **constexprs)
+        _KERNELS.append(kernel)
         _LAUNCHERS[key] = _direct_launcher(compiled, len(args), constexprs)
     elif launcher is None:
         kernel[grid](*args, **constexprs)
@@ -240,37 +299,35 @@ def launch(kernel, grid: tuple[int, ...], /, *args, **constexprs) -> None:
 def _launch_key(kernel, args: tuple, constexprs: dict) -> tuple | None:
     """What Triton specialises a compiled kernel on, for these arguments; None to keep Triton's path.
 
-    Each Tensor's dtype, device and 16-byte alignment; each int's value being 1, its divisibility
-    by 16 and its width (i32, i64, u64); the other scalars' types; the constexprs' values. Finer
-    than Triton's own key, never coarser: a cached launcher always fits the call.
+    One flat tuple: the kernel's id (its hash is Python, 0.5 us) and GPU, the constexprs; each
+    Tensor's dtype, 16-byte alignment and GPU; each int's being 1 or a multiple of 16; the other
+    scalars' types. Finer than Triton's own key, never coarser: a cached launcher always fits the
+    call. Ints beyond 32 bits keep Triton's path: they come with tensors of 2**31 elements, whose
+    kernel time dwarfs a launch.
     """
     if type(kernel) is not JITFunction:  # the interpreter, wrap_triton, autotuners
         return None
-    key = [kernel, -1]
+    key = [id(kernel), -1, *constexprs.items()]
+    device = -1
     for arg in args:
-        if isinstance(arg, Tensor):
+        kind = type(arg)
+        if kind is int:
+            if not -0x80000000 <= arg <= 0x7FFFFFFF:
+                return None
+            key.append(1 if arg == 1 else 16 if arg & 15 == 0 else 0)
+        elif isinstance(arg, Tensor):
+            # Each tensor's own GPU: tensors on two GPUs (or a CPU one) take Triton's path on their
+            # first call, which reports them, and so never have a launcher.
             device = arg.get_device()
-            if device < 0 or key[1] not in (-1, device):
-                return None  # a CPU tensor, or tensors on two GPUs: Triton's path reports it
-            key[1] = device
-            key.append((arg.dtype, arg.data_ptr() % 16 == 0))
-        elif type(arg) is int:
-            key.append((arg == 1, arg % 16 == 0, _int_type(arg)))
-        elif arg is None or type(arg) in (float, bool):
-            key.append(type(arg))
+            key += (arg.dtype, arg.data_ptr() & 15 == 0, device)
+        elif arg is None or kind is float or kind is bool:
+            key.append(kind)
         else:
             return None
-    if key[1] == -1:
+    if device < 0:
         return None
-    key += constexprs.items()
+    key[1] = device
     return tuple(key)
-
-
-def _int_type(value: int) -> str:
-    """The type Triton passes an int argument as, by its range."""
-    if -(2**31) <= value < 2**31:
-        return "i32"
-    return "i64" if -(2**63) <= value < 2**63 else "u64"
 
 
 def _direct_launcher(compiled, n_args: int, constexprs: dict) -> Callable | None:
@@ -305,7 +362,7 @@ def _static_launcher(compiled, n_args: int) -> Callable | None:
     if any(getattr(meta, name, 0) for name in special):
         return None
     kept, types = _kernel_parameters(compiled.src, n_args)
-    if kept is None:
+    if kept is None or len(kept) < 2:  # (itemgetter of one position gives no tuple)
         return None
     # A null pointer for each scratch buffer this Triton passes, none of them used.
     scratch = tuple(None for name in _SCRATCH if hasattr(meta, name))
@@ -313,19 +370,12 @@ def _static_launcher(compiled, n_args: int) -> Callable | None:
     compiled._init_handles()  # loads the module on this GPU, if the first launch has not
     function, num_warps, shared = compiled.function, meta.num_warps, meta.shared
     launch_kernel = launcher._launch_kernel
+    picked = operator.itemgetter(*kept)  # in C: a comprehension cost ~0.5 us a call
 
     def static_launch(grid, stream, args):
         x, y, z = (*grid, 1, 1)[:3]
         launch_kernel(
-            function,
-            x,
-            y,
-            z,
-            num_warps,
-            shared,
-            types,
-            (*[args[i] for i in kept], *scratch),
-            stream,
+            function, x, y, z, num_warps, shared, types, picked(args) + scratch, stream
         )
 
     return static_launch
