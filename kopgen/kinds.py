@@ -1,4 +1,5 @@
-"""The op kinds, resolved from the spec: `compute` (pointwise), `reduce` (last dimension) and `kernel: custom`.
+"""The op kinds, resolved from the spec: `compute` (pointwise), `reduce` (last dimension), `normalize`
+(normalize.py) and `kernel: custom`.
 
 Each gives the op's body, one of model.py's kinds (PointwiseCompute, RowReduction, CustomKernel).
 """
@@ -25,6 +26,7 @@ from .model import (
     Write,
 )
 from .names import output_names
+from .normalize import resolve_normalization
 from .schema import FunctionSchema
 
 if TYPE_CHECKING:
@@ -38,9 +40,9 @@ REDUCTION_ARGUMENTS = ("dim", "dims", "axis", "keepdim")
 def resolve_kind(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, ...]) -> Body | None:
     """The op's body: exactly one of `compute`, `reduce` and `kernel: custom`, with what it computes
     (None where it has errors, which are reported)."""
-    kinds = [k for k in ("compute", "reduce", "kernel") if resolver.node.get(k) is not None]
+    kinds = [k for k in ("compute", "reduce", "normalize", "kernel") if resolver.node.get(k) is not None]
     if len(kinds) != 1:
-        message = "an op needs exactly one of compute, reduce or kernel"
+        message = "an op needs exactly one of compute, reduce, normalize or kernel"
         if kinds:
             message += f"; it has {' and '.join(kinds)}"
         resolver.error(resolver.node.position if not kinds else resolver.node.key_position(kinds[1]), message)
@@ -66,6 +68,8 @@ def resolve_kind(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, 
         return None
     if kind == "reduce":
         return _resolve_reduction(resolver, schema, args)
+    if kind == "normalize":
+        return resolve_normalization(resolver, schema, args)
     if kind == "kernel":
         return bind_sources(resolver, _resolve_custom(resolver, schema, args))
     return _resolve_compute(resolver, schema, args)
