@@ -74,3 +74,11 @@ def test_the_looped_kernel_matches_the_one_pass_kernel_and_the_reference(tmp_pat
     result = subprocess.run([sys.executable, "-c", textwrap.dedent(CHECK)], cwd=repo, capture_output=True, text=True,
                             check=False, timeout=600)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
+
+
+def test_check_prints_the_statistics():
+    from kopgen.report import describe_plan
+
+    text = describe_plan(load_spec(EXAMPLES / "norms.yaml"), "norms.yaml")
+    assert "  stats:    rstd = rsqrt(mean(x * x) + eps) (per row, float32; float64 for float64 inputs)" in text
+    assert "            rstd = rsqrt(mean((x - mu) * (x - mu)) + eps)" in text  # layer_norm's second
