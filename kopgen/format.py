@@ -89,7 +89,10 @@ OP_PROPERTIES: dict[str, Any] = {
                 "additionalProperties": _STRING,
                 "minProperties": 1,
             },
-            "compute": {**_STRING, "description": "pointwise expression over the row, reading the statistics"},
+            "compute": {
+                "description": "pointwise expression over the row, reading the statistics; {mutated_arg: expression}",
+                "anyOf": [_STRING, {"type": "object", "additionalProperties": _STRING, "minProperties": 1}],
+            },
         },
         "required": ["stats", "compute"],
         "additionalProperties": False,

@@ -129,7 +129,7 @@ def _resolve_compute(resolver: OpResolver, schema: FunctionSchema, args: tuple[A
     node = resolver.node.get("compute")
     mutated = [a for a in args if a.is_mutated]
     if mutated or isinstance(node, Mapping):
-        targets = _resolve_mutation(resolver, schema, node, mutated)
+        targets = resolve_mutation(resolver, schema, node, mutated)
     else:
         expressions = list(node.items) if isinstance(node, Sequence) else [node]
         if len(expressions) != len(schema.returns):
@@ -325,8 +325,8 @@ def _resolve_reduction(resolver: OpResolver, schema: FunctionSchema, args: tuple
     return RowReduction(Reduction(node.get("op").value), Write(expr, out))
 
 
-def _resolve_mutation(resolver: OpResolver, schema: FunctionSchema, node: Node, mutated: list[Arg]) -> list:
-    """The targets of a mutating op: `compute: {arg: EXPR}` for exactly its `Tensor(a!)` arguments."""
+def resolve_mutation(resolver: OpResolver, schema: FunctionSchema, node: Node, mutated: list[Arg]) -> list:
+    """The targets of a mutating op (`compute`, `normalize.compute`): `{arg: EXPR}` for exactly its `Tensor(a!)` arguments."""
     at = resolver.node.get("schema").value_position
     names = ", ".join(a.name for a in mutated)
     if not mutated:

@@ -37,10 +37,11 @@ class RowStat:
 @dataclass(frozen=True)
 class RowNormalization:
     """`normalize: {stats, compute}`: the statistics of each row of the lead Tensor's last dimension,
-    then `compute` over the row, reading them; the output has the broadcast shape of the inputs."""
+    then `compute` over the row, reading them: the output, of the broadcast shape of the inputs, or each
+    mutated argument (`compute: {arg: EXPR}`, every expression reading the values before the op)."""
 
     stats: tuple[RowStat, ...]
-    write: Write  # `compute`, written to `out`
+    writes: tuple[Write, ...]  # `compute`, written to `out`, or to each mutated argument
     templates: ClassVar[Mapping[str, str]] = MappingProxyType(
         {
             "kernels": "package/kernels/op.py.j2",
@@ -52,12 +53,8 @@ class RowNormalization:
     user_writes_kernel: ClassVar[bool] = False
 
     @property
-    def writes(self) -> tuple[Write, ...]:
-        return (self.write,)
-
-    @property
     def output_names(self) -> tuple[str, ...]:
-        return (self.write.name,)
+        return tuple(w.name for w in self.writes if w.arg is None)
 
     @property
     def stat_names(self) -> tuple[str, ...]:
@@ -70,4 +67,4 @@ class RowNormalization:
 
     @property
     def imports(self) -> frozenset[str]:
-        return frozenset(m for e in (self.write.expr, *(e for s in self.stats for e in s.exprs)) for m in e.imports)
+        return frozenset(m for e in (*(w.expr for w in self.writes), *(e for s in self.stats for e in s.exprs)) for m in e.imports)

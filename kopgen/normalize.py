@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from . import __version__
-from .expr import ExprError, Pointwise, parse_pointwise
+from .expr import ExprError, parse_pointwise
 from .format import REDUCTIONS
 from .loader import Scalar
 from .model import Arg, Reduction, Write
@@ -37,12 +37,11 @@ def resolve_normalization(resolver: OpResolver, schema: FunctionSchema, args: tu
     node = resolver.node.get("normalize")
     at = resolver.node.get("schema").value_position
     errors_before = len(resolver.diagnostics.items)
-    if len(schema.returns) != 1:
+    mutated = [a for a in args if a.is_mutated]
+    if not mutated and len(schema.returns) != 1:
         resolver.error(at, f"a normalize op returns one Tensor, not {len(schema.returns)}")
     for arg in args:
-        if arg.is_mutated:
-            resolver.error(at.shifted(0, arg.schema.column), "a normalize op returns its result; it cannot mutate arguments")
-        elif not arg.is_tensor and arg.name in ("dim", "dims", "axis"):
+        if not arg.is_tensor and arg.name in ("dim", "dims", "axis"):
             resolver.error(at.shifted(0, arg.schema.column), f"normalize ops work over the last dimension, so argument "
                                                             f"'{arg.name}' would not be honoured; remove it")
     _refuse_compiled_backends(resolver)
@@ -56,16 +55,24 @@ def resolve_normalization(resolver: OpResolver, schema: FunctionSchema, args: tu
                 stats.append(stat)
         kinds[name] = "tensor"  # later statistics and compute read it as a value per row
     compute = node.get("compute")
-    try:
-        expr = parse_pointwise(compute.value, kinds)
-    except ExprError as error:
-        resolver.expr_errors(compute, error)
+    (out,) = output_names([*(a.name for a in args), *(s.name for s in stats)], 1)
+    targets = [(out, None, compute)]
+    if mutated or not isinstance(compute, Scalar):  # `compute: {arg: EXPR}`: each mutated argument's new value
+        from .kinds import resolve_mutation  # kinds.py imports this module
+
+        targets = resolve_mutation(resolver, schema, compute, mutated)
+    writes = []
+    for name, arg, expression in targets:
+        try:
+            writes.append(Write(parse_pointwise(expression.value, kinds), name, arg))
+        except ExprError as error:
+            resolver.expr_errors(expression, error)
+    if not writes:
         return None
-    _check_uses(resolver, node, args, stats, expr)
+    _check_uses(resolver, node, args, stats, writes)
     if len(resolver.diagnostics.items) > errors_before:
         return None
-    (out,) = output_names([*(a.name for a in args), *(s.name for s in stats)], 1)
-    return RowNormalization(tuple(stats), Write(expr, out))
+    return RowNormalization(tuple(stats), tuple(writes))
 
 
 def _refuse_compiled_backends(resolver: OpResolver) -> None:
@@ -150,14 +157,15 @@ def _report(resolver: OpResolver, node: Scalar, text: str, kinds: dict[str, str]
         resolver.expr_errors(node, error)
 
 
-def _check_uses(resolver: OpResolver, node, args: tuple[Arg, ...], stats: list[RowStat], expr: Pointwise) -> None:
-    """Every Tensor argument and every statistic is read by something."""
-    read = set(expr.names) | set(expr.tested) | {n for s in stats for e in s.exprs for n in e.names}
+def _check_uses(resolver: OpResolver, node, args: tuple[Arg, ...], stats: list[RowStat], writes: list[Write]) -> None:
+    """Every Tensor argument (but a written one) and every statistic is read by something."""
+    computed = {n for w in writes for n in (*w.expr.names, *w.expr.tested)}
+    read = computed | {n for s in stats for e in s.exprs for n in e.names}
     for arg in args:
-        if arg.is_tensor and arg.name not in read:
+        if arg.is_tensor and not arg.is_mutated and arg.name not in read:
             resolver.error(node.position, f"Tensor argument '{arg.name}' is not used by normalize")
     for i, stat in enumerate(stats):
-        later = set(expr.names) | {n for s in stats[i + 1:] for e in s.exprs for n in e.names}
+        later = computed | {n for s in stats[i + 1:] for e in s.exprs for n in e.names}
         if stat.name not in later:
             resolver.error(node.get("stats").key_position(stat.name), f"statistic '{stat.name}' is not used by compute "
                                                                       "or a later statistic")

@@ -36,7 +36,7 @@ CHECK = """
 import torch
 from triton.runtime.interpreter import InterpretedFunction
 from knorms import _support, reference
-from knorms.kernels import layer_norm, log_softmax, rms_norm, softmax
+from knorms.kernels import fused_add_rms_norm, layer_norm, log_softmax, rms_norm, softmax
 
 # log_softmax runs its `python` kernel on the CPU: its Triton kernel is interpreted here by hand.
 log_softmax.log_softmax_kernel = InterpretedFunction(log_softmax.log_softmax_kernel.fn)
@@ -47,17 +47,23 @@ def one_pass(n_rows, n_cols, element_size):
 def looped(n_rows, n_cols, element_size):
     return 2, 16, False, 1
 
+def fused(x, residual, weight):  # what fused_add_rms_norm writes in place, as the reference returns it
+    x, residual = x.clone(), residual.clone()
+    fused_add_rms_norm.fused_add_rms_norm_triton(x, residual, weight)
+    return x, residual
+
 BLOCKS = _support.norm_blocks
 torch.manual_seed(0)
 x = torch.randn(5, 40, dtype=torch.float32) * 3
 w, b = torch.randn(40), torch.randn(40)
-strided = torch.randn(40, 5).t()  # a transposed input: rows read through their strides
+strided = torch.randn(40, 5).t()  # transposed: rows read (and written) through their strides
 cases = {
     "rms_norm": (rms_norm.rms_norm_triton, reference.rms_norm, (x, w)),
     "layer_norm": (layer_norm.layer_norm_triton, reference.layer_norm, (x, w, b)),
     "layer_norm_strided": (layer_norm.layer_norm_triton, reference.layer_norm, (strided, w, None)),
     "softmax": (softmax.softmax_triton, reference.softmax, (x,)),
     "log_softmax": (log_softmax.log_softmax_triton, reference.log_softmax, (x.double(),)),
+    "fused_add_rms_norm": (fused, reference.fused_add_rms_norm, (x, strided, w)),  # in place, residual strided
 }
 for form in (one_pass, looped):
     _support.norm_blocks = form

@@ -41,8 +41,10 @@ def reference_return(op: Op) -> str:
         reduced = f"row_{stat.reduction.kind}({stat.reduced.to_torch()}).unsqueeze(-1)"
         value = reduced if stat.outer is None else _substitute(stat.outer.to_torch(), stat.name, reduced)
         lines.append(python.layout.assign(stat.name, value, 4))
-    returned = f"{python.layout.operand(op.writes[0].expr.to_torch())}.to({dtype})"
-    return "\n    ".join([*lines, python.layout.assign("return", returned, 4)])
+    values = [f"{python.layout.operand(w.expr.to_torch())}.to({dtype})" for w in op.writes]
+    returned = python.layout.assign("return", values[0], 4) if len(values) == 1 else \
+        wrap("return (", values, ")", 4, explode=True)
+    return "\n    ".join([*lines, returned])
 
 
 # -- the Triton kernel
@@ -108,7 +110,7 @@ def looped(op: Op, indent: int) -> list[str]:
         lines.append(pad + wrap(f"{stat.name} = tl.reduce(", [total, "1", _COMBINE[stat.reduction.kind]],
                                 ")[:, None]", indent))
         lines += _finish(op, stat, indent)
-    lines += _column_loop(op, set(op.writes[0].expr.names) | set(op.writes[0].expr.tested), indent)
+    lines += _column_loop(op, {n for w in op.writes for n in (*w.expr.names, *w.expr.tested)}, indent)
     return lines + [f"{pad}    {line}" for line in store(op, indent + 4)]
 
 
@@ -122,24 +124,30 @@ def _column_loop(op: Op, names: set[str], indent: int) -> list[str]:
 
 
 def store(op: Op, indent: int) -> list[str]:
-    """`compute` over the block, stored in the output's dtype (lines without their indent)."""
-    local, out = locals_for(op), op.output_names[0]
-    pointer = local.pointer(out)
-    offsets = f"{local.rows}[:, None] * {local.derived('row_stride', out)} + {local.cols}[None, :] * " \
-              f"{local.derived('col_stride', out)}"
-    return [python.layout.assign(out, op.writes[0].expr.to_triton(), indent),
-            wrap("tl.store(", [f"{pointer} + {offsets}", f"{out}.to({pointer}.dtype.element_ty)", f"mask={local.mask}"],
-                 ")", indent)]
+    """`compute` over the block, stored in each written tensor's dtype (lines without their indent)."""
+    local = locals_for(op)
+    lines = []
+    for write in op.writes:
+        name, pointer = write.name, local.pointer(write.name)
+        offsets = f"{local.rows}[:, None] * {local.derived('row_stride', name)} + {local.cols}[None, :] * " \
+                  f"{local.derived('col_stride', name)}"
+        if write.arg:  # a mutated argument: its name holds the loaded value, which later writes may read
+            stored = f"{python.layout.operand(write.expr.to_triton())}.to({pointer}.dtype.element_ty)"
+        else:
+            lines.append(python.layout.assign(name, write.expr.to_triton(), indent))
+            stored = f"{name}.to({pointer}.dtype.element_ty)"
+        lines.append(wrap("tl.store(", [f"{pointer} + {offsets}", stored, f"mask={local.mask}"], ")", indent))
+    return lines
 
 
 # -- the launcher
 
 
 def row_layout(op: Op) -> list[str]:
-    """`n_rows, n_cols, strides`: the inputs and the output read through their strides as rows of the
-    output's shape, or the inputs copied dense where their leading dimensions do not merge into rows."""
-    local, out = locals_for(op), op.output_names[0]
-    arguments = [f"{out}.shape", *(a.name for a in op.read_args), out]
+    """`n_rows, n_cols, strides`: the tensors the kernel reads and writes, through their strides as rows of
+    the written shape, or the inputs copied dense where their leading dimensions do not merge into rows."""
+    local = locals_for(op)
+    arguments = [f"{triton.first_written(op)}.shape", *triton._arguments(op)[: len(op.kernel_tensors)]]
     return [*triton._layout(op, local.layout, "row_layout", arguments, "Leading dimensions that do not merge into one"),
             f"    {local.n_rows}, {local.n_cols}, {local.strides} = {local.layout}"]
 
@@ -148,7 +156,7 @@ def blocks(op: Op) -> str:
     """`block_rows, block_cols, one_pass, num_warps = ...`: the block for the row length."""
     local = locals_for(op)
     target = f"{local.block_rows}, {local.block_cols}, {local.one_pass}, {local.num_warps}"
-    call = f"_support.norm_blocks({local.n_rows}, {local.n_cols}, {op.output_names[0]}.element_size())"
+    call = f"_support.norm_blocks({local.n_rows}, {local.n_cols}, {triton.first_written(op)}.element_size())"
     return python.layout.assign(target, call, 4)
 
 

@@ -55,6 +55,11 @@ def interpreted(op: Op) -> str:
     return locals_for(op).derived("interpreted", op.stem)
 
 
+def interpreted_definition(op: Op) -> str:
+    """`<kernel>_interpreted = InterpretedFunction(<kernel>.fn)`, wrapped as ruff wraps a long one."""
+    return python.layout.assign(interpreted(op), f"InterpretedFunction({kernel(op)}.fn)", 0)
+
+
 def launcher(op: Op) -> str:
     return f"{op.stem}_triton"
 

@@ -17,6 +17,7 @@ import torch
 
 import knorms
 from knorms import reference
+from knorms.kernels import fused_add_rms_norm as fused_add_rms_norm_kernels
 from knorms.kernels import layer_norm as layer_norm_kernels
 from knorms.kernels import log_softmax as log_softmax_kernels
 from knorms.kernels import rms_norm as rms_norm_kernels
@@ -61,6 +62,10 @@ def variants_of(op: str, device: str) -> dict:
         "log_softmax": {
             "cpu": log_softmax_kernels.log_softmax_python,
             "cuda": log_softmax_kernels.log_softmax_triton,
+        },
+        "fused_add_rms_norm": {
+            "cpu": fused_add_rms_norm_kernels.fused_add_rms_norm_triton,
+            "cuda": fused_add_rms_norm_kernels.fused_add_rms_norm_triton,
         },
     }[op]
     variants = {"bare launcher": launchers[device]} if device in launchers else {}
@@ -119,8 +124,15 @@ OPS = {
     "layer_norm": ("cpu", "cuda"),
     "softmax": ("cpu", "cuda"),
     "log_softmax": ("cpu", "cuda"),
+    "fused_add_rms_norm": ("cpu", "cuda"),
 }
-KEYWORD_ONLY = {"rms_norm": (), "layer_norm": (), "softmax": (), "log_softmax": ()}
+KEYWORD_ONLY = {
+    "rms_norm": (),
+    "layer_norm": (),
+    "softmax": (),
+    "log_softmax": (),
+    "fused_add_rms_norm": (),
+}
 
 
 def make_args(op: str, numel: int, device: str) -> tuple:
@@ -134,6 +146,7 @@ def make_args(op: str, numel: int, device: str) -> tuple:
         "layer_norm": lambda: (make(), make(), make(), 1.25),
         "softmax": lambda: (make(),),
         "log_softmax": lambda: (make(),),
+        "fused_add_rms_norm": lambda: (make(), make(), make(), 1.25),
     }[op]()
 
 

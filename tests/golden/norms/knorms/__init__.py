@@ -5,6 +5,6 @@ Importing this package registers the operators torch.ops.knorms.*, with their
 fake kernels and autograd formulas.
 """
 
-from .ops import layer_norm, log_softmax, rms_norm, softmax
+from .ops import fused_add_rms_norm, layer_norm, log_softmax, rms_norm, softmax
 
-__all__ = ["layer_norm", "log_softmax", "rms_norm", "softmax"]
+__all__ = ["fused_add_rms_norm", "layer_norm", "log_softmax", "rms_norm", "softmax"]

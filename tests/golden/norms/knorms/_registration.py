@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from . import _support, reference
+from .kernels import fused_add_rms_norm as fused_add_rms_norm_kernels
 from .kernels import layer_norm as layer_norm_kernels
 from .kernels import log_softmax as log_softmax_kernels
 from .kernels import rms_norm as rms_norm_kernels
@@ -341,3 +342,27 @@ class _LogSoftmaxFunction(torch.autograd.Function):
         return output
 
     backward = staticmethod(_log_softmax_backward)
+
+
+# knorms::fused_add_rms_norm -----------------------------------------------------------
+
+_fused_add_rms_norm = torch.library.custom_op(
+    "knorms::fused_add_rms_norm",
+    fused_add_rms_norm_kernels.fused_add_rms_norm_triton,
+    mutates_args=("x", "residual"),
+    device_types=("cpu", "cuda"),
+    schema="(Tensor(a!) x, Tensor(b!) residual, Tensor weight, float eps=1e-6) -> ()",
+    tags=(torch.Tag.pt2_compliant_tag,),
+)
+
+
+@torch.library.register_fake("knorms::fused_add_rms_norm")
+def _fused_add_rms_norm_fake(x, residual, weight, eps=1e-6):
+    # Only checks: the op writes its arguments in place and returns nothing.
+    _support.check_written(
+        "knorms::fused_add_rms_norm",
+        {"x": x, "residual": residual},
+        x,
+        residual,
+        weight,
+    )

@@ -130,6 +130,17 @@ def norm_blocks(
     return block_rows, block_cols, True, min(max(warps, 1), 16)
 
 
+def check_written(op: str, written: dict[str, Tensor], *tensors: Tensor) -> None:
+    """A mutating op's arguments: one dtype and device, written ones already of the result's shape."""
+    shape = pointwise_shape(op, *tensors)
+    for name, tensor in written.items():
+        if tensor.shape != shape:
+            raise RuntimeError(
+                f"{op}: {name} has shape {list(tensor.shape)} "
+                f"but the result has shape {list(shape)}"
+            )
+
+
 def given(tensors: tuple[Tensor | None, ...]) -> tuple[Tensor, ...]:
     """The Tensors of an argument list, without the optional ones left out (None)."""
     return tuple(t for t in tensors if t is not None)

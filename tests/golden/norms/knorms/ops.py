@@ -13,6 +13,7 @@ _rms_norm = torch.ops.knorms.rms_norm.default
 _layer_norm = torch.ops.knorms.layer_norm.default
 _softmax = torch.ops.knorms.softmax.default
 _log_softmax = torch.ops.knorms.log_softmax.default
+_fused_add_rms_norm = torch.ops.knorms.fused_add_rms_norm.default
 
 
 def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
@@ -59,3 +60,10 @@ def log_softmax(x: Tensor) -> Tensor:
     if _support.grad_wanted(x):
         return _registration._LogSoftmaxFunction.apply(x)
     return kernel(x)
+
+
+def fused_add_rms_norm(
+    x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6
+) -> None:
+    """In place, residual becomes x + residual and x its rms_norm times weight."""
+    return _fused_add_rms_norm(x, residual, weight, eps)

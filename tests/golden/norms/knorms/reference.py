@@ -44,3 +44,16 @@ def log_softmax(x: Tensor) -> Tensor:
     x_max = row_max(x).unsqueeze(-1)
     lse = torch.log(row_sum(torch.exp(x - x_max)).unsqueeze(-1))
     return (x - x_max - lse).to(dtype)
+
+
+def fused_add_rms_norm(
+    x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6
+) -> tuple[Tensor, Tensor]:
+    """What knorms::fused_add_rms_norm writes to x, residual, in plain PyTorch (float32 at least)."""
+    dtype = x.dtype
+    x, residual, weight = upcast(x, residual, weight)
+    rstd = torch.rsqrt(row_mean((x + residual) * (x + residual)).unsqueeze(-1) + eps)
+    return (
+        ((x + residual) * rstd * weight).to(dtype),
+        (x + residual).to(dtype),
+    )
