@@ -8,7 +8,7 @@ formulas), then times forward and forward + backward of rows 4096 x hidden 1024,
 and bfloat16: the generated op (ops.py, the typed API), eager PyTorch, torch.compile of the same eager
 code (Inductor) and x.clone() (the copy roofline). Candidates run side by side in interleaved rounds
 (timing.py), medians shown. GB/s counts the bytes one forward must move: x read once, the output written
-once, the weight and bias once. `--device cpu --quick` is a smoke test of the script (the interpreter).
+once, the weight and bias once (fused_add_rms_norm: x and residual read and written, forward only). `--device cpu --quick` is a smoke test of the script (the interpreter).
 """
 
 from __future__ import annotations
@@ -48,12 +48,26 @@ def cases(ops, hidden: int):
                        lambda x, w, b: F.layer_norm(x, (hidden,), w, b, 1e-5)),
         "softmax": (lambda x, w, b: ops.softmax(x), lambda x, w, b: torch.softmax(x, -1)),
         "log_softmax": (lambda x, w, b: ops.log_softmax(x), lambda x, w, b: torch.log_softmax(x, -1)),
+        # in place on x and the residual (b here, of x's shape): forward only
+        "fused_add_rms_norm": (lambda x, w, b: ops.fused_add_rms_norm(x, b, w, 1e-6), _fused_add_rms_norm),
     }
 
 
+def _fused_add_rms_norm(x, weight, residual):
+    residual.add_(x)
+    x.copy_(F.rms_norm(residual, residual.shape[-1:], weight, 1e-6))
+
+
+def _fused_add_rms_norm_functional(x, weight, residual):
+    """What Inductor compiles of it: the same values as new tensors (it failed on the in-place form here)."""
+    total = residual + x
+    return F.rms_norm(total, total.shape[-1:], weight, 1e-6), total
+
+
 def moved_bytes(name: str, x: torch.Tensor) -> int:
-    extra = {"rms_norm": 1, "layer_norm": 2}.get(name, 0) * x.shape[-1]  # weight, bias: once
-    return (2 * x.numel() + extra) * x.element_size()
+    extra = {"rms_norm": 1, "layer_norm": 2, "fused_add_rms_norm": 1}.get(name, 0) * x.shape[-1]  # weight, bias
+    tensors = 4 if name == "fused_add_rms_norm" else 2  # x (and residual) read once, written once
+    return (tensors * x.numel() + extra) * x.element_size()
 
 
 def seconds(fn, args, sync, calls: int) -> float:
@@ -65,8 +79,13 @@ def seconds(fn, args, sync, calls: int) -> float:
     return (time.perf_counter() - start) / calls
 
 
-def check(ours, theirs, args, dtype) -> None:
+def check(name, ours, theirs, args, dtype) -> None:
     tolerance = {"atol": 2e-2, "rtol": 2e-2} if dtype == torch.bfloat16 else {"atol": 1e-4, "rtol": 1e-4}
+    if name == "fused_add_rms_norm":  # in place: compare what each writes into copies
+        mine, want = [a.clone() for a in args], [a.clone() for a in args]
+        ours(*mine), theirs(*want)
+        torch.testing.assert_close(mine, want, **tolerance)
+        return
     torch.testing.assert_close(ours(*args), theirs(*args), **tolerance)
     grads = []
     for fn in (ours, theirs):
@@ -97,11 +116,13 @@ def main() -> None:
             x = torch.randn(rows, hidden, device=device, dtype=dtype)
             w, b = torch.randn(hidden, device=device, dtype=dtype), torch.randn(hidden, device=device, dtype=dtype)
             for name, (ours, theirs) in cases(ops, hidden).items():
-                args = (x, w, b)
-                check(ours, theirs, args, dtype)
-                compiled = torch.compile(theirs, fullgraph=True, dynamic=False)
+                args = (x, w, torch.randn_like(x) if name == "fused_add_rms_norm" else b)  # b: the residual
+                check(name, ours, theirs, args, dtype)
+                eager_code = _fused_add_rms_norm_functional if name == "fused_add_rms_norm" else theirs
+                compiled = torch.compile(eager_code, fullgraph=True, dynamic=False)
                 candidates = {"kopgen": ours, "eager": theirs, "inductor": compiled, "copy": lambda x, w, b: x.clone()}
-                for label, grad in (("fwd", False), ("fwd+bwd", True)):
+                passes = (("fwd", False),) if name == "fused_add_rms_norm" else (("fwd", False), ("fwd+bwd", True))
+                for label, grad in passes:
                     timed = {key: _with_backward(fn) if grad and key != "copy" else fn for key, fn in candidates.items()}
                     inputs = tuple(a.detach().requires_grad_(grad) for a in args)
                     for fn in timed.values():  # warm: compiles, autotunes
