@@ -79,6 +79,25 @@ OP_PROPERTIES: dict[str, Any] = {
         "required": ["op"],
         "additionalProperties": False,
     },
+    "normalize": {
+        "title": "normalize",
+        "description": "row normalisation over the last dimension: statistics per row, then compute over the row",
+        "type": "object",
+        "properties": {
+            "stats": {
+                "type": "object",
+                "description": "name -> expression with one reduction (sum, mean, max, min), in order",
+                "additionalProperties": _STRING,
+                "minProperties": 1,
+            },
+            "compute": {
+                "description": "pointwise expression over the row, reading the statistics; {mutated_arg: expression}",
+                "anyOf": [_STRING, {"type": "object", "additionalProperties": _STRING, "minProperties": 1}],
+            },
+        },
+        "required": ["stats", "compute"],
+        "additionalProperties": False,
+    },
     "kernel": {
         "anyOf": [
             {"type": "string", "enum": ["custom"], "description": "user-written kernel bodies (skeletons, created once)"},

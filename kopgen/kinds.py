@@ -1,4 +1,5 @@
-"""The op kinds, resolved from the spec: `compute` (pointwise), `reduce` (last dimension) and `kernel: custom`.
+"""The op kinds, resolved from the spec: `compute` (pointwise), `reduce` (last dimension), `normalize`
+(normalize.py) and `kernel: custom`.
 
 Each gives the op's body, one of model.py's kinds (PointwiseCompute, RowReduction, CustomKernel).
 """
@@ -25,6 +26,7 @@ from .model import (
     Write,
 )
 from .names import output_names
+from .normalize import resolve_normalization
 from .schema import FunctionSchema
 
 if TYPE_CHECKING:
@@ -38,9 +40,9 @@ REDUCTION_ARGUMENTS = ("dim", "dims", "axis", "keepdim")
 def resolve_kind(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, ...]) -> Body | None:
     """The op's body: exactly one of `compute`, `reduce` and `kernel: custom`, with what it computes
     (None where it has errors, which are reported)."""
-    kinds = [k for k in ("compute", "reduce", "kernel") if resolver.node.get(k) is not None]
+    kinds = [k for k in ("compute", "reduce", "normalize", "kernel") if resolver.node.get(k) is not None]
     if len(kinds) != 1:
-        message = "an op needs exactly one of compute, reduce or kernel"
+        message = "an op needs exactly one of compute, reduce, normalize or kernel"
         if kinds:
             message += f"; it has {' and '.join(kinds)}"
         resolver.error(resolver.node.position if not kinds else resolver.node.key_position(kinds[1]), message)
@@ -66,6 +68,8 @@ def resolve_kind(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, 
         return None
     if kind == "reduce":
         return _resolve_reduction(resolver, schema, args)
+    if kind == "normalize":
+        return resolve_normalization(resolver, schema, args)
     if kind == "kernel":
         return bind_sources(resolver, _resolve_custom(resolver, schema, args))
     return _resolve_compute(resolver, schema, args)
@@ -125,7 +129,7 @@ def _resolve_compute(resolver: OpResolver, schema: FunctionSchema, args: tuple[A
     node = resolver.node.get("compute")
     mutated = [a for a in args if a.is_mutated]
     if mutated or isinstance(node, Mapping):
-        targets = _resolve_mutation(resolver, schema, node, mutated)
+        targets = resolve_mutation(resolver, schema, node, mutated)
     else:
         expressions = list(node.items) if isinstance(node, Sequence) else [node]
         if len(expressions) != len(schema.returns):
@@ -321,8 +325,8 @@ def _resolve_reduction(resolver: OpResolver, schema: FunctionSchema, args: tuple
     return RowReduction(Reduction(node.get("op").value), Write(expr, out))
 
 
-def _resolve_mutation(resolver: OpResolver, schema: FunctionSchema, node: Node, mutated: list[Arg]) -> list:
-    """The targets of a mutating op: `compute: {arg: EXPR}` for exactly its `Tensor(a!)` arguments."""
+def resolve_mutation(resolver: OpResolver, schema: FunctionSchema, node: Node, mutated: list[Arg]) -> list:
+    """The targets of a mutating op (`compute`, `normalize.compute`): `{arg: EXPR}` for exactly its `Tensor(a!)` arguments."""
     at = resolver.node.get("schema").value_position
     names = ", ".join(a.name for a in mutated)
     if not mutated:

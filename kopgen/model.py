@@ -13,6 +13,7 @@ from typing import ClassVar, NamedTuple
 
 from . import __version__
 from .expr import Formula, Pointwise
+from .model_kinds import RowNormalization
 from .project import Project
 from .schema import Argument, FunctionSchema
 
@@ -318,8 +319,8 @@ class CustomKernel:
         return frozenset(m for r in references for m in r.imports) | fake_dtypes
 
 
-Body = PointwiseCompute | RowReduction | CustomKernel
-KINDS = (PointwiseCompute, RowReduction, CustomKernel)  # in the order their "support" helpers are printed
+Body = PointwiseCompute | RowReduction | RowNormalization | CustomKernel
+KINDS = (PointwiseCompute, RowReduction, RowNormalization, CustomKernel)  # in the order their "support" helpers are printed
 
 
 @dataclass(frozen=True)
@@ -402,7 +403,7 @@ class Op:
     @property
     def read_args(self) -> tuple[Arg, ...]:
         """Tensor arguments the expressions read, in schema order."""
-        used = {name for w in self.writes for name in w.expr.names}
+        used = {name for w in self.writes for name in w.expr.names} | set(getattr(self.body, "reads", ()))
         return tuple(a for a in self.tensor_args if a.name in used)
 
     @property
@@ -475,7 +476,7 @@ class Op:
     @property
     def kernel_scalars(self) -> tuple[Arg, ...]:
         """Non-Tensor arguments the kernel reads (passed to it as scalars)."""
-        used = {name for w in self.writes for name in w.expr.names}
+        used = {name for w in self.writes for name in w.expr.names} | set(getattr(self.body, "reads", ()))
         return tuple(a for a in self.args if not a.is_tensor and a.name in used)
 
     @property
@@ -545,7 +546,9 @@ class Package:
     @property
     def reductions(self) -> tuple[str, ...]:
         """The kinds of reduction the package's ops use (each gets a reference helper)."""
-        return tuple(sorted({op.body.reduction.kind for op in self.ops if isinstance(op.body, RowReduction)}))
+        reduced = [op.body.reduction for op in self.ops if isinstance(op.body, RowReduction)]
+        reduced += [s.reduction for op in self.ops if isinstance(op.body, RowNormalization) for s in op.body.stats]
+        return tuple(sorted({r.kind for r in reduced}))
 
     @property
     def has_optional_inputs(self) -> bool:

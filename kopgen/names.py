@@ -59,6 +59,7 @@ PYTHON_LOCALS = (
     *("dtype", "expected", "outputs", "output", "want", "dtypes"),
     *("ctx", "grad", "grads", "result", "results", "needs_input_grad", "_"),  # `_`: an input setup_context skips
     "wrap",  # a triton_op's custom launcher: what it wraps each kernel in before launching it
+    *("ONE_PASS", "one_pass"),  # a row normalisation's kernel: whether a row fits in one block
 )
 # C++ and CUDA: the host functions (csrc/ops.cpp, cuda/ops.cpp) and launchers (cuda/kernels.cu).
 CPP_LOCALS = ("call", "launch", "guard")  # guard: a custom kernel's CUDA device guard

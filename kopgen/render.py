@@ -11,7 +11,21 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from . import __version__, names
 from .format import SPEC_SCHEMA
-from .lang import autograd, bench, cpp, cpp_autograd, cpp_user, eager, fusion, python, reference, support, tests, triton
+from .lang import (
+    autograd,
+    bench,
+    cpp,
+    cpp_autograd,
+    cpp_user,
+    eager,
+    fusion,
+    norms,
+    python,
+    reference,
+    support,
+    tests,
+    triton,
+)
 from .model import Package
 from .plan import KOPGEN, OutputFile
 
@@ -61,6 +75,7 @@ def render(file: OutputFile, package: Package) -> str:
         cpp_user=cpp_user,
         eager=eager,
         fusion=fusion,
+        norms=norms,
         python=python,
         reference=reference,
         support=support,

@@ -27,6 +27,9 @@ def _describe_op(op: Op) -> list[str]:
         f"  dtypes:   {', '.join(op.dtypes)}",
         f"  tags:     {', '.join(op.tags) or '(none)'}",
     ]
+    for i, stat in enumerate(getattr(op.body, "stats", ())):  # a row normalisation's, in order
+        lines.append(f"  {'stats:   ' if i == 0 else '         '} {stat.name} = {stat.text.strip()} "
+                     "(per row, float32; float64 for float64 inputs)")
     if op.is_mutating:
         written = ", ".join(a.name for a in op.mutated_args)
         lines.append(f"  writes:   {written} (in place; a mutating op is not differentiable)")

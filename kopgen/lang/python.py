@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from ..expr import fake_source, is_dynamic
-from ..model import Arg, CustomKernel, FakeOutput, Kernel, Op, Package, PointwiseCompute, RowReduction
+from ..model import Arg, CustomKernel, FakeOutput, Kernel, Op, Package, PointwiseCompute, RowNormalization, RowReduction
 from ..names import locals_for, module_name
 from ..schema import python_annotation, python_default
 from . import fusion, layout
@@ -488,6 +488,7 @@ class _Kind(NamedTuple):
 _KINDS = {
     PointwiseCompute: _Kind(lambda op: "pointwise_output", _qualname_and_tensors),
     RowReduction: _Kind(lambda op: "reduction_output", _qualname_and_tensors),
+    RowNormalization: _Kind(lambda op: "normalization_output", _qualname_and_tensors),
     CustomKernel: _Kind(lambda op: f"{op.stem}_output", call_args, allocates_all=True),
 }
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-from ..model import Arg, CustomKernel, MutationReference, Op, Package, PointwiseCompute, RowReduction
+from ..model import Arg, CustomKernel, MutationReference, Op, Package, PointwiseCompute, RowNormalization, RowReduction
 from ..names import locals_for
-from . import layout, tests
+from . import layout, norms, tests
 from .layout import wrap
 from .python import (
     allocate,
@@ -257,6 +257,7 @@ class _Kind(NamedTuple):
 _KINDS = {
     PointwiseCompute: _Kind(lambda op: op.read_args, _pointwise_return, _written_kernel_body),
     RowReduction: _Kind(lambda op: op.read_args, _reduction_return, _written_kernel_body),
+    RowNormalization: _Kind(lambda op: op.read_args, norms.reference_return, _written_kernel_body),
     CustomKernel: _Kind(_custom_reference_inputs, _custom_return, _custom_kernel_body, dtype_lines=_custom_dtype),
 }
 

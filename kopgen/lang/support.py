@@ -11,8 +11,10 @@ from .layout import wrap
 
 
 def support_templates(package: Package) -> list[str]:
-    """The helpers of the package's op kinds: each kind's "support" template, where it has one."""
-    return [kind.templates["support"] for kind in package.kinds if "support" in kind.templates]
+    """The helpers of the package's op kinds: each kind's "rows" and "support" templates, where it has them
+    (once each: a row normalisation shares the row reduction's)."""
+    templates = [kind.templates[role] for kind in package.kinds for role in ("rows", "support") if role in kind.templates]
+    return list(dict.fromkeys(templates))
 
 
 def launches_compiled_triton(package: Package) -> bool:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from ..expr import NOT_DIFFERENTIABLE_DTYPES, is_dynamic
-from ..model import Arg, CustomKernel, Op, Package, PointwiseCompute, RowReduction, SampleArg
+from ..model import Arg, CustomKernel, Op, Package, PointwiseCompute, RowNormalization, RowReduction, SampleArg
 from ..schema import python_default
 from . import eager, fusion
 from .layout import requote
@@ -555,6 +555,7 @@ def _some_float_output(op: Op) -> bool:
 _KINDS = {
     PointwiseCompute: _KindTests(_nothing, _nothing),
     RowReduction: _KindTests(_row_samples, _row_data),
+    RowNormalization: _KindTests(_row_samples, _nothing),
     CustomKernel: _KindTests(_nothing, _nothing, _custom_class_body, _some_float_output, empties=True,
                              kept_dense=_dense_written, broadcasts=False),
 }

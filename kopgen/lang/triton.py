@@ -55,6 +55,11 @@ def interpreted(op: Op) -> str:
     return locals_for(op).derived("interpreted", op.stem)
 
 
+def interpreted_definition(op: Op) -> str:
+    """`<kernel>_interpreted = InterpretedFunction(<kernel>.fn)`, wrapped as ruff wraps a long one."""
+    return python.layout.assign(interpreted(op), f"InterpretedFunction({kernel(op)}.fn)", 0)
+
+
 def launcher(op: Op) -> str:
     return f"{op.stem}_triton"
 
@@ -63,7 +68,7 @@ def launcher(op: Op) -> str:
 
 
 # The kernels' parameters that are compile-time constants.
-CONSTEXPRS = frozenset({"BLOCK_SIZE", "BLOCK_ROWS", "BLOCK_COLS", "CONST_COLS", "COMPUTE_DTYPE"})
+CONSTEXPRS = frozenset({"BLOCK_SIZE", "BLOCK_ROWS", "BLOCK_COLS", "CONST_COLS", "COMPUTE_DTYPE", "ONE_PASS"})
 
 
 def _parameter(op: Op, name: str) -> str:

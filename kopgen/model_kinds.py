@@ -1,0 +1,70 @@
+"""The op kinds added after model.py filled up: frozen data, as model.py's kinds are.
+
+`RowNormalization` (`normalize`): per row of the lead Tensor, statistics (each one reduction over the
+row, in order), then a pointwise expression over the row that reads them. model.py's `Body` and
+`KINDS` include it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from .expr import Pointwise
+    from .model import Reduction, Write
+
+
+@dataclass(frozen=True)
+class RowStat:
+    """One statistic of a row: `outer` over the reduction of `reduced` (`rsqrt(mean(x * x) + eps)`:
+    reduced `x * x` by mean, then outer `rsqrt(rstd + eps)`, where the stat's own name stands for the
+    reduced value). Computed in float32 (float64 for float64 inputs)."""
+
+    name: str
+    reduction: Reduction
+    reduced: Pointwise  # over the arguments and the statistics before it
+    outer: Pointwise | None  # None: the statistic is the reduced value itself (`max(x)`)
+    text: str  # as the spec writes it
+
+    @property
+    def exprs(self) -> tuple[Pointwise, ...]:
+        return (self.reduced,) if self.outer is None else (self.reduced, self.outer)
+
+
+@dataclass(frozen=True)
+class RowNormalization:
+    """`normalize: {stats, compute}`: the statistics of each row of the lead Tensor's last dimension,
+    then `compute` over the row, reading them: the output, of the broadcast shape of the inputs, or each
+    mutated argument (`compute: {arg: EXPR}`, every expression reading the values before the op)."""
+
+    stats: tuple[RowStat, ...]
+    writes: tuple[Write, ...]  # `compute`, written to `out`, or to each mutated argument
+    templates: ClassVar[Mapping[str, str]] = MappingProxyType(
+        {
+            "kernels": "package/kernels/op.py.j2",
+            "triton": "package/kernels/_normalization.py.j2",
+            "support": "package/_support/norms.py.j2",
+            "rows": "package/_support/rows.py.j2",  # row_layout and the row references, shared with RowReduction
+        }
+    )
+    user_writes_kernel: ClassVar[bool] = False
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        return tuple(w.name for w in self.writes if w.arg is None)
+
+    @property
+    def stat_names(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.stats)
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        """The names the statistics read (arguments and earlier statistics), beside those of `compute`."""
+        return tuple(dict.fromkeys(n for s in self.stats for e in s.exprs for n in e.names))
+
+    @property
+    def imports(self) -> frozenset[str]:
+        return frozenset(m for e in (*(w.expr for w in self.writes), *(e for s in self.stats for e in s.exprs)) for m in e.imports)

@@ -1,0 +1,90 @@
+"""The `normalize` kind: its resolution, and both forms of its Triton kernel (one pass, looped) against
+the reference, in Triton's interpreter on rows the generated suite does not draw."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from kopgen import generate, load_spec
+from kopgen.model_kinds import RowNormalization
+
+from .conftest import EXAMPLES
+
+
+def test_the_statistics_are_resolved_in_order_with_what_they_read():
+    ops = {op.name: op for op in load_spec(EXAMPLES / "norms.yaml").ops}
+    assert all(isinstance(op.body, RowNormalization) for op in ops.values())
+    layer_norm = ops["layer_norm"].body
+    assert layer_norm.stat_names == ("mu", "rstd")
+    mu, rstd = layer_norm.stats
+    assert (mu.reduction.kind, mu.reduced.text, mu.outer) == ("mean", "x", None)
+    assert (rstd.reduction.kind, rstd.reduced.text, rstd.outer.text) == ("mean", "(x - mu) * (x - mu)", "rsqrt(rstd + eps)")
+    # eps is read only by a statistic: the kernel takes it all the same
+    rms_norm = ops["rms_norm"]
+    assert [a.name for a in rms_norm.read_args] == ["x", "weight"]
+    assert [a.name for a in rms_norm.kernel_scalars] == ["eps"]
+    assert [a.name for a in ops["layer_norm"].tested_optionals] == ["bias"]
+
+
+# Each op's Triton launcher against its reference, with the block chosen by the package (one pass
+# for these rows) and forced to 16 columns (the looped form: three blocks for a row of 40).
+CHECK = """
+import torch
+from triton.runtime.interpreter import InterpretedFunction
+from knorms import _support, reference
+from knorms.kernels import fused_add_rms_norm, layer_norm, log_softmax, rms_norm, softmax
+
+# log_softmax runs its `python` kernel on the CPU: its Triton kernel is interpreted here by hand.
+log_softmax.log_softmax_kernel = InterpretedFunction(log_softmax.log_softmax_kernel.fn)
+
+def one_pass(n_rows, n_cols, element_size):
+    return BLOCKS(n_rows, n_cols, element_size)
+
+def looped(n_rows, n_cols, element_size):
+    return 2, 16, False, 1
+
+def fused(x, residual, weight):  # what fused_add_rms_norm writes in place, as the reference returns it
+    x, residual = x.clone(), residual.clone()
+    fused_add_rms_norm.fused_add_rms_norm_triton(x, residual, weight)
+    return x, residual
+
+BLOCKS = _support.norm_blocks
+torch.manual_seed(0)
+x = torch.randn(5, 40, dtype=torch.float32) * 3
+w, b = torch.randn(40), torch.randn(40)
+strided = torch.randn(40, 5).t()  # transposed: rows read (and written) through their strides
+cases = {
+    "rms_norm": (rms_norm.rms_norm_triton, reference.rms_norm, (x, w)),
+    "layer_norm": (layer_norm.layer_norm_triton, reference.layer_norm, (x, w, b)),
+    "layer_norm_strided": (layer_norm.layer_norm_triton, reference.layer_norm, (strided, w, None)),
+    "softmax": (softmax.softmax_triton, reference.softmax, (x,)),
+    "log_softmax": (log_softmax.log_softmax_triton, reference.log_softmax, (x.double(),)),
+    "fused_add_rms_norm": (fused, reference.fused_add_rms_norm, (x, strided, w)),  # in place, residual strided
+}
+for form in (one_pass, looped):
+    _support.norm_blocks = form
+    for name, (kernel, oracle, args) in cases.items():
+        torch.testing.assert_close(kernel(*args), oracle(*args), msg=lambda m: f"{name}, {form.__name__}: {m}")
+    assert form is looped or BLOCKS(5, 40, 4)[2], "rows of 40 take one pass"
+print("ok")
+"""
+
+
+@pytest.mark.slow
+def test_the_looped_kernel_matches_the_one_pass_kernel_and_the_reference(tmp_path):
+    repo = generate(EXAMPLES / "norms.yaml", tmp_path / "repo")
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(CHECK)], cwd=repo, capture_output=True, text=True,
+                            check=False, timeout=600)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
+
+
+def test_check_prints_the_statistics():
+    from kopgen.report import describe_plan
+
+    text = describe_plan(load_spec(EXAMPLES / "norms.yaml"), "norms.yaml")
+    assert "  stats:    rstd = rsqrt(mean(x * x) + eps) (per row, float32; float64 for float64 inputs)" in text
+    assert "            rstd = rsqrt(mean((x - mu) * (x - mu)) + eps)" in text  # layer_norm's second
