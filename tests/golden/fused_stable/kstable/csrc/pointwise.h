@@ -184,6 +184,13 @@ void parallel_for(int64_t n, int64_t grain, const Body& body) {
   torch::stable::parallel_for(0, n, grain, body);
 }
 
+// CPU loops get an AVX2 copy, chosen at run time, where the compiler can build one (GCC, Clang).
+#if defined(__x86_64__) && defined(__GNUC__)
+#define KOPGEN_AVX2 1
+#else
+#define KOPGEN_AVX2 0
+#endif
+
 // Elements per CPU thread at least (ATen's GRAIN_SIZE): below it a thread costs more than it saves.
 constexpr int64_t kGrain = 32768;
 
@@ -497,14 +504,42 @@ class C10_HIDDEN KernelCall {
   }
 
   // Elements [begin, begin + count) of inputs and outputs all dense from `in` and `out`: a plain
-  // loop, which the compiler vectorizes.
+  // loop, which the compiler vectorizes, with AVX2 where the CPU has it.
   template <typename scalar_t, typename Functor, typename Out, size_t... I>
   static void run_contiguous(const Functor& f, const scalar_t* const* in, Out& out,
-                             int64_t begin, int64_t count, std::index_sequence<I...>) {
+                             int64_t begin, int64_t count, std::index_sequence<I...> inputs) {
+#if KOPGEN_AVX2
+    if (has_avx2()) {
+      return contiguous_avx2<scalar_t>(f, in, out, begin, count, inputs);
+    }
+#endif
+    contiguous<scalar_t>(f, in, out, begin, count, inputs);
+  }
+
+  template <typename scalar_t, typename Functor, typename Out, size_t... I>
+  [[gnu::always_inline]] static inline void contiguous(const Functor& f, const scalar_t* const* in,
+                                                       Out& out, int64_t begin, int64_t count,
+                                                       std::index_sequence<I...>) {
     for (int64_t i = begin; i < begin + count; ++i) {
       store(f(load<compute_t<scalar_t>>(in[I], i)...), out, i);
     }
   }
+
+#if KOPGEN_AVX2
+  // The same loop compiled for AVX2 (the build targets plain x86-64, whose SSE2 converts
+  // bfloat16 four values at a time: 0.82x eager). No FMA, so that every CPU rounds alike.
+  template <typename scalar_t, typename Functor, typename Out, size_t... I>
+  [[gnu::target("avx2")]] static void contiguous_avx2(const Functor& f, const scalar_t* const* in,
+                                                       Out& out, int64_t begin, int64_t count,
+                                                       std::index_sequence<I...> inputs) {
+    contiguous<scalar_t>(f, in, out, begin, count, inputs);
+  }
+
+  static bool has_avx2() {
+    static const bool avx2 = __builtin_cpu_supports("avx2");
+    return avx2;
+  }
+#endif
 
   // Writes a functor's values as element i of each output.
   template <typename Result, typename scalar_t, size_t N>
