@@ -84,6 +84,36 @@ def test_compiled_kernels_read_broadcast_and_strided_inputs_in_place(installed, 
     assert result.stdout.count(": ok") == 3
 
 
+# Eager's a * b + c, rounded as the compiled CPU kernels must round it on every CPU: in float32, one
+# rounding per operation (no FMA), to the tensors' dtype once at the end.
+ROUNDS_AS_EAGER = """
+import sys
+import torch
+ops = __import__(sys.argv[1])
+torch.manual_seed(0)
+for dtype in (torch.float32, getattr(torch, sys.argv[2])):
+    for a, b in [(torch.randn(1 << 20), torch.randn(1 << 20)), (torch.randn(512, 1000), torch.randn(1000))]:
+        a, b = a.mul(1e3).to(dtype), b.to(dtype)
+        a.view(-1)[::7], a.view(-1)[::11] = float("nan"), float("inf")  # NaN stays NaN, inf * 0 too
+        want = (a.float() * b.float() + 0.3).to(dtype)
+        got = ops.muladd(a, b, 0.3)
+        assert torch.equal(got.nan_to_num(), want.nan_to_num()) and torch.equal(got.isnan(), want.isnan()), dtype
+print("ok")
+"""
+
+
+@pytest.mark.parametrize(
+    ("example", "package", "half"), [("fused.yaml", "kfused", "float16"), ("fused_stable.yaml", "kstable", "bfloat16")]
+)
+def test_compiled_cpu_kernels_round_as_eager(installed, example, package, half):
+    """Bit for bit eager's float32 result, and its half-precision result rounded once, on dense and
+    broadcast inputs: the loops' AVX2 copy (taken on this machine) rounds as the plain one does."""
+    _, _, env = installed(example)
+    result = subprocess.run([sys.executable, "-P", "-c", ROUNDS_AS_EAGER, package, half], env=env,
+                            capture_output=True, text=True, check=False)  # fmt: skip
+    assert result.returncode == 0 and result.stdout == "ok\n", result.stdout + result.stderr[-3000:]
+
+
 # The C++ names a stable-ABI extension may not reference: everything of libtorch's C++ API.
 UNSTABLE_SYMBOL = re.compile(r"^(c10|at|torch|caffe2)::")
 
