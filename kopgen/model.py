@@ -366,6 +366,11 @@ class Op:
         return tuple(a for a in self.args if a.is_tensor)
 
     @property
+    def kernel_args(self) -> tuple[Arg, ...]:
+        """The Tensor arguments as kopgen's kernels read them: a `split` one as its halves (kopgen/split.py)."""
+        return self.body.kernel_args(self.tensor_args) if hasattr(self.body, "kernel_args") else self.tensor_args
+
+    @property
     def lead(self) -> Arg:
         """The first required Tensor argument: outputs take its dtype and device, tests vary it first."""
         return next(a for a in self.tensor_args if not a.is_optional)
@@ -402,7 +407,7 @@ class Op:
     def read_args(self) -> tuple[Arg, ...]:
         """Tensor arguments the expressions read, in schema order."""
         used = {name for w in self.writes for name in w.expr.names}
-        return tuple(a for a in self.tensor_args if a.name in used)
+        return tuple(a for a in self.kernel_args if a.name in used)
 
     @property
     def input_args(self) -> tuple[Arg, ...]:
@@ -415,7 +420,7 @@ class Op:
         written = {w.arg.name for w in self.mutated_writes}
         read = {a.name for a in self.read_args}
         tensors = []
-        for arg in self.tensor_args:
+        for arg in self.kernel_args:
             if arg.name in written:
                 tensors.append(KernelTensor(arg.name, arg.name in read, True))
             elif arg.name in read:

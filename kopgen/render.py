@@ -11,7 +11,21 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from . import __version__, names
 from .format import SPEC_SCHEMA
-from .lang import autograd, bench, cpp, cpp_autograd, cpp_user, eager, fusion, python, reference, support, tests, triton
+from .lang import (
+    autograd,
+    bench,
+    cpp,
+    cpp_autograd,
+    cpp_user,
+    eager,
+    fusion,
+    python,
+    reference,
+    split,
+    support,
+    tests,
+    triton,
+)
 from .model import Package
 from .plan import KOPGEN, OutputFile
 
@@ -63,6 +77,7 @@ def render(file: OutputFile, package: Package) -> str:
         fusion=fusion,
         python=python,
         reference=reference,
+        split=split,
         support=support,
         tests=tests,
         triton=triton,

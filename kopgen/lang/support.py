@@ -6,13 +6,15 @@ reduction's output and row references, each custom op's output allocator).
 from __future__ import annotations
 
 from ..model import CustomKernel, Op, Package
+from ..split import GatedSplit
 from . import eager, fusion, layout, python
 from .layout import wrap
 
 
 def support_templates(package: Package) -> list[str]:
     """The helpers of the package's op kinds: each kind's "support" template, where it has one."""
-    return [kind.templates["support"] for kind in package.kinds if "support" in kind.templates]
+    kinds = package.kinds + ((GatedSplit,) if any(isinstance(op.body, GatedSplit) for op in package.ops) else ())
+    return [kind.templates["support"] for kind in kinds if "support" in kind.templates]
 
 
 def launches_compiled_triton(package: Package) -> bool:

@@ -19,7 +19,8 @@ from typing import NamedTuple
 from ..expr import NOT_DIFFERENTIABLE_DTYPES, is_dynamic
 from ..model import Arg, CustomKernel, Op, Package, PointwiseCompute, RowReduction, SampleArg
 from ..schema import python_default
-from . import eager, fusion
+from ..split import GatedSplit
+from . import eager, fusion, split
 from .layout import requote
 
 LINE_LENGTH = 88  # ruff format's default
@@ -270,6 +271,7 @@ def checks(op: Op) -> tuple[str, ...]:
         ("TracedAsReference", fusion.traced_as_reference(op)),
         ("DirectInEager", eager.direct(op)),
         ("DirectInEagerWithGrad", eager.direct(op) and op.has_gradients),
+        ("SplitInHalves", split.is_split(op)),
     ]
     return (*(name for name, applies in mixins if applies), "Contract")
 
@@ -557,4 +559,5 @@ _KINDS = {
     RowReduction: _KindTests(_row_samples, _row_data),
     CustomKernel: _KindTests(_nothing, _nothing, _custom_class_body, _some_float_output, empties=True,
                              kept_dense=_dense_written, broadcasts=False),
+    GatedSplit: _KindTests(_nothing, _nothing, split.class_body),
 }
