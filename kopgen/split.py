@@ -97,13 +97,8 @@ def resolve_split(resolver: OpResolver, args: tuple[Arg, ...],
         resolver.error(resolver.node.key_position("split"), f"split goes with compute (a pointwise expression over "
                                                             f"the halves), not with {kind}")
         return None
-    route = resolver.resolve_registration()
-    if route.is_compiled:
-        resolver.error(resolver.node.key_position("split"), f"split ops have Triton and python kernels in this "
-                                                            f"kopgen; registration {route} needs C++/CUDA ones: use "
-                                                            "custom_op, library or triton_op")
     split = split_args(resolver, args)
-    if split is None or route.is_compiled:
+    if split is None:
         return None
     source, halves = split
     body = resolve_compute(with_halves(args, source, halves))

@@ -37,13 +37,25 @@ def bind_in_backward(op: Op) -> list[str]:
     return bind(op) if halves & read else []
 
 
-def cpp_bind(op: Op, indent: int = 4) -> list[str]:
-    """The halves in C++: views of the argument (narrow), its last dimension checked even."""
+def cpp_bind(op: Op) -> list[str]:
+    """The host function's first statements: the halves as views of the argument (narrow), its last
+    dimension checked even (none for other kinds)."""
     if not is_split(op):
         return []
-    body, pad = op.body, " " * indent
-    gate, up = (h.name for h in body.halves)
-    return [f'{pad}auto [{gate}, {up}] = split_halves("{op.qualname}", {body.source.name});']
+    x = op.body.source.name
+    gate, up = (h.name for h in op.body.halves)
+    width = f"{x}.size(-1)"
+    stable = op.registration == "stable_abi"
+
+    def narrow(start: str) -> str:  # the stable ABI has narrow as a function, which takes its Tensor by reference
+        return f"torch::stable::narrow({x}, -1, {start}, {width} / 2)" if stable else f"{x}.narrow(-1, {start}, {width} / 2)"
+
+    return [f"// {x}'s last dimension in halves, read in place: {gate} = {x}[..., :d], {up} = {x}[..., d:]",
+            f"KOPGEN_CHECK({x}.dim() > 0 && {width} % 2 == 0,",
+            f'             "{op.qualname}: the last dimension (", {width},',
+            '             ") is split in halves, so its size must be even");',
+            f"Tensor {gate} = {narrow('0')};",
+            f"Tensor {up} = {narrow(f'{width} / 2')};"]
 
 
 def any_split(package: Package) -> bool:

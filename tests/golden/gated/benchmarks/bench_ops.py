@@ -17,10 +17,8 @@ import torch
 
 import kgated
 from kgated import reference
-from kgated.kernels import fatrelu_and_mul as fatrelu_and_mul_kernels
 from kgated.kernels import gelu_tanh_and_mul as gelu_tanh_and_mul_kernels
 from kgated.kernels import silu_and_mul as silu_and_mul_kernels
-from kgated.kernels import silu_and_mul_out as silu_and_mul_out_kernels
 
 
 def seconds_per_call(fn, args, device: str, min_time: float = 0.2) -> float:
@@ -51,17 +49,11 @@ def variants_of(op: str, device: str) -> dict:
             "cuda": silu_and_mul_kernels.silu_and_mul_triton,
         },
         "gelu_tanh_and_mul": {
-            "cpu": gelu_tanh_and_mul_kernels.gelu_tanh_and_mul_triton,
+            "cpu": gelu_tanh_and_mul_kernels.gelu_tanh_and_mul_python,
             "cuda": gelu_tanh_and_mul_kernels.gelu_tanh_and_mul_triton,
         },
-        "fatrelu_and_mul": {
-            "cpu": fatrelu_and_mul_kernels.fatrelu_and_mul_triton,
-            "cuda": fatrelu_and_mul_kernels.fatrelu_and_mul_triton,
-        },
-        "silu_and_mul_out": {
-            "cpu": silu_and_mul_out_kernels.silu_and_mul_out_triton,
-            "cuda": silu_and_mul_out_kernels.silu_and_mul_out_triton,
-        },
+        "fatrelu_and_mul": {},
+        "silu_and_mul_out": {},
     }[op]
     variants = {"bare launcher": launchers[device]} if device in launchers else {}
     variants["operator"] = getattr(kgated, op)

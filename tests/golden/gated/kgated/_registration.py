@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import torch
 
-from . import _support, reference
-from .kernels import fatrelu_and_mul as fatrelu_and_mul_kernels
+# Importing _C loads the extension, whose STABLE_TORCH_LIBRARY block defines the compiled ops.
+from . import _C, _support, reference  # noqa: F401
 from .kernels import gelu_tanh_and_mul as gelu_tanh_and_mul_kernels
 from .kernels import silu_and_mul as silu_and_mul_kernels
-from .kernels import silu_and_mul_out as silu_and_mul_out_kernels
+
+# A fragment of the namespace: the `library` route defines its ops on it.
+_lib = torch.library.Library("kgated", "FRAGMENT")
+
 
 # kgated::silu_and_mul -----------------------------------------------------------------
 
@@ -93,13 +96,14 @@ class _SiluAndMulFunction(torch.autograd.Function):
 
 # kgated::gelu_tanh_and_mul ------------------------------------------------------------
 
-_gelu_tanh_and_mul = torch.library.custom_op(
-    "kgated::gelu_tanh_and_mul",
-    gelu_tanh_and_mul_kernels.gelu_tanh_and_mul_triton,
-    mutates_args=(),
-    device_types=("cpu", "cuda"),
-    schema="(Tensor x) -> Tensor",
-    tags=(torch.Tag.pt2_compliant_tag,),
+_lib.define(
+    "gelu_tanh_and_mul(Tensor x) -> Tensor", tags=(torch.Tag.pt2_compliant_tag,)
+)
+_lib.impl(
+    "gelu_tanh_and_mul", gelu_tanh_and_mul_kernels.gelu_tanh_and_mul_python, "CPU"
+)
+_lib.impl(
+    "gelu_tanh_and_mul", gelu_tanh_and_mul_kernels.gelu_tanh_and_mul_triton, "CUDA"
 )
 
 
@@ -168,7 +172,7 @@ _support.trace_as_reference("kgated::gelu_tanh_and_mul", reference.gelu_tanh_and
 
 # The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.
 _gelu_tanh_and_mul_kernels = {
-    "cpu": gelu_tanh_and_mul_kernels.gelu_tanh_and_mul_triton,
+    "cpu": gelu_tanh_and_mul_kernels.gelu_tanh_and_mul_python,
     "cuda": gelu_tanh_and_mul_kernels.gelu_tanh_and_mul_triton,
 }
 
@@ -189,14 +193,7 @@ class _GeluTanhAndMulFunction(torch.autograd.Function):
 
 # kgated::fatrelu_and_mul --------------------------------------------------------------
 
-_fatrelu_and_mul = torch.library.custom_op(
-    "kgated::fatrelu_and_mul",
-    fatrelu_and_mul_kernels.fatrelu_and_mul_triton,
-    mutates_args=(),
-    device_types=("cpu", "cuda"),
-    schema="(Tensor x, float threshold=0.0) -> Tensor",
-    tags=(torch.Tag.pt2_compliant_tag,),
-)
+# Defined by the extension, with its C++ CPU kernel and CUDA kernel.
 
 
 @torch.library.register_fake("kgated::fatrelu_and_mul")
@@ -245,37 +242,9 @@ torch.library.register_autograd(
 _support.trace_as_reference("kgated::fatrelu_and_mul", reference.fatrelu_and_mul)
 
 
-# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.
-_fatrelu_and_mul_kernels = {
-    "cpu": fatrelu_and_mul_kernels.fatrelu_and_mul_triton,
-    "cuda": fatrelu_and_mul_kernels.fatrelu_and_mul_triton,
-}
-
-
-class _FatreluAndMulFunction(torch.autograd.Function):
-    """kgated::fatrelu_and_mul with grad in plain eager calls: its kernel, its registered formulas."""
-
-    @staticmethod
-    def forward(ctx, x, threshold):
-        output = _fatrelu_and_mul_kernels[x.device.type](x, threshold)
-        # setup_context called here, as torch.library calls it: a Function with a setup_context
-        # of its own binds its arguments through inspect.signature on every call.
-        _fatrelu_and_mul_setup_context(ctx, (x, threshold), output)
-        return output
-
-    backward = staticmethod(_fatrelu_and_mul_backward)
-
-
 # kgated::silu_and_mul_out -------------------------------------------------------------
 
-_silu_and_mul_out = torch.library.custom_op(
-    "kgated::silu_and_mul_out",
-    silu_and_mul_out_kernels.silu_and_mul_out_triton,
-    mutates_args=("out",),
-    device_types=("cpu", "cuda"),
-    schema="(Tensor x, Tensor(a!) out) -> ()",
-    tags=(torch.Tag.pt2_compliant_tag,),
-)
+# Defined by the extension, with its C++ CPU kernel and CUDA kernel.
 
 
 @torch.library.register_fake("kgated::silu_and_mul_out")

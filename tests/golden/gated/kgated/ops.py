@@ -39,13 +39,7 @@ def gelu_tanh_and_mul(x: Tensor) -> Tensor:
 
 def fatrelu_and_mul(x: Tensor, threshold: float = 0.0) -> Tensor:
     """gate where it exceeds threshold (else 0), times up."""
-    kernel = _support.eager_kernel(_registration._fatrelu_and_mul_kernels, x)
-    # Anything unusual (tracing, a mode, a subclass...) goes to the operator, which it must see.
-    if kernel is None:
-        return _fatrelu_and_mul(x, threshold)
-    if _support.grad_wanted(x):
-        return _registration._FatreluAndMulFunction.apply(x, threshold)
-    return kernel(x, threshold)
+    return _fatrelu_and_mul(x, threshold)
 
 
 def silu_and_mul_out(x: Tensor, out: Tensor) -> None:

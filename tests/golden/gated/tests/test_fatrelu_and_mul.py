@@ -5,12 +5,9 @@ import torch
 from _contract import (
     Contract,
     Differentiable,
-    DirectInEager,
-    DirectInEagerWithGrad,
     OnCuda,
     OpData,
     SplitInHalves,
-    Tagged,
     TracedAsReference,
 )
 
@@ -34,19 +31,11 @@ FATRELU_AND_MUL = OpData(
     backward_sample="normal",
     saved_tensors={(0,): 1},
     lead_input=0,
-    tags=(torch.Tag.pt2_compliant_tag,),
 )
 
 
 class TestFatreluAndMul(
-    Differentiable,
-    OnCuda,
-    Tagged,
-    TracedAsReference,
-    DirectInEager,
-    DirectInEagerWithGrad,
-    SplitInHalves,
-    Contract,
+    Differentiable, OnCuda, TracedAsReference, SplitInHalves, Contract
 ):
     split_input = 0  # x: its last dimension is split in halves
     data = FATRELU_AND_MUL

@@ -2,7 +2,7 @@
 """The contract of kgated::silu_and_mul_out (tests/_contract.py), run on the op's data."""
 
 import torch
-from _contract import Contract, Mutating, OnCuda, OpData, SplitInHalves, Tagged
+from _contract import Contract, Mutating, OnCuda, OpData, SplitInHalves
 
 import kgated.reference
 
@@ -20,11 +20,10 @@ SILU_AND_MUL_OUT = OpData(
     normal_sample="normal",
     written=(1,),
     lead_input=0,
-    tags=(torch.Tag.pt2_compliant_tag,),
     grown_sample=lambda make: (make(10, 8), make(10, 4)),
 )
 
 
-class TestSiluAndMulOut(Mutating, OnCuda, Tagged, SplitInHalves, Contract):
+class TestSiluAndMulOut(Mutating, OnCuda, SplitInHalves, Contract):
     split_input = 0  # x: its last dimension is split in halves
     data = SILU_AND_MUL_OUT

@@ -7,9 +7,8 @@ import torch
 import triton
 import triton.language as tl
 from torch import Tensor
-from triton.runtime.interpreter import InterpretedFunction
 
-from .. import _support
+from .. import _support, reference
 
 BLOCK_SIZE = 1024
 
@@ -59,11 +58,6 @@ def gelu_tanh_and_mul_kernel(
     )
 
 
-# CPU tensors run the same kernel in Triton's interpreter (NumPy on the host): slow, but it
-# needs no GPU and no TRITON_INTERPRET=1, so CPU and CUDA tensors work in one process.
-gelu_tanh_and_mul_kernel_interpreted = InterpretedFunction(gelu_tanh_and_mul_kernel.fn)
-
-
 def gelu_tanh_and_mul_triton(x: Tensor) -> Tensor:
     """The bare launcher of gelu_tanh_and_mul_kernel; the operator calls it on real tensors."""
     gate, up = _support.split_halves("kgated::gelu_tanh_and_mul", x)
@@ -77,11 +71,7 @@ def gelu_tanh_and_mul_triton(x: Tensor) -> Tensor:
         gate, up = _support.broadcast_contiguous(out.shape, gate, up)
         tiles = _support.tiles(out.shape, BLOCK_SIZE, gate, up, out)
     n_rows, n_cols, strides, block_rows, block_cols = tiles
-    kernel = (
-        gelu_tanh_and_mul_kernel
-        if out.is_cuda
-        else gelu_tanh_and_mul_kernel_interpreted
-    )
+    kernel = gelu_tanh_and_mul_kernel
     compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
     grid = (
         ((n_rows + block_rows - 1) // block_rows)
@@ -101,3 +91,10 @@ def gelu_tanh_and_mul_triton(x: Tensor) -> Tensor:
         COMPUTE_DTYPE=compute_dtype,
     )
     return out
+
+
+def gelu_tanh_and_mul_python(x: Tensor) -> Tensor:
+    """The PyTorch reference as a kernel, written into fresh contiguous output."""
+    gate, up = _support.split_halves("kgated::gelu_tanh_and_mul", x)
+    out = _support.pointwise_output("kgated::gelu_tanh_and_mul", gate, up)
+    return out.copy_(reference.gelu_tanh_and_mul(x))
