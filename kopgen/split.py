@@ -19,7 +19,7 @@ from .expr import Formula
 from .expr.syntax import did_you_mean
 from .loader import Mapping as MappingNode
 from .loader import Scalar, Sequence
-from .model import Arg, PointwiseCompute
+from .model import Arg, Body, PointwiseCompute, SampleArg
 from .names import C_STD_NAMES, CPP_KEYWORDS, check_argument_names
 
 if TYPE_CHECKING:
@@ -123,3 +123,19 @@ def read_through_source(formula: Formula, halves: dict[str, str]) -> Formula:
     saved = tuple(dict.fromkeys(halves.get(n, n) for n in formula.saved_tensors))
     metadata = tuple(n for n in dict.fromkeys(halves.get(n, n) for n in formula.metadata_only) if n not in saved)
     return dataclasses.replace(formula, saved_tensors=saved, metadata_only=metadata)
+
+
+def half_width_samples(resolver: OpResolver, args: tuple[Arg, ...], body: Body | None,
+                       sample_args: tuple[SampleArg, ...]) -> tuple[SampleArg, ...]:
+    """A split op's other Tensors are drawn as wide as a half (`x.shape[:-1] + (x.shape[-1] // 2,)`), where the
+    spec gives no test shapes: the output is, and the grown samples of the tests keep the relation."""
+    tests = resolver.setting("tests")
+    if not isinstance(body, GatedSplit) or (tests is not None and tests.get("shapes") is not None):
+        return sample_args
+    x, set_by_spec = body.source.name, {s.name: s for s in sample_args}
+    half = f"{x}.shape[:-1] + ({x}.shape[-1] // 2,)"
+    others = [a for a in args if a.is_tensor and a != body.source]
+    added = tuple(SampleArg(a.name, shape=half) for a in others if a.name not in set_by_spec)
+    kept = tuple(s if s.shape or s.name not in {a.name for a in others} else dataclasses.replace(s, shape=half)
+                 for s in sample_args)
+    return kept + added

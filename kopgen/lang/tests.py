@@ -559,5 +559,6 @@ _KINDS = {
     RowReduction: _KindTests(_row_samples, _row_data),
     CustomKernel: _KindTests(_nothing, _nothing, _custom_class_body, _some_float_output, empties=True,
                              kept_dense=_dense_written, broadcasts=False),
-    GatedSplit: _KindTests(_nothing, _nothing, split.class_body),
+    # Its other Tensors are drawn half as wide as the split one (split.half_width_samples), in every sample.
+    GatedSplit: _KindTests(_nothing, _nothing, split.class_body, broadcasts=False),
 }
