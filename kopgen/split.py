@@ -26,6 +26,10 @@ if TYPE_CHECKING:
     from .resolve import OpResolver
 
 
+# What backward formulas name besides the arguments: a half cannot take these.
+FORMULA_NAMES = ("grad", "grads", "result", "results")
+
+
 @dataclass(frozen=True)
 class GatedSplit(PointwiseCompute):
     """`split` + `compute`: pointwise over the two halves of one Tensor argument's last dimension."""
@@ -71,6 +75,9 @@ def split_args(resolver: OpResolver, args: tuple[Arg, ...]) -> tuple[Arg, tuple[
             resolver.error(item.position, f"split: half '{half}' is not a name (letters, digits and _)")
         elif half in by_name:
             resolver.error(item.position, f"split: half '{half}' is named like an argument of the op; rename it")
+        elif half in FORMULA_NAMES:
+            resolver.error(item.position, f"split: half '{half}' is a name of the backward formulas "
+                                          f"({', '.join(FORMULA_NAMES)}); rename it")
         elif half in CPP_KEYWORDS or half in C_STD_NAMES:
             resolver.error(item.position, f"split: half '{half}' is a C++ keyword or a name of the C/C++ "
                                           "standard library, which the compiled kernels would name; rename it")
