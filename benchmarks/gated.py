@@ -2,7 +2,7 @@
 beside eager PyTorch, torch.compile of the same eager code (Inductor) and the device's copy, in one run.
 
     python benchmarks/gated.py [--device cpu|cuda] [--workdir DIR] [--quick] [--hidden N ...]
-                               [--dtypes float32 bfloat16]
+                               [--dtypes float32 bfloat16] [--routes custom_op stable_abi] [--threads N]
 
 Generates the two ops (`split: {x: [gate, up]}`, as examples/gated.yaml) on a Triton route (custom_op)
 and a C++/CUDA route (stable_abi), builds and installs them into DIR (reused by the next run), then
@@ -81,6 +81,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes and few rounds (a smoke test)")
     parser.add_argument("--hidden", type=int, nargs="+", default=[1024, 4096, 8192])
     parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
+    parser.add_argument("--routes", nargs="+", choices=list(ROUTES), default=list(ROUTES),
+                        help="custom_op's CPU kernel is Triton's interpreter: leave it out on a CPU")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="kopgen-gated-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -89,9 +92,11 @@ def main() -> None:
     import torch
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if args.threads:
+        torch.set_num_threads(args.threads)
     rows, hiddens = (64, [64]) if args.quick else (4096, args.hidden)
     rounds, calls = (3, 2) if args.quick else (15, 20)
-    packages = {route: importlib.import_module(f"kgated_{route}") for route in ROUTES}
+    packages = {route: importlib.import_module(f"kgated_{route}") for route in args.routes}
     print(f"torch {torch.__version__} on {torch.cuda.get_device_name() if device == 'cuda' else 'cpu'}; "
           f"x is {rows} x 2*hidden; median of {rounds} rounds of {calls} calls")
 
