@@ -49,8 +49,9 @@ def split_halves(op: str, tensor: Tensor) -> tuple[Tensor, Tensor]:
             f"{op}: the last dimension is split in halves, so its size must be even; "
             f"got {width} (shape {list(tensor.shape)})"
         )
+    # narrow, not indexing: a fake CUDA tensor's slice fails on a CPU build of torch (functional traces)
     half = tensor.shape[-1] // 2
-    return tensor[..., :half], tensor[..., half:]
+    return tensor.narrow(-1, 0, half), tensor.narrow(-1, half, half)
 
 
 def check_written(op: str, written: dict[str, Tensor], *tensors: Tensor) -> None:
