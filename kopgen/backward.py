@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from .expr import ExprError, FormulaContext, parse_formula
 from .model import Arg, Backward, Gradient, Op, Saved
 from .schema import FunctionSchema
+from .split import read_through_source, split_sources
 
 if TYPE_CHECKING:
     from .resolve import OpResolver
@@ -20,8 +21,9 @@ def resolve_backward(resolver: OpResolver, schema: FunctionSchema, args: tuple[A
     node = resolver.node.get("backward")
     if node is None or schema.mutated_arguments:  # mutating ops take none (reported with the kind)
         return None
+    halves = split_sources(resolver)  # a `split` op's formulas also read its halves: {gate: x, up: x}
     context = FormulaContext(
-        arg_kinds={a.name: a.kind for a in args},
+        arg_kinds={a.name: a.kind for a in args} | dict.fromkeys(halves, "tensor"),
         num_outputs=len(schema.returns),
         namespace=resolver.namespace,
         own_ops=resolver.own_ops,
@@ -40,7 +42,7 @@ def resolve_backward(resolver: OpResolver, schema: FunctionSchema, args: tuple[A
             gradients.append(Gradient(arg, None))
         else:
             try:
-                gradients.append(Gradient(arg, parse_formula(value.value, context)))
+                gradients.append(Gradient(arg, read_through_source(parse_formula(value.value, context), halves)))
             except ExprError as error:
                 resolver.expr_errors(value, error)
     for arg in args:

@@ -71,6 +71,14 @@ OP_PROPERTIES: dict[str, Any] = {
             {"type": "object", "additionalProperties": _STRING, "minProperties": 1},
         ],
     },
+    "split": {
+        "title": "split",
+        "description": "a Tensor argument's last dimension in halves, named for compute: {x: [gate, up]}",
+        "type": "object",
+        "additionalProperties": {"type": "array", "items": _STRING, "minItems": 2, "maxItems": 2},
+        "minProperties": 1,
+        "maxProperties": 1,
+    },
     "reduce": {
         "title": "reduce",
         "description": "reduction over the last dimension",

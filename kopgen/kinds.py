@@ -28,6 +28,7 @@ from .model import (
 from .names import output_names
 from .normalize import resolve_normalization
 from .schema import FunctionSchema
+from .split import resolve_split
 
 if TYPE_CHECKING:
     from .errors import Position
@@ -66,6 +67,8 @@ def resolve_kind(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, 
     # the expression languages have no value of that type, nor write a Tensor? or a list
     if any(_untaken_by(kind, a) for a in args):
         return None
+    if resolver.node.get("split") is not None:  # kopgen/split.py: compute over a Tensor's halves
+        return resolve_split(resolver, args, lambda halved: _resolve_compute(resolver, schema, halved))
     if kind == "reduce":
         return _resolve_reduction(resolver, schema, args)
     if kind == "normalize":

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import Enum
 from types import MappingProxyType
 from typing import ClassVar, NamedTuple
 
 from . import __version__
+from .choices import Device, Language, Route
 from .expr import Formula, Pointwise
 from .model_kinds import RowNormalization
 from .project import Project
@@ -26,63 +26,7 @@ DEFAULT_SHAPE = (8, 6)
 SCHEMA_MODELINE = "# yaml-language-server: $schema=.kopgen/schema.json"
 
 
-# -- closed sets of the spec (format.py's JSON Schema takes its enums from them)
-
-
-class _Choice(str, Enum):
-    """A value of a closed set: compares equal to, hashes as and prints as its value (`"cpu"`)."""
-
-    # Enum hashes a member by its name: as the value's, so that `"cpu" in {Device.CPU}` agrees with ==.
-    __hash__ = str.__hash__
-
-    def __str__(self) -> str:
-        return self.value
-
-
-class Route(_Choice):
-    """How an op is registered with torch: its spec's `registration`."""
-
-    CUSTOM_OP = "custom_op"
-    LIBRARY = "library"
-    TRITON_OP = "triton_op"
-    TORCH_LIBRARY = "torch_library"
-    STABLE_ABI = "stable_abi"
-
-    @property
-    def is_compiled(self) -> bool:
-        """Defined by the package's C++ extension (TORCH_LIBRARY or the stable ABI), with C++/CUDA kernels."""
-        return self in (Route.TORCH_LIBRARY, Route.STABLE_ABI)
-
-
-class Device(_Choice):
-    """A device an op has a kernel for: a key of the spec's `backends`."""
-
-    CPU = "cpu"
-    CUDA = "cuda"
-
-    @property
-    def dispatch_key(self) -> str:
-        return self.value.upper()  # CPU, CUDA
-
-
-class Language(_Choice):
-    """The language of a kernel: a value of the spec's `backends`."""
-
-    TRITON = "triton"
-    CPP = "cpp"
-    PYTHON = "python"
-    CUDA = "cuda"
-
-    @property
-    def is_compiled(self) -> bool:
-        """Built into the C++ extension; only the compiled routes take it."""
-        return self in (Language.CPP, Language.CUDA)
-
-    @property
-    def devices(self) -> tuple[Device, ...]:
-        """The devices a kernel of this language runs on (Triton's CPU kernels in its interpreter)."""
-        cpu, cuda = (Device.CPU,), (Device.CUDA,)
-        return {Language.TRITON: cpu + cuda, Language.CPP: cpu, Language.PYTHON: cpu, Language.CUDA: cuda}[self]
+# the closed sets of the spec live in choices.py; the model's users import them from here
 
 
 @dataclass(frozen=True)
@@ -368,6 +312,11 @@ class Op:
         return tuple(a for a in self.args if a.is_tensor)
 
     @property
+    def kernel_args(self) -> tuple[Arg, ...]:
+        """The Tensor arguments as kopgen's kernels read them: a `split` one as its halves (kopgen/split.py)."""
+        return self.body.kernel_args(self.tensor_args) if hasattr(self.body, "kernel_args") else self.tensor_args
+
+    @property
     def lead(self) -> Arg:
         """The first required Tensor argument: outputs take its dtype and device, tests vary it first."""
         return next(a for a in self.tensor_args if not a.is_optional)
@@ -404,7 +353,7 @@ class Op:
     def read_args(self) -> tuple[Arg, ...]:
         """Tensor arguments the expressions read, in schema order."""
         used = {name for w in self.writes for name in w.expr.names} | set(getattr(self.body, "reads", ()))
-        return tuple(a for a in self.tensor_args if a.name in used)
+        return tuple(a for a in self.kernel_args if a.name in used)
 
     @property
     def input_args(self) -> tuple[Arg, ...]:
@@ -417,7 +366,7 @@ class Op:
         written = {w.arg.name for w in self.mutated_writes}
         read = {a.name for a in self.read_args}
         tensors = []
-        for arg in self.tensor_args:
+        for arg in self.kernel_args:
             if arg.name in written:
                 tensors.append(KernelTensor(arg.name, arg.name in read, True))
             elif arg.name in read:

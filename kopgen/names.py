@@ -334,7 +334,8 @@ def shared_call_name(called_op: str) -> str:
 
 def locals_for(op: Op) -> Locals:
     """The generated code's own names for `op` (templates: `local(op).grad`)."""
-    args = tuple((a.name, a.is_optional) for a in op.args)
+    # with the halves of a `split` argument, which the kernels read as Tensors of their own
+    args = tuple((a.name, a.is_optional) for a in op.args) + tuple((a.name, False) for a in op.kernel_args if a not in op.args)
     count = op.num_outputs
     results = ("result",) if count == 1 else tuple(DERIVED_NAMES["result"].format(i) for i in range(count))
     gradients = op.backward.gradients if op.backward else ()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .lang.cpp_autograd import python_reason
 from .model import Op, Package
+from .split import GatedSplit
 
 
 def describe_plan(package: Package, source: str) -> str:
@@ -30,6 +31,9 @@ def _describe_op(op: Op) -> list[str]:
     for i, stat in enumerate(getattr(op.body, "stats", ())):  # a row normalisation's, in order
         lines.append(f"  {'stats:   ' if i == 0 else '         '} {stat.name} = {stat.text.strip()} "
                      "(per row, float32; float64 for float64 inputs)")
+    if isinstance(op.body, GatedSplit):
+        x, (gate, up) = op.body.source.name, (h.name for h in op.body.halves)
+        lines.append(f"  split:    {x} in halves, read in place: {gate} = {x}[..., :d], {up} = {x}[..., d:]")
     if op.is_mutating:
         written = ", ".join(a.name for a in op.mutated_args)
         lines.append(f"  writes:   {written} (in place; a mutating op is not differentiable)")

@@ -32,6 +32,7 @@ from .names import check_argument_names, check_cpp_names, check_op_name, check_p
 from .project import resolve_project
 from .samples import resolve_sample_args
 from .schema import FunctionSchema, SchemaError, parse_schema
+from .split import half_width_samples
 
 
 def resolve(root: Mapping, spec_text: str, diagnostics: Diagnostics) -> Package | None:
@@ -187,7 +188,7 @@ class OpResolver:
         kernels = self.resolve_backends(registration)
         backward = resolve_backward(self, schema, args)
         shapes, atol, rtol = self.resolve_tests(args)
-        sample_args = resolve_sample_args(self, args, body)
+        sample_args = half_width_samples(self, args, body, resolve_sample_args(self, args, body))
         if len(self.diagnostics.items) > errors_before:
             return None
         doc = self.setting("doc")

@@ -22,8 +22,8 @@ from .conftest import EXAMPLES, installed_suite_passes
 NVCC = shutil.which("nvcc")
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit)")
 
-# Every function of the pointwise language, scalars of each kind, two outputs, and an op
-# that writes two of its arguments.
+# Every function of the pointwise language, scalars of each kind, two outputs, an op
+# that writes two of its arguments, and ops over the halves of their input (`split`).
 EVERYTHING = """\
 kopgen: 1
 package: kall
@@ -54,6 +54,15 @@ ops:
     compute: "(x * w if present(w) else x) + (b if present(b) and not present(w) else 0.0)"
   - schema: "rowweighted(Tensor x, Tensor? w) -> Tensor"
     reduce: {op: sum, expr: "x * w if present(w) else x"}
+  - schema: "gated(Tensor x, float threshold=0.0) -> Tensor"
+    split: {x: [gate, up]}
+    compute: "silu(gate) * up + gelu_tanh(up) * gate + where(gate > threshold, gate, 0.0)"
+  - schema: "gated_out(Tensor x, Tensor(a!) out) -> ()"
+    split: {x: [gate, up]}
+    compute: {out: "silu(gate) * up"}
+    tests:
+      args:
+        out: {shape: "x.shape[:-1] + (x.shape[-1] // 2,)"}
 """
 
 

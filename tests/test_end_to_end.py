@@ -53,7 +53,8 @@ def installed(tmp_path_factory):
 
 @pytest.mark.parametrize(
     "example",
-    ["muladd.yaml", "activations.yaml", "rows.yaml", "norms.yaml", "triton_op.yaml", "fused.yaml", "fused_stable.yaml"],
+    ["muladd.yaml", "activations.yaml", "rows.yaml", "norms.yaml", "triton_op.yaml", "fused.yaml", "fused_stable.yaml",
+     "gated.yaml"],
 )
 def test_generated_suite_passes(installed, example):
     repo, site, env = installed(example)

@@ -38,7 +38,7 @@ def test_the_starter_shows_every_key_with_its_default(route):
     assert set(spec["defaults"]) == {"registration", "backends", "dtypes", "tags"}
     custom = yaml.safe_load(starter_spec("kstart", "custom", route))["ops"][0]
     shown = set(spec["ops"][0]) | set(custom) | set(spec["defaults"])
-    assert shown | {"reduce", "normalize"} == set(OP_PROPERTIES)  # the other kinds, beside compute and kernel
+    assert shown | {"reduce", "normalize", "split"} == set(OP_PROPERTIES)  # the other kinds, beside compute and kernel
     for line in text.splitlines():
         assert line.startswith(("#", "      ")) or "  # " in line or line.strip() in ("", "ops:", "tests:"), line
     op = {key: value for key, value in spec["ops"][0].items() if key != "tests"}

@@ -147,7 +147,7 @@ def cpp_locals(repo: Path, package: str, namespace: str) -> dict[str, set[str]]:
 def table_names(package) -> set[str]:
     """What names.py's tables allow in a package: its arguments, the generated locals, the names derived
     from an argument, output, op or index, and the names the generated code cannot rename."""
-    args = {a.name for op in package.ops for a in op.args}
+    args = {a.name for op in package.ops for a in (*op.args, *op.kernel_args)}  # with a `split` argument's halves
     args |= {name for op in package.ops for name in getattr(op.body, "stat_names", ())}  # a normalisation's statistics
     fillers = args | {o for op in package.ops for o in op.output_names} | {op.stem for op in package.ops}
     fillers |= {"", *map(str, range(8))}

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 MAX_OUTPUT_CHARS = 100_000
 # The language's functions of one argument; each has an entry in every table below.
 UNARY_FUNCS = ("abs", "exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh",
-               "sigmoid", "relu", "erf", "floor", "ceil")
+               "sigmoid", "relu", "erf", "floor", "ceil", "silu", "gelu_tanh")
 
 _ATOM = 100
 # Python precedences (higher binds tighter).  The C++ operators kopgen emits keep the same
@@ -33,6 +33,8 @@ _PY = {  # torch.* wants tensors: a call whose operands are all Python numbers u
     **{f: (f"math.{f}({{}})", _ATOM, 0) for f in UNARY_FUNCS},
     "abs": ("abs({})", _ATOM, 0), "relu": ("max({}, 0)", _ATOM, 0),
     "rsqrt": ("1 / math.sqrt({})", 11, 0), "sigmoid": ("1 / (1 + math.exp(-{}))", 11, 13),
+    "silu": ("{0} / (1 + math.exp(-{0}))", 11, 13),
+    "gelu_tanh": ("{0} / (1 + math.exp(-1.5957691216057308 * ({0} + 0.044715 * {0} * {0} * {0})))", 11, 13),
     "minimum": ("min({}, {})", _ATOM, 0), "maximum": ("max({}, {})", _ATOM, 0),
     "pow": ("math.pow({}, {})", _ATOM, 0), "**": ("math.pow({}, {})", _ATOM, 0),
     "and": (" and ", 3, 4), "or": (" or ", 2, 4), "not": ("not {}", 4, 4),
@@ -48,6 +50,8 @@ _TORCH = {
     "**": ("{} ** {}", 13, 14),
     "and": (" & ", 8, 9), "or": (" | ", 6, 9), "not": ("~{}", 12, 13),  # bool tensors
     "where": ("torch.where({}, {}, {})", _ATOM, 0),  # x and y may be Python numbers
+    "silu": ("torch.nn.functional.silu({})", _ATOM, 0),
+    "gelu_tanh": ('torch.nn.functional.gelu({}, approximate="tanh")', _ATOM, 0),
 }
 _TRITON = {  # only `tl` primitives: the Triton CPU interpreter has no libdevice
     **{f: (f"tl.{f}({{}})", _ATOM, 0) for f in UNARY_FUNCS},
@@ -57,6 +61,9 @@ _TRITON = {  # only `tl` primitives: the Triton CPU interpreter has no libdevice
     "sigmoid": ("1.0 / (1.0 + tl.exp(-{}))", 11, 13),
     "tanh": ("2.0 / (1.0 + tl.exp(-2.0 * {})) - 1.0", 10, 12),
     "relu": ("tl.maximum({}, 0.0)", _ATOM, 0),
+    "silu": ("{0} / (1.0 + tl.exp(-{0}))", 11, 13),
+    # 0.5 * x * (1 + tanh(z)) is x * sigmoid(2 * z), z = sqrt(2 / pi) * (x + 0.044715 * x ** 3): one exp
+    "gelu_tanh": ("{0} / (1.0 + tl.exp(-1.5957691216057308 * ({0} + 0.044715 * {0} * {0} * {0})))", 11, 13),
     "minimum": ("tl.minimum({}, {})", _ATOM, 0), "maximum": ("tl.maximum({}, {})", _ATOM, 0),
     "and": (" & ", 8, 9), "or": (" | ", 6, 9), "not": ("{} == 0", 5, 6),
     "where": ("tl.where({}, {}, {})", _ATOM, 0),
@@ -67,6 +74,9 @@ _CPP = {
     "rsqrt": ("acc_t(1) / std::sqrt({})", 11, 0),
     "sigmoid": ("acc_t(1) / (acc_t(1) + std::exp(-{}))", 11, 13),
     "relu": ("std::max({}, acc_t(0))", _ATOM, 0),
+    "silu": ("{0} / (acc_t(1) + std::exp(-{0}))", 11, 13),
+    "gelu_tanh": ("{0} / (acc_t(1) + std::exp(acc_t(-1.5957691216057308) * ({0} + acc_t(0.044715) * {0} * {0} * {0})))",
+                  11, 13),
     "minimum": ("std::min({}, {})", _ATOM, 0), "maximum": ("std::max({}, {})", _ATOM, 0),
     "pow": ("std::pow({}, {})", _ATOM, 0), "**": ("std::pow({}, {})", _ATOM, 0),
     # Operands of || and && bind tighter than &&: C++'s -Wparentheses wants `(a && b) || c`.

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..model import Backward, Op, Saved
 from ..names import Locals, locals_for
-from . import layout
+from . import layout, split
 from .layout import literal, wrap
 from .python import backward_function, returns, setup_context_function, tuple_target
 
@@ -181,6 +181,7 @@ def backward_body(op: Op) -> list[str]:
         lines.append("    " + layout.statement(f"{local.results} = ({', '.join(results)})", 4))
     lines += [f"    {name} = {ctx}.{local.attribute(name)}" for name in bw.scalars]
     lines += [f"    {s.name} = {ctx}.{local.attribute(s.name)}" for s in bw.saved_metadata]
+    lines += split.bind_in_backward(op)
     if bw.droppable_inputs:
         lines += _padded_needs_input_grad(bw, local, ctx)
     gradients = [g for g in bw.gradients if g.formula]

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from ..model import Op, Package, PointwiseCompute, RowReduction
 from ..names import locals_for
-from . import layout
+from ..split import GatedSplit
+from . import layout, split
 
 LINE_LENGTH = 100  # generated C++/CUDA lines stay within it (but for very long names or expressions)
 # C++ types of the scalar arguments, as the host functions and launchers take them.
@@ -34,7 +35,8 @@ class Loop:
 
 
 # The one place this module chooses by op kind (kernel: custom ops have no C++).
-LOOPS = {PointwiseCompute: Loop("pointwise", "output", False), RowReduction: Loop("rows", "row_output", True)}
+LOOPS = {PointwiseCompute: Loop("pointwise", "output", False), RowReduction: Loop("rows", "row_output", True),
+         GatedSplit: Loop("pointwise", "output", False)}
 
 
 @dataclass(frozen=True)
@@ -144,11 +146,11 @@ class CppOp:
         """The statements of the host function: the call's tensors, in the order the functor reads
         and writes them, then the kernel's run."""
         call = locals_for(self.op).call
-        tensors = "{" + ", ".join(a.name for a in self.op.tensor_args) + "}"
-        statements = [wrap(f"KernelCall {call}(", [f'"{self.op.qualname}"', tensors], ");", indent=2)]
+        tensors = "{" + ", ".join(a.name for a in self.op.kernel_args) + "}"  # a `split` argument's halves
+        statements = [*split.cpp_bind(self.op), wrap(f"KernelCall {call}(", [f'"{self.op.qualname}"', tensors], ");", indent=2)]
         written = {w.arg.name for w in self.op.mutated_writes}
         read = {a.name for a in self.op.read_args}
-        for arg in self.op.tensor_args:
+        for arg in self.op.kernel_args:
             if arg.name in written:
                 method = "update" if arg.name in read else "write"
                 statements.append(f'{call}.{method}({arg.name}, "{arg.name}");')

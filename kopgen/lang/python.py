@@ -18,6 +18,7 @@ from ..expr import fake_source, is_dynamic
 from ..model import Arg, CustomKernel, FakeOutput, Kernel, Op, Package, PointwiseCompute, RowNormalization, RowReduction
 from ..names import locals_for, module_name
 from ..schema import python_annotation, python_default
+from ..split import GatedSplit
 from . import fusion, layout
 from .layout import LINE_LENGTH, literal, wrap
 
@@ -433,7 +434,7 @@ def written_dict(op: Op) -> str:
 
 def check_written(op: Op, indent: int) -> str:
     """The shape and dtype checks of a mutating op, before it writes."""
-    tensors = [a.name for a in op.tensor_args]
+    tensors = [a.name for a in op.kernel_args]  # a `split` argument's halves, as the kernel reads them
     return wrap("_support.check_written(", [literal(op.qualname), written_dict(op), *tensors], ")", indent)
 
 
@@ -448,8 +449,8 @@ def allocate(op: Op) -> str:
 
 
 def _qualname_and_tensors(op: Op) -> list[str]:
-    """What the shared allocators take: the op's name for messages, and its Tensors."""
-    return [literal(op.qualname), *(a.name for a in op.tensor_args)]
+    """What the shared allocators take: the op's name for messages, and its Tensors (a `split` one's halves)."""
+    return [literal(op.qualname), *(a.name for a in op.kernel_args)]
 
 
 def autograd_template(op: Op) -> str:
@@ -489,6 +490,7 @@ _KINDS = {
     PointwiseCompute: _Kind(lambda op: "pointwise_output", _qualname_and_tensors),
     RowReduction: _Kind(lambda op: "reduction_output", _qualname_and_tensors),
     RowNormalization: _Kind(lambda op: "normalization_output", _qualname_and_tensors),
+    GatedSplit: _Kind(lambda op: "pointwise_output", _qualname_and_tensors),
     CustomKernel: _Kind(lambda op: f"{op.stem}_output", call_args, allocates_all=True),
 }
 

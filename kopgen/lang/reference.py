@@ -12,7 +12,8 @@ from typing import NamedTuple
 
 from ..model import Arg, CustomKernel, MutationReference, Op, Package, PointwiseCompute, RowNormalization, RowReduction
 from ..names import locals_for
-from . import layout, norms, tests
+from ..split import GatedSplit
+from . import layout, norms, split, tests
 from .layout import wrap
 from .python import (
     allocate,
@@ -38,7 +39,7 @@ def imports(package: Package) -> list[str]:
     standard = (["import math"] if "math" in modules else []) + typing_imports(package.ops)[:1]
     lines = [*standard, ""] if standard else []
     lines += ["import torch"] if "torch" in modules or annotations_need_torch(package.ops) else []
-    helpers = sorted([f"row_{kind}" for kind in package.reductions] + ["upcast"])
+    helpers = sorted([f"row_{kind}" for kind in package.reductions] + ["upcast"] + ["split_halves"] * split.any_split(package))
     return [*lines, "from torch import Tensor", "", f"from ._support import {', '.join(helpers)}"]
 
 
@@ -244,6 +245,12 @@ def _custom_mutating_body(op: Op) -> list[str]:
     return lines
 
 
+def _split_kernel_body(op: Op) -> list[str]:
+    """A `split` op's: the halves bound after the docstring, for the outputs' allocation."""
+    doc, *body = _written_kernel_body(op)
+    return [doc, *split.bind(op), *body]
+
+
 # -- what differs between op kinds: one row per kind
 
 
@@ -258,6 +265,8 @@ _KINDS = {
     PointwiseCompute: _Kind(lambda op: op.read_args, _pointwise_return, _written_kernel_body),
     RowReduction: _Kind(lambda op: op.read_args, _reduction_return, _written_kernel_body),
     RowNormalization: _Kind(lambda op: op.read_args, norms.reference_return, _written_kernel_body),
+    GatedSplit: _Kind(lambda op: op.read_args, _pointwise_return, _split_kernel_body,
+                      dtype_lines=lambda op: _lead_dtype(op) + split.bind(op, 0, "")),
     CustomKernel: _Kind(_custom_reference_inputs, _custom_return, _custom_kernel_body, dtype_lines=_custom_dtype),
 }
 

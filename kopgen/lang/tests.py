@@ -19,7 +19,8 @@ from typing import NamedTuple
 from ..expr import NOT_DIFFERENTIABLE_DTYPES, is_dynamic
 from ..model import Arg, CustomKernel, Op, Package, PointwiseCompute, RowNormalization, RowReduction, SampleArg
 from ..schema import python_default
-from . import eager, fusion
+from ..split import GatedSplit
+from . import eager, fusion, split
 from .layout import requote
 
 LINE_LENGTH = 88  # ruff format's default
@@ -270,6 +271,7 @@ def checks(op: Op) -> tuple[str, ...]:
         ("TracedAsReference", fusion.traced_as_reference(op)),
         ("DirectInEager", eager.direct(op)),
         ("DirectInEagerWithGrad", eager.direct(op) and op.has_gradients),
+        ("SplitInHalves", split.is_split(op)),
     ]
     return (*(name for name, applies in mixins if applies), "Contract")
 
@@ -558,4 +560,6 @@ _KINDS = {
     RowNormalization: _KindTests(_row_samples, _nothing),
     CustomKernel: _KindTests(_nothing, _nothing, _custom_class_body, _some_float_output, empties=True,
                              kept_dense=_dense_written, broadcasts=False),
+    # Its other Tensors are drawn half as wide as the split one (split.half_width_samples), in every sample.
+    GatedSplit: _KindTests(_nothing, _nothing, split.class_body, broadcasts=False),
 }

@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from ..model import Op, Write
 from ..names import locals_for
-from . import python
+from . import python, split
 from .layout import literal, wrap
 
 # -- the module
@@ -210,10 +210,11 @@ def first_written(op: Op) -> str:
 
 
 def outputs(op: Op) -> list[str]:
-    """A launcher's first lines: its outputs allocated, or a mutating op's arguments checked."""
+    """A launcher's first lines: a `split` argument's halves, then its outputs allocated, or a mutating
+    op's arguments checked."""
     if op.is_mutating:
-        return ["    " + python.check_written(op, 4)]
-    return ["    " + python.layout.assign(out, python.allocate(op), 4) for out in op.output_names]
+        return [*split.bind(op), "    " + python.check_written(op, 4)]
+    return [*split.bind(op), *("    " + python.layout.assign(out, python.allocate(op), 4) for out in op.output_names)]
 
 
 def empty_return(op: Op) -> str:

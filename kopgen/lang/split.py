@@ -1,0 +1,95 @@
+"""This module translates the gated-split kind (kopgen/split.py) where it differs from a pointwise op:
+the line that binds a `split` argument's halves (`gate, up = ...`) before a launcher, a fake kernel,
+a reference or a backward reads them, in Python and in C++.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ..model import Op, Package
+from ..split import GatedSplit
+from .layout import wrap
+
+
+def is_split(op: Op) -> bool:
+    return isinstance(op.body, GatedSplit)
+
+
+def bind(op: Op, indent: int = 4, module: str = "_support.") -> list[str]:
+    """`gate, up = _support.split_halves("ns::op", x)`: the halves as views (none for other kinds);
+    `indent` 0 for a template that indents the line itself."""
+    if not is_split(op):
+        return []
+    body = op.body
+    target = ", ".join(h.name for h in body.halves)
+    call = wrap(f"{target} = {module}split_halves(", [f'"{op.qualname}"', body.source.name], ")", max(indent, 4))
+    return [" " * indent + call]
+
+
+def bind_in_backward(op: Op) -> list[str]:
+    """The halves bound in backward, where a formula reads them (from the saved argument)."""
+    if not is_split(op):
+        return []
+    halves = {h.name for h in op.body.halves}
+    formulas = [g.formula.python for g in op.backward.gradients if g.formula]
+    read = {n.id for text in formulas for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Name)}
+    return bind(op) if halves & read else []
+
+
+def cpp_bind(op: Op) -> list[str]:
+    """The host function's first statements: the halves as views of the argument (narrow), its last
+    dimension checked even (none for other kinds)."""
+    if not is_split(op):
+        return []
+    x = op.body.source.name
+    gate, up = (h.name for h in op.body.halves)
+    width = f"{x}.size(-1)"
+    stable = op.registration == "stable_abi"
+
+    def narrow(start: str) -> str:  # the stable ABI has narrow as a function, which takes its Tensor by reference
+        return f"torch::stable::narrow({x}, -1, {start}, {width} / 2)" if stable else f"{x}.narrow(-1, {start}, {width} / 2)"
+
+    return [f"// {x}'s last dimension in halves, read in place: {gate} = {x}[..., :d], {up} = {x}[..., d:]",
+            f"KOPGEN_CHECK({x}.dim() > 0 && {width} % 2 == 0,",
+            f'             "{op.qualname}: the last dimension (", {width},',
+            '             ") is split in halves, so its size must be even");',
+            f"Tensor {gate} = {narrow('0')};",
+            f"Tensor {up} = {narrow(f'{width} / 2')};"]
+
+
+def any_split(package: Package) -> bool:
+    """Whether the contract has SplitInHalves: some op splits an argument."""
+    return any(is_split(op) for op in package.ops)
+
+
+def class_body(op: Op) -> list[str]:
+    """The test class's line that names the argument SplitInHalves narrows to an odd width."""
+    return [f"    split_input = {op.body.source.index}  # {op.body.source.name}: its last dimension is split in halves"]
+
+
+# The contract's check of split ops (tests/_contract.py), and the two blank lines before the next class.
+CONTRACT_CLASS = '''\
+class SplitInHalves(Contract):
+    """An op that splits an argument's last dimension in halves: an odd width is refused with a
+    clear error, by its kernels and by its fake kernel (on meta tensors, as torch.compile traces)."""
+
+    split_input: int  # the argument split
+
+    def test_odd_last_dimension_is_refused(self, device):
+        args = list(self.normal_args(device))
+        split = self.split_input
+        args[split] = args[split][..., 1:]  # one element fewer: odd
+        with pytest.raises(RuntimeError, match="its size must be even"):
+            self.call(self.data.op, tuple(args))
+        meta = tuple(a.to("meta") if isinstance(a, torch.Tensor) else a for a in args)
+        with pytest.raises(RuntimeError, match="its size must be even"):
+            self.call(self.data.op, meta)
+
+
+'''
+
+
+def contract_class(package: Package) -> list[str]:
+    """SplitInHalves, where some op of the package splits an argument."""
+    return CONTRACT_CLASS.split("\n")[:-1] if any_split(package) else []

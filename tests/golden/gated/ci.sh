@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The CI's steps (.github/workflows/ci.yml runs this script), the same on your machine: lint, build, test.
+# Install torch first; on a machine without a GPU its CPU build:
+#   pip install torch --index-url https://download.pytorch.org/whl/cpu
+set -euo pipefail
+cd "$(dirname "$0")"
+
+python -m pip install "setuptools>=77" "ruff==0.17.6"
+python -m ruff check .
+python -m ruff format --check .
+# Builds the C++/CUDA extension against the installed torch.
+python -m pip install --no-build-isolation -e '.[test]'
+python -m pytest -q "$@"  # bash ci.sh -x -k opcheck: arguments go to pytest
