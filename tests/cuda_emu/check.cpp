@@ -137,7 +137,7 @@ void muladd_case(const char* what, std::vector<int64_t> sizes, std::vector<int64
 
 template <typename T>
 void check_all() {
-  // Short rows (a warp each) and long ones (a block each: over 4 KiB), whole vectors or not.
+  // Short rows (a warp each) and long ones (a block each: over 8 KiB), whole vectors or not.
   const std::pair<int64_t, int64_t> row_shapes[] = {
       {5, 7}, {9, 64}, {17, 1024}, {3, 4096}, {3, 5000}, {2, 8192}, {2, 8200}, {2, 4099},
       {4, 0}, {1, 1}, {33, 3}, {1, 20000}, {40, 1000}};
