@@ -279,10 +279,15 @@ class DispatchedOp:
         handle = locals_for(self.op).handle
         opening = f"static auto {handle} = "
         pad = " " * (len(opening) + 4)
+        signature = f"{_return_type(self.op)}({types})"
+        alias = []
+        if len(f"  {pad}.typed<{signature}>();") > 100:  # csrc's line length: the signature named first
+            alias, signature = [f"using Signature = {signature};"], "Signature"
         return [
+            *alias,
             f"{opening}c10::Dispatcher::singleton()",
             f'{pad}.findSchemaOrThrow("{self.op.qualname}", "")',
-            f"{pad}.typed<{_return_type(self.op)}({types})>();",
+            f"{pad}.typed<{signature}>();",
             f"return {handle}.call({', '.join(a.name for a in self.op.args)});",
         ]
 

@@ -55,6 +55,11 @@ def interpreted(op: Op) -> str:
     return locals_for(op).derived("interpreted", op.stem)
 
 
+def interpreted_definition(op: Op) -> str:
+    """`<kernel>_interpreted = InterpretedFunction(<kernel>.fn)`, wrapped where a long name needs it."""
+    return wrap(f"{interpreted(op)} = InterpretedFunction(", [f"{kernel(op)}.fn"])
+
+
 def launcher(op: Op) -> str:
     return f"{op.stem}_triton"
 
