@@ -75,11 +75,12 @@ def backward_kernel(op: Op, taken: set[str]) -> Op | None:
     name = f"{op.name}_backward"
     if not op.has_gradients or why_eager(op) or name.lower() in taken or len(name) > _MAX_NAME:
         return None
-    kinds = {"grad": "tensor", **{a.name: a.kind for a in op.args}, "result": "tensor"}
     gradients = _in_kernel(op)
-    exprs = [pointwise_formula(g.formula.text, kinds) for g in gradients]
+    exprs = _pointwise(op, gradients)
     if not exprs or any(e is None or "grad" not in e.names for e in exprs):
         return None  # a formula outside the language (or one that ignores grad): eager
+    # Gradients of one expression (x and a broadcast bias of relu(x + bias)) share an output.
+    exprs = list({e.to_torch(): e for e in exprs}.values())
     used = {n for e in exprs for n in e.names}
     order = ["grad", *(a.name for a in op.args if a.is_tensor), "result", *(a.name for a in op.args if not a.is_tensor)]
     types = {"grad": "Tensor", "result": "Tensor", **{a.name: str(a.schema.type) for a in op.args}}
@@ -98,6 +99,11 @@ def backward_kernel(op: Op, taken: set[str]) -> Op | None:
     )
 
 
+def _pointwise(op: Op, gradients: list[Gradient]) -> list:
+    kinds = {"grad": "tensor", **{a.name: a.kind for a in op.args}, "result": "tensor"}
+    return [pointwise_formula(g.formula.text, kinds) for g in gradients]
+
+
 def _in_kernel(op: Op) -> list[Gradient]:
     """The gradients the kernel computes: a gradient that is grad itself costs no kernel as a formula
     (sum_to_size returns grad), so it stays one."""
@@ -110,14 +116,17 @@ def _calling(op: Op, kernel: Op, namespace: str, own_ops: set[str]) -> Op:
                              own_ops=frozenset(own_ops), own_op_returns={kernel.name: len(kernel.schema.returns)})
     call = f"{kernel.name}({', '.join(a.name for a in kernel.args)})"
     several = len(kernel.schema.returns) > 1
-    gradients, k = [], 0
+    outputs = [w.expr.to_torch() for w in kernel.body.writes]
+    in_kernel = _in_kernel(op)
+    exprs = dict(zip((g.arg.name for g in in_kernel), _pointwise(op, in_kernel), strict=True))
+    gradients = []
     for gradient in op.backward.gradients:
-        if gradient not in _in_kernel(op):
+        if gradient.arg.name not in exprs:
             gradients.append(gradient)
             continue
+        k = outputs.index(exprs[gradient.arg.name].to_torch())
         formula = parse_formula(f"{call}[{k}]" if several else call, context)
         gradients.append(Gradient(gradient.arg, formula, eager=gradient.formula))
-        k += 1
     # Saved as the new formulas read: every Tensor the kernel reads, where any gradient is wanted.
     return dataclasses.replace(op, backward=plan_backward(tuple(gradients), op.args, num_outputs=1))
 
