@@ -287,9 +287,9 @@ def _bias_leaky_backward_(ctx, grad):
         )
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = bias_leaky_grads[0].sum_to_size(ctx.x_shape)
+        grad_x = bias_leaky_grads.sum_to_size(ctx.x_shape)
     if ctx.needs_input_grad[1]:
-        grad_bias = bias_leaky_grads[1].sum_to_size(ctx.bias_shape)
+        grad_bias = bias_leaky_grads.sum_to_size(ctx.bias_shape)
     return grad_x, grad_bias
 
 
@@ -310,17 +310,15 @@ _bias_leaky_backward = torch.library.custom_op(
     bias_leaky_backward_kernels.bias_leaky_backward_triton,
     mutates_args=(),
     device_types=("cpu", "cuda"),
-    schema="(Tensor grad, Tensor x, Tensor bias, float alpha, bool negate) -> (Tensor, Tensor)",
+    schema="(Tensor grad, Tensor x, Tensor bias, float alpha, bool negate) -> Tensor",
     tags=(torch.Tag.pt2_compliant_tag,),
 )
 
 
 @torch.library.register_fake("krows::bias_leaky_backward")
 def _bias_leaky_backward_fake(grad, x, bias, alpha, negate):
-    # Only metadata: the same outputs the launcher allocates, never reading data.
-    out0 = _support.pointwise_output("krows::bias_leaky_backward", grad, x, bias)
-    out1 = _support.pointwise_output("krows::bias_leaky_backward", grad, x, bias)
-    return out0, out1
+    # Only metadata: the same output the launcher allocates, never reading data.
+    return _support.pointwise_output("krows::bias_leaky_backward", grad, x, bias)
 
 
 def _bias_leaky_backward_setup_context(ctx, inputs, output):

@@ -60,7 +60,7 @@ def bias_leaky(
 
 def bias_leaky_backward(
     grad: Tensor, x: Tensor, bias: Tensor, alpha: float, negate: bool
-) -> tuple[Tensor, Tensor]:
+) -> Tensor:
     """The gradients of x, bias for krows::bias_leaky, in one pass."""
     kernel = _support.eager_kernel(
         _registration._bias_leaky_backward_kernels, grad, x, bias

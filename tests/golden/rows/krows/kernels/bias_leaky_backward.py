@@ -19,8 +19,7 @@ def bias_leaky_backward_kernel(
     grad_ptr,
     x_ptr,
     bias_ptr,
-    out0_ptr,
-    out1_ptr,
+    out_ptr,
     alpha,
     negate,
     n_rows,
@@ -31,10 +30,8 @@ def bias_leaky_backward_kernel(
     x_col_stride,
     bias_row_stride,
     bias_col_stride,
-    out0_row_stride,
-    out0_col_stride,
-    out1_row_stride,
-    out1_col_stride,
+    out_row_stride,
+    out_col_stride,
     BLOCK_ROWS: tl.constexpr,
     BLOCK_COLS: tl.constexpr,
     COMPUTE_DTYPE: tl.constexpr,
@@ -58,20 +55,10 @@ def bias_leaky_backward_kernel(
         bias_ptr + rows[:, None] * bias_row_stride + cols[None, :] * bias_col_stride,
         mask=mask,
     ).to(COMPUTE_DTYPE)
-    out0 = (
-        grad * tl.where(x + bias > 0.0, 1.0, alpha) * tl.where(negate != 0, -1.0, 1.0)
-    )
+    out = grad * tl.where(x + bias > 0.0, 1.0, alpha) * tl.where(negate != 0, -1.0, 1.0)
     tl.store(
-        out0_ptr + rows[:, None] * out0_row_stride + cols[None, :] * out0_col_stride,
-        out0.to(out0_ptr.dtype.element_ty),
-        mask=mask,
-    )
-    out1 = (
-        grad * tl.where(x + bias > 0.0, 1.0, alpha) * tl.where(negate != 0, -1.0, 1.0)
-    )
-    tl.store(
-        out1_ptr + rows[:, None] * out1_row_stride + cols[None, :] * out1_col_stride,
-        out1.to(out1_ptr.dtype.element_ty),
+        out_ptr + rows[:, None] * out_row_stride + cols[None, :] * out_col_stride,
+        out.to(out_ptr.dtype.element_ty),
         mask=mask,
     )
 
@@ -85,25 +72,24 @@ bias_leaky_backward_kernel_interpreted = InterpretedFunction(
 
 def bias_leaky_backward_triton(
     grad: Tensor, x: Tensor, bias: Tensor, alpha: float, negate: bool
-) -> tuple[Tensor, Tensor]:
+) -> Tensor:
     """The bare launcher of bias_leaky_backward_kernel; the operator calls it on real tensors."""
-    out0 = _support.pointwise_output("krows::bias_leaky_backward", grad, x, bias)
-    out1 = _support.pointwise_output("krows::bias_leaky_backward", grad, x, bias)
-    n_elements = out0.numel()
+    out = _support.pointwise_output("krows::bias_leaky_backward", grad, x, bias)
+    n_elements = out.numel()
     if n_elements == 0:
-        return out0, out1
-    tiles = _support.tiles(out0.shape, BLOCK_SIZE, grad, x, bias, out0, out1)
+        return out
+    tiles = _support.tiles(out.shape, BLOCK_SIZE, grad, x, bias, out)
     # More than two dimensions left once merged: the kernel reads dense copies.
     if tiles is None:
-        grad, x, bias = _support.broadcast_contiguous(out0.shape, grad, x, bias)
-        tiles = _support.tiles(out0.shape, BLOCK_SIZE, grad, x, bias, out0, out1)
+        grad, x, bias = _support.broadcast_contiguous(out.shape, grad, x, bias)
+        tiles = _support.tiles(out.shape, BLOCK_SIZE, grad, x, bias, out)
     n_rows, n_cols, strides, block_rows, block_cols = tiles
     kernel = (
         bias_leaky_backward_kernel
-        if out0.is_cuda
+        if out.is_cuda
         else bias_leaky_backward_kernel_interpreted
     )
-    compute_dtype = tl.float64 if out0.dtype == torch.float64 else tl.float32
+    compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
     grid = (
         ((n_rows + block_rows - 1) // block_rows)
         * ((n_cols + block_cols - 1) // block_cols),
@@ -114,8 +100,7 @@ def bias_leaky_backward_triton(
         grad,
         x,
         bias,
-        out0,
-        out1,
+        out,
         alpha,
         int(negate),
         n_rows,
@@ -125,4 +110,4 @@ def bias_leaky_backward_triton(
         BLOCK_COLS=block_cols,
         COMPUTE_DTYPE=compute_dtype,
     )
-    return out0, out1
+    return out
