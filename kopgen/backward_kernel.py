@@ -7,7 +7,7 @@ formulas read, the scalars they read -> one Tensor per differentiable input. The
 are then rewritten to index its call (`muladd_backward(grad, a, b)[0]`), which backward runs once
 (lang/autograd.py's shared calls) and sums back to each input's shape (sum_to_size); the formulas as
 written stay beside them (`Gradient.eager`), for `kopgen check` and for a backward that must itself be
-differentiable (create_graph), which calls them as torch ops.
+differentiable (create_graph), which runs them as torch ops (lang/autograd.py, lang/cpp_autograd.py).
 """
 
 from __future__ import annotations
@@ -129,14 +129,6 @@ def _calling(op: Op, kernel: Op, namespace: str, own_ops: set[str]) -> Op:
         gradients.append(Gradient(gradient.arg, formula, eager=gradient.formula))
     # Saved as the new formulas read: every Tensor the kernel reads, where any gradient is wanted.
     return dataclasses.replace(op, backward=plan_backward(tuple(gradients), op.args, num_outputs=1))
-
-
-def without_cpp_second_derivative(op: Op) -> Op:
-    """An op whose C++ autograd calls its backward kernel is differentiable once: only the Python
-    autograd falls back to the formulas as torch ops under create_graph (lang/autograd.py)."""
-    if not op.cpp_autograd or not any(g.eager for g in op.backward.gradients):
-        return op
-    return dataclasses.replace(op, backward=dataclasses.replace(op.backward, differentiable_twice=False))
 
 
 def kernel_name(op: Op) -> str | None:

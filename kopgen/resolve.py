@@ -10,7 +10,7 @@ import dataclasses
 
 from . import __version__
 from .backward import mark_not_twice_differentiable, resolve_backward
-from .backward_kernel import with_backward_kernels, without_cpp_second_derivative
+from .backward_kernel import with_backward_kernels
 from .errors import Diagnostics, Position
 from .expr import ExprError
 from .kinds import check_list_return, resolve_kind
@@ -79,7 +79,6 @@ def resolve(root: Mapping, spec_text: str, diagnostics: Diagnostics) -> Package 
     ops = with_stems(ops)
     # Resolved once: where each formula translates, the op's autograd is C++ (lang/cpp_autograd.py).
     ops = [dataclasses.replace(op, cpp_autograd=True) if autograd_in_cpp(op, ops) else op for op in ops]
-    ops = [without_cpp_second_derivative(op) for op in ops]
     return Package(
         name=package,
         namespace=namespace,

@@ -220,7 +220,8 @@ def _eager_when_differentiated(op: Op, needs: str) -> list[str]:
         if gradient is None or gradient.formula is None:
             values.append("None")
             continue
-        summed = f"{layout.operand(_formula(op, gradient.eager.python))}.sum_to_size({local.ctx}.{local.derived('shape', arg.name)})"
+        written = gradient.eager or gradient.formula  # a gradient that is grad itself has no kernel
+        summed = f"{layout.operand(_formula(op, written.python))}.sum_to_size({local.ctx}.{local.derived('shape', arg.name)})"
         values.append(f"{summed} if {needs}[{arg.index}] else None")
     return ["    if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel",
             "        " + returns(values, 8)]

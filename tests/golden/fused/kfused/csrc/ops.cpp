@@ -211,18 +211,28 @@ struct muladd_function : public torch::autograd::Function<muladd_function> {
     const Tensor& a = saved[0];
     const Tensor& b = saved[1];
     const Tensor& grad = grads[0];
-    // One muladd_backward call serves the gradients of a and b, where one is wanted.
-    std::tuple<Tensor, Tensor> muladd_grads;
-    if (ctx->needs_input_grad(0) || ctx->needs_input_grad(1)) {
-      muladd_grads = ops::muladd_backward(grad, a, b);
-    }
     Tensor grad_a, grad_b;
-    // Each gradient is summed back to its input's shape, where the input was broadcast.
-    if (ctx->needs_input_grad(0)) {
-      grad_a = at::sum_to(std::get<0>(muladd_grads), ctx->saved_data["a_shape"].toSymIntVector());
-    }
-    if (ctx->needs_input_grad(1)) {
-      grad_b = at::sum_to(std::get<1>(muladd_grads), ctx->saved_data["b_shape"].toSymIntVector());
+    if (torch::autograd::GradMode::is_enabled()) {  // create_graph: the formulas as written
+      // Each gradient is summed back to its input's shape, where the input was broadcast.
+      if (ctx->needs_input_grad(0)) {
+        grad_a = at::sum_to(grad * b, ctx->saved_data["a_shape"].toSymIntVector());
+      }
+      if (ctx->needs_input_grad(1)) {
+        grad_b = at::sum_to(grad * a, ctx->saved_data["b_shape"].toSymIntVector());
+      }
+    } else {
+      // One muladd_backward call serves the gradients of a and b, where one is wanted.
+      std::tuple<Tensor, Tensor> muladd_grads;
+      if (ctx->needs_input_grad(0) || ctx->needs_input_grad(1)) {
+        muladd_grads = ops::muladd_backward(grad, a, b);
+      }
+      // Each gradient is summed back to its input's shape, where the input was broadcast.
+      if (ctx->needs_input_grad(0)) {
+        grad_a = at::sum_to(std::get<0>(muladd_grads), ctx->saved_data["a_shape"].toSymIntVector());
+      }
+      if (ctx->needs_input_grad(1)) {
+        grad_b = at::sum_to(std::get<1>(muladd_grads), ctx->saved_data["b_shape"].toSymIntVector());
+      }
     }
     return {grad_a, grad_b, Tensor()};
   }
