@@ -470,6 +470,24 @@ class BackwardKernel(Contract):
                 msg=lambda text, why=trap: f"{why}\n{text}",
             )
 
+    def test_backward_launches_the_backward_kernel_once(self, device):
+        """Backward calls the backward kernel once for every gradient, not the formulas."""
+        # Imported here: only ops with a backward kernel need it.
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        seen = []
+
+        class Calls(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                seen.append(func)
+                return func(*args, **(kwargs or {}))
+
+        args = self.normal_args(device, requires_grad=True)
+        output = self.call(self.data.op, args)
+        with Calls():
+            torch.autograd.grad(total(output), requiring_grad(args))
+        assert seen.count(self.data.backward_kernel) == 1, seen
+
     def test_backward_kernel_opcheck(self, device):
         """Schema, fake kernel and AOT dispatch of the backward kernel agree with it."""
         args = self.normal_args(device)
