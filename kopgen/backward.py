@@ -111,7 +111,8 @@ def mark_not_twice_differentiable(ops: list[Op]) -> None:
     for i, op in enumerate(ops):
         if op.backward is None:
             continue
-        called = {name for g in op.backward.gradients if g.formula for name in g.formula.own_ops_called}
+        # A backward kernel's call is differentiated through the formulas as written (lang/autograd.py)
+        called = {name for g in op.backward.gradients if g.formula for name in (g.eager or g.formula).own_ops_called}
         if called - differentiable:
             backward = dataclasses.replace(op.backward, differentiable_twice=False)
             ops[i] = dataclasses.replace(op, backward=backward)

@@ -89,6 +89,7 @@ class Saved:
 class Gradient:
     arg: Arg
     formula: Formula | None  # None: declared non_differentiable
+    eager: Formula | None = None  # the formula as written, where `formula` calls the op's backward kernel
 
 
 @dataclass(frozen=True)
@@ -287,6 +288,7 @@ class Op:
     module_names: tuple[tuple[str, str], ...] = ()  # (kind, name): names.module_level_names, by resolve.with_stems
     sample_args: tuple[SampleArg, ...] = ()  # the arguments the spec's `tests: args:` sets
     cpp_autograd: bool = False  # backward in C++ (csrc/ops.cpp), not Python: set by resolve (lang/cpp_autograd.py)
+    backward_of: str = ""  # the op whose gradients this backward kernel computes (backward_kernel.py)
 
     @property
     def qualname(self) -> str:

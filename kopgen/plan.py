@@ -64,7 +64,8 @@ def plan(package: Package) -> list[OutputFile]:
         if op.unbound_python_kernels:  # the template of the op's kind; where the user writes the kernel, a skeleton created once
             owner = USER if op.body.user_writes_kernel else KOPGEN
             files.append(OutputFile(f"{pkg}/kernels/{op.name}.py", op.body.templates["kernels"], owner, {"op": op}))
-        files.append(OutputFile(f"tests/test_{op.name}.py", "tests/test_op.py.j2", KOPGEN, {"op": op}))
+        if not op.backward_of:  # a backward kernel is tested with its op (tests/_contract.py's BackwardKernel)
+            files.append(OutputFile(f"tests/test_{op.name}.py", "tests/test_op.py.j2", KOPGEN, {"op": op}))
     return sorted(files, key=lambda f: f.path)
 
 

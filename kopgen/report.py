@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .backward_kernel import why_eager
 from .lang.cpp_autograd import python_reason
 from .model import Op, Package
 from .split import GatedSplit
@@ -11,7 +12,7 @@ def describe_plan(package: Package, source: str) -> str:
     count = f"{len(package.ops)} op{'s' if len(package.ops) != 1 else ''}"
     lines = [f"{package.name} {package.version}: namespace {package.namespace}, {count} from {source}"]
     for op in package.ops:
-        lines += [""] + _describe_op(op) + _autograd(op, package)
+        lines += [""] + _describe_op(op) + _backward_kernel(op, package) + _autograd(op, package)
     return "\n".join(lines) + "\n"
 
 
@@ -38,11 +39,14 @@ def _describe_op(op: Op) -> list[str]:
         written = ", ".join(a.name for a in op.mutated_args)
         lines.append(f"  writes:   {written} (in place; a mutating op is not differentiable)")
         return lines
+    if op.backward_of:
+        lines.append(f"  computes: the gradients of {op.namespace}::{op.backward_of} (its backward kernel)")
+        return lines
     if op.backward is None:
         lines.append("  backward: none (not differentiable; backward raises)")
         return lines
     for i, gradient in enumerate(op.backward.gradients):
-        formula = gradient.formula.text if gradient.formula else "non_differentiable"
+        formula = (gradient.eager or gradient.formula).text if gradient.formula else "non_differentiable"
         lines.append(f"  {'backward:' if i == 0 else '         '} {gradient.arg.name}: {formula}")
     saves = [f"{s.name} (tensor) if {_who(op, s.needed_by)} needs grad" for s in op.backward.saved_tensors]
     saves += [f"{s.name} (metadata only: shape, dtype, device)" for s in op.backward.saved_metadata]
@@ -53,6 +57,17 @@ def _describe_op(op: Op) -> list[str]:
     for i, text in enumerate(saves or ["nothing"]):
         lines.append(f"  {'saves:   ' if i == 0 else '         '} {text}")
     return lines
+
+
+def _backward_kernel(op: Op, package: Package) -> list[str]:
+    """Whether backward runs the op's backward kernel (backward_kernel.py) or its formulas as torch ops, and why."""
+    if not op.has_gradients:
+        return []
+    kernel = next((o for o in package.ops if o.backward_of == op.name), None)
+    if kernel is not None:
+        return [f"  backward kernel: {kernel.qualname}, one launch for every gradient (then summed to broadcast shapes)"]
+    why = why_eager(op) or "a formula is outside the pointwise language"
+    return [f"  backward kernel: none, the formulas run as torch ops: {why}"]
 
 
 def _autograd(op: Op, package: Package) -> list[str]:

@@ -10,6 +10,7 @@ import dataclasses
 
 from . import __version__
 from .backward import mark_not_twice_differentiable, resolve_backward
+from .backward_kernel import with_backward_kernels
 from .errors import Diagnostics, Position
 from .expr import ExprError
 from .kinds import check_list_return, resolve_kind
@@ -74,9 +75,10 @@ def resolve(root: Mapping, spec_text: str, diagnostics: Diagnostics) -> Package 
                 "(kernels/, tests/) collide on case-insensitive file systems; rename one",
             )
         ops.append(op)
-    mark_not_twice_differentiable(ops)
     if diagnostics.items:
         return None
+    ops = with_backward_kernels(ops, namespace)
+    mark_not_twice_differentiable(ops)
     ops = with_stems(ops)
     # Resolved once: where each formula translates, the op's autograd is C++ (lang/cpp_autograd.py).
     ops = [dataclasses.replace(op, cpp_autograd=True) if autograd_in_cpp(op, ops) else op for op in ops]

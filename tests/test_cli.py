@@ -11,7 +11,7 @@ from kopgen.cli import main
 from .conftest import EXAMPLES
 
 MULADD_PLAN = """\
-kbook 0.1.0: namespace kbook, 1 op from {spec}
+kbook 0.1.0: namespace kbook, 2 ops from {spec}
 
 kbook::muladd(Tensor a, Tensor b, float c) -> Tensor
   route:    custom_op
@@ -20,10 +20,18 @@ kbook::muladd(Tensor a, Tensor b, float c) -> Tensor
   tags:     pt2_compliant_tag
   backward: a: grad * b
             b: grad * a
-  saves:    a (tensor) if b needs grad
-            b (tensor) if a needs grad
+  saves:    a (tensor) if a or b needs grad
+            b (tensor) if a or b needs grad
             shape of a, b (to sum broadcast gradients back)
+  backward kernel: kbook::muladd_backward, one launch for every gradient (then summed to broadcast shapes)
   autograd: Python (torch.library.register_autograd): custom_op is a Python route
+
+kbook::muladd_backward(Tensor grad, Tensor a, Tensor b) -> (Tensor, Tensor)
+  route:    custom_op
+  kernels:  cpu: triton (interpreter), cuda: triton
+  dtypes:   float32, float64
+  tags:     pt2_compliant_tag
+  computes: the gradients of kbook::muladd (its backward kernel)
 """
 
 

@@ -102,9 +102,13 @@ def test_formulas_become_aten_calls_and_own_ops_dispatcher_calls(repo):
     assert "  static auto handle_ = c10::Dispatcher::singleton()\n" in ops
     assert "    at::AutoDispatchBelowADInplaceOrView guard_;\n    Tensor out = ops::clash(ctx, grad, saved, guard, handle);\n" in ops
     registration = (repo / "kgrads/_registration.py").read_text()
-    assert registration.count("torch.library.register_autograd(") == 2  # twice's formulas; scaled_grads raises
+    # twice's formulas; scaled_grads and the backward kernels of bias_leaky and expish raise
+    assert registration.count("torch.library.register_autograd(") == 4
+    # bias_leaky's backward kernel serves both gradients; its formulas stay for a differentiated backward
+    assert "      bias_leaky_grads = ops::bias_leaky_backward(grad, x, bias, alpha, negate);\n" in ops
+    assert "    if (torch::autograd::GradMode::is_enabled()) {  // create_graph: the formulas as written\n" in ops
     assert '"kgrads::twice", _twice_backward' in registration
-    assert "_bias_leaky_backward" not in registration
+    assert "kgrads::bias_leaky\", _bias_leaky" not in registration  # its autograd is C++
 
 
 def test_what_keeps_the_python_registration(tmp_path):

@@ -185,9 +185,10 @@ def backward_body(op: Op) -> list[str]:
     if bw.droppable_inputs:
         lines += _padded_needs_input_grad(bw, local, ctx)
     gradients = [g for g in bw.gradients if g.formula]
+    needs = _needs_input_grad(bw, local, ctx)
+    lines += _eager_when_differentiated(op, needs)
     lines += [f"    {local.derived('gradient', g.arg.name)} = None" for g in gradients]
     shared = shared_calls(op)
-    needs = _needs_input_grad(bw, local, ctx)
     names = {a.index: a.name for a in op.args}
     for call in shared:
         readers = " and ".join(names[i] for i in call.users)
@@ -205,3 +206,23 @@ def backward_body(op: Op) -> list[str]:
         gradients_returned.append(local.derived("gradient", arg.name) if gradient and gradient.formula else "None")
     lines.append("    " + returns(gradients_returned, 4))
     return lines
+
+
+def _eager_when_differentiated(op: Op, needs: str) -> list[str]:
+    """Where backward runs the op's backward kernel (backward_kernel.py), which has no derivative of its
+    own: a backward that autograd differentiates again (create_graph, grad mode on) runs the formulas as
+    written, in torch ops."""
+    bw, local = op.backward, locals_for(op)
+    if not any(g.eager for g in bw.gradients):
+        return []
+    values = []
+    for arg in op.args[: op.positional_count]:
+        gradient = bw.gradient_for(arg)
+        if gradient is None or gradient.formula is None:
+            values.append("None")
+            continue
+        written = gradient.eager or gradient.formula  # a gradient that is grad itself has no kernel
+        summed = f"{layout.operand(_formula(op, written.python))}.sum_to_size({local.ctx}.{local.derived('shape', arg.name)})"
+        values.append(f"{summed} if {needs}[{arg.index}] else None")
+    return ["    if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel",
+            "        " + returns(values, 8)]

@@ -72,9 +72,10 @@ def python_reason(op: Op, ops: Sequence[Op]) -> str | None:
         return problem
     by_name = {o.name: o for o in ops}
     for gradient in op.backward.gradients:
-        if gradient.formula:
+        for formula in (gradient.formula, gradient.eager):  # the kernel's call, and the formula as written
             try:
-                _Formula(op, by_name, ()).emit(ast.parse(gradient.formula.python, mode="eval").body)
+                if formula:
+                    _Formula(op, by_name, ()).emit(ast.parse(formula.python, mode="eval").body)
             except Unsupported as why:
                 return f"{gradient.arg.name}'s formula: {why}"
     return None
@@ -279,10 +280,15 @@ class DispatchedOp:
         handle = locals_for(self.op).handle
         opening = f"static auto {handle} = "
         pad = " " * (len(opening) + 4)
+        signature = f"{_return_type(self.op)}({types})"
+        alias = []
+        if len(f"  {pad}.typed<{signature}>();") > 100:  # csrc's line length: the signature named first
+            alias, signature = [f"using Signature = {signature};"], "Signature"
         return [
+            *alias,
             f"{opening}c10::Dispatcher::singleton()",
             f'{pad}.findSchemaOrThrow("{self.op.qualname}", "")',
-            f"{pad}.typed<{_return_type(self.op)}({types})>();",
+            f"{pad}.typed<{signature}>();",
             f"return {handle}.call({', '.join(a.name for a in self.op.args)});",
         ]
 
@@ -390,25 +396,39 @@ class CppAutograd:
         if self._reads_grad:
             lines.append(f"const Tensor& {local.grad} = {local.grads}[0];")
         shared = shared_calls(op)
-        lines += self._shared_calls(shared)
-        formula = _Formula(op, {o.name: o for o in self.ops}, shared)
         gradients = [g for g in bw.gradients if g.formula]
         lines.append(f"Tensor {', '.join(local.derived('gradient', g.arg.name) for g in gradients)};")
-        lines.append("// Each gradient is summed back to its input's shape, where the input was broadcast.")
-        for g in gradients:
-            expression = formula.emit(ast.parse(g.formula.python, mode="eval").body).code
-            shape = f'{ctx}->saved_data["{local.derived("shape", g.arg.name)}"].toSymIntVector()'
-            gradient = local.derived("gradient", g.arg.name)
-            lines.append(f"if ({ctx}->needs_input_grad({_edge(op, g.arg.name)})) {{")
-            # wrap() lays out the lines at their columns in csrc/ops.cpp: the statement's is 6.
-            summed = wrap(f"{gradient} = at::sum_to(", [wrap_expression(expression, 10, 10), shape], ");", indent=6)
-            lines.append(f"  {summed}")
-            lines.append("}")
+        eager = [g for g in gradients if g.eager]
+        if eager:  # backward_kernel.py: the kernel has no derivative; a differentiated backward takes the formulas
+            lines.append("if (torch::autograd::GradMode::is_enabled()) {  // create_graph: the formulas as written")
+            lines += ["  " + line for line in self._summed(gradients, "eager", ())]
+            lines.append("} else {")
+        kernel_lines = self._shared_calls(shared) + self._summed(gradients, "formula", shared)
+        lines += ["  " + line for line in kernel_lines] + ["}"] if eager else kernel_lines
         returned = []
         for arg in op.args:  # one per forward argument: undefined for the scalars and the non-differentiable
             gradient = bw.gradient_for(arg)
             returned.append(local.derived("gradient", arg.name) if gradient and gradient.formula else "Tensor()")
         lines.append(wrap("return {", returned, "};", indent=4))
+        return lines
+
+    def _summed(self, gradients: list, which: str, shared: tuple[SharedCall, ...]) -> list[str]:
+        """Each wanted gradient, its formula (`which`: the Gradient's, or "eager": as written) summed to its input's shape."""
+        op, local = self.op, self._local
+        ctx, indent = local.ctx, 6 + 2 * any(g.eager for g in gradients)
+        formula = _Formula(op, {o.name: o for o in self.ops}, shared)
+        lines = ["// Each gradient is summed back to its input's shape, where the input was broadcast."]
+        for g in gradients:
+            written = g.eager or g.formula if which == "eager" else g.formula
+            expression = formula.emit(ast.parse(written.python, mode="eval").body).code
+            shape = f'{ctx}->saved_data["{local.derived("shape", g.arg.name)}"].toSymIntVector()'
+            gradient = local.derived("gradient", g.arg.name)
+            lines.append(f"if ({ctx}->needs_input_grad({_edge(op, g.arg.name)})) {{")
+            # wrap() lays out the lines at their columns in csrc/ops.cpp: the statement's is 6 (8 in a branch).
+            summed = wrap(f"{gradient} = at::sum_to(", [wrap_expression(expression, indent + 4, indent + 4), shape],
+                          ");", indent=indent)
+            lines.append(f"  {summed}")
+            lines.append("}")
         return lines
 
     def _shared_calls(self, shared: tuple[SharedCall, ...]) -> list[str]:

@@ -309,6 +309,8 @@ def triton_op_decorator(op: Op) -> str:
 
 def not_differentiable_error(op: Op) -> str:
     message = f"{op.qualname} is not differentiable: its spec has no backward formulas"
+    if op.backward_of:  # kopgen's backward kernel (backward_kernel.py): a second derivative takes the formulas
+        message = f"{op.qualname} is not differentiable: it is the backward kernel of {op.namespace}::{op.backward_of}"
     return wrap("raise RuntimeError(", [literal(message)], ")", 4)
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from ..backward_kernel import kernel_name
 from ..expr import NOT_DIFFERENTIABLE_DTYPES, is_dynamic
 from ..model import Arg, CustomKernel, Op, Package, PointwiseCompute, RowNormalization, RowReduction, SampleArg
 from ..schema import python_default
@@ -263,6 +264,7 @@ def checks(op: Op) -> tuple[str, ...]:
     """The contract's classes an op's test class derives from: the checks that apply to it."""
     mixins = [
         ("Differentiable", op.has_gradients),
+        ("BackwardKernel", kernel_name(op) is not None),
         ("NotDifferentiable", op.backward is None and not op.is_mutating and _KINDS[type(op.body)].differentiable(op)),
         ("Mutating", op.is_mutating),
         ("OnCuda", "cuda" in op.devices),
@@ -358,6 +360,8 @@ def op_data(op: Op, package: Package) -> tuple[str, ...]:
             [f"backward_sample={_str('broadcast' if 'broadcast' in labels else normal_sample(op))},"],
             _keyword("saved_tensors", "{", counts, "}"),
         ]
+    if kernel := kernel_name(op):
+        arguments.append([f"backward_kernel=torch.ops.{op.namespace}.{kernel}.default,"])
     if op.is_mutating:
         arguments.append(_keyword("written", "(", [str(a.index) for a in op.mutated_args], ")"))
         arguments += [["returns=True,"]] if op.num_outputs else []

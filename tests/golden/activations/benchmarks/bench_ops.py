@@ -19,6 +19,7 @@ import kact
 from kact import reference
 from kact.kernels import mymul as mymul_kernels
 from kact.kernels import scaled_sigmoid as scaled_sigmoid_kernels
+from kact.kernels import scaled_sigmoid_backward as scaled_sigmoid_backward_kernels
 from kact.kernels import sincos as sincos_kernels
 
 
@@ -48,6 +49,10 @@ def variants_of(op: str, device: str) -> dict:
         "scaled_sigmoid": {
             "cpu": scaled_sigmoid_kernels.scaled_sigmoid_python,
             "cuda": scaled_sigmoid_kernels.scaled_sigmoid_triton,
+        },
+        "scaled_sigmoid_backward": {
+            "cpu": scaled_sigmoid_backward_kernels.scaled_sigmoid_backward_python,
+            "cuda": scaled_sigmoid_backward_kernels.scaled_sigmoid_backward_triton,
         },
         "sincos": {
             "cpu": sincos_kernels.sincos_python,
@@ -111,10 +116,16 @@ def main() -> None:
 # The devices each op has a kernel for.
 OPS = {
     "scaled_sigmoid": ("cpu", "cuda"),
+    "scaled_sigmoid_backward": ("cpu", "cuda"),
     "sincos": ("cpu", "cuda"),
     "mymul": ("cpu", "cuda"),
 }
-KEYWORD_ONLY = {"scaled_sigmoid": (), "sincos": (), "mymul": ()}
+KEYWORD_ONLY = {
+    "scaled_sigmoid": (),
+    "scaled_sigmoid_backward": (),
+    "sincos": (),
+    "mymul": (),
+}
 
 
 def make_args(op: str, numel: int, device: str) -> tuple:
@@ -125,6 +136,7 @@ def make_args(op: str, numel: int, device: str) -> tuple:
 
     return {
         "scaled_sigmoid": lambda: (make(), 1.25),
+        "scaled_sigmoid_backward": lambda: (make(), make(), 1.25),
         "sincos": lambda: (make(),),
         "mymul": lambda: (make(), make()),
     }[op]()

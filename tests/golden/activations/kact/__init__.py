@@ -5,6 +5,6 @@ Importing this package registers the operators torch.ops.kact.*, with their
 fake kernels and autograd formulas.
 """
 
-from .ops import mymul, scaled_sigmoid, sincos
+from .ops import mymul, scaled_sigmoid, scaled_sigmoid_backward, sincos
 
-__all__ = ["mymul", "scaled_sigmoid", "sincos"]
+__all__ = ["mymul", "scaled_sigmoid", "scaled_sigmoid_backward", "sincos"]

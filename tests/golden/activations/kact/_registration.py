@@ -8,6 +8,7 @@ import torch
 from . import _support, reference
 from .kernels import mymul as mymul_kernels
 from .kernels import scaled_sigmoid as scaled_sigmoid_kernels
+from .kernels import scaled_sigmoid_backward as scaled_sigmoid_backward_kernels
 from .kernels import sincos as sincos_kernels
 
 # A fragment of the namespace: the `library` route defines its ops on it.
@@ -40,19 +41,25 @@ def _scaled_sigmoid_setup_context(ctx, inputs, output):
     )
 
 
-def _scaled_sigmoid_backward(ctx, grad):
+def _scaled_sigmoid_backward_(ctx, grad):
     (result,) = ctx.saved_tensors
     scale = ctx.scale
+    if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel
+        return (grad * result * (1 - result / scale)).sum_to_size(
+            ctx.x_shape
+        ) if ctx.needs_input_grad[0] else None, None
     grad_x = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = (grad * result * (1 - result / scale)).sum_to_size(ctx.x_shape)
+        grad_x = torch.ops.kact.scaled_sigmoid_backward.default(
+            grad, result, scale
+        ).sum_to_size(ctx.x_shape)
     return grad_x, None
 
 
 torch.library.register_autograd(
     "kact::scaled_sigmoid",
-    _scaled_sigmoid_backward,
+    _scaled_sigmoid_backward_,
     setup_context=_scaled_sigmoid_setup_context,
 )
 
@@ -80,7 +87,62 @@ class _ScaledSigmoidFunction(torch.autograd.Function):
         _scaled_sigmoid_setup_context(ctx, (x, scale), output)
         return output
 
-    backward = staticmethod(_scaled_sigmoid_backward)
+    backward = staticmethod(_scaled_sigmoid_backward_)
+
+
+# kact::scaled_sigmoid_backward --------------------------------------------------------
+
+_lib.define(
+    "scaled_sigmoid_backward(Tensor grad, Tensor result, float scale) -> Tensor",
+    tags=(torch.Tag.pt2_compliant_tag,),
+)
+_lib.impl(
+    "scaled_sigmoid_backward",
+    scaled_sigmoid_backward_kernels.scaled_sigmoid_backward_python,
+    "CPU",
+)
+_lib.impl(
+    "scaled_sigmoid_backward",
+    scaled_sigmoid_backward_kernels.scaled_sigmoid_backward_triton,
+    "CUDA",
+)
+
+
+@torch.library.register_fake("kact::scaled_sigmoid_backward")
+def _scaled_sigmoid_backward_fake(grad, result, scale):
+    # Only metadata: the same output the launcher allocates, never reading data.
+    return _support.pointwise_output("kact::scaled_sigmoid_backward", grad, result)
+
+
+def _scaled_sigmoid_backward_setup_context(ctx, inputs, output):
+    pass  # backward only raises: nothing to keep
+
+
+def _scaled_sigmoid_backward_backward(ctx, *grads):
+    raise RuntimeError(
+        "kact::scaled_sigmoid_backward is not differentiable: it is the backward kernel of kact::scaled_sigmoid"
+    )
+
+
+torch.library.register_autograd(
+    "kact::scaled_sigmoid_backward",
+    _scaled_sigmoid_backward_backward,
+    setup_context=_scaled_sigmoid_backward_setup_context,
+)
+
+
+# torch.compile traces kact::scaled_sigmoid_backward as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference(
+    "kact::scaled_sigmoid_backward", reference.scaled_sigmoid_backward
+)
+
+
+# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.
+_scaled_sigmoid_backward_kernels = {
+    "cpu": scaled_sigmoid_backward_kernels.scaled_sigmoid_backward_python,
+    "cuda": scaled_sigmoid_backward_kernels.scaled_sigmoid_backward_triton,
+}
 
 
 # kact::sincos -------------------------------------------------------------------------

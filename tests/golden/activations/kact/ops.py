@@ -10,6 +10,7 @@ from torch import Tensor
 from . import _registration, _support
 
 _scaled_sigmoid = torch.ops.kact.scaled_sigmoid.default
+_scaled_sigmoid_backward = torch.ops.kact.scaled_sigmoid_backward.default
 _sincos = torch.ops.kact.sincos.default
 _mymul = torch.ops.kact.mymul.default
 
@@ -23,6 +24,17 @@ def scaled_sigmoid(x: Tensor, scale: float = 1.0) -> Tensor:
     if _support.grad_wanted(x):
         return _registration._ScaledSigmoidFunction.apply(x, scale)
     return kernel(x, scale)
+
+
+def scaled_sigmoid_backward(grad: Tensor, result: Tensor, scale: float) -> Tensor:
+    """The gradients of x for kact::scaled_sigmoid, in one pass."""
+    kernel = _support.eager_kernel(
+        _registration._scaled_sigmoid_backward_kernels, grad, result
+    )
+    # Anything unusual goes to the operator, as does grad (the op has no backward: it raises).
+    if kernel is None or _support.grad_wanted(grad, result):
+        return _scaled_sigmoid_backward(grad, result, scale)
+    return kernel(grad, result, scale)
 
 
 def sincos(x: Tensor) -> tuple[Tensor, Tensor]:

@@ -16,6 +16,13 @@ def scaled_sigmoid(x: Tensor, scale: float = 1.0) -> Tensor:
     return (scale * torch.sigmoid(x)).to(dtype)
 
 
+def scaled_sigmoid_backward(grad: Tensor, result: Tensor, scale: float) -> Tensor:
+    """kact::scaled_sigmoid_backward in plain PyTorch, computed in float32 at least."""
+    dtype = grad.dtype
+    grad, result = upcast(grad, result)
+    return (grad * result * (1 - result / scale)).to(dtype)
+
+
 def sincos(x: Tensor) -> tuple[Tensor, Tensor]:
     """kact::sincos in plain PyTorch, computed in float32 at least."""
     dtype = x.dtype

@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    BackwardKernel,
     Contract,
     Differentiable,
     DirectInEager,
@@ -32,6 +33,7 @@ SCALED_SIGMOID = OpData(
     gradgradcheck=True,
     backward_sample="normal",
     saved_tensors={(0,): 1},
+    backward_kernel=torch.ops.kact.scaled_sigmoid_backward.default,
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
 )
@@ -39,6 +41,7 @@ SCALED_SIGMOID = OpData(
 
 class TestScaledSigmoid(
     Differentiable,
+    BackwardKernel,
     OnCuda,
     Tagged,
     TracedAsReference,

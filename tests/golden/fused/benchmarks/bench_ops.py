@@ -44,6 +44,7 @@ def variants_of(op: str, device: str) -> dict:
     """What is timed for `op` on `device`: the bare launcher (if Python), the operator, eager PyTorch."""
     launchers = {
         "muladd": {},
+        "muladd_backward": {},
         "muladd_out": {},
         "scale_": {},
         "mul": {},
@@ -102,12 +103,20 @@ def main() -> None:
 # The devices each op has a kernel for.
 OPS = {
     "muladd": ("cpu", "cuda"),
+    "muladd_backward": ("cpu", "cuda"),
     "muladd_out": ("cpu", "cuda"),
     "scale_": ("cpu", "cuda"),
     "mul": ("cpu", "cuda"),
     "square": ("cpu", "cuda"),
 }
-KEYWORD_ONLY = {"muladd": (), "muladd_out": (), "scale_": (), "mul": (), "square": ()}
+KEYWORD_ONLY = {
+    "muladd": (),
+    "muladd_backward": (),
+    "muladd_out": (),
+    "scale_": (),
+    "mul": (),
+    "square": (),
+}
 
 
 def make_args(op: str, numel: int, device: str) -> tuple:
@@ -118,6 +127,7 @@ def make_args(op: str, numel: int, device: str) -> tuple:
 
     return {
         "muladd": lambda: (make(), make(), 1.25),
+        "muladd_backward": lambda: (make(), make(), make()),
         "muladd_out": lambda: (make(), make(), 1.25, make()),
         "scale_": lambda: (make(), 1.25),
         "mul": lambda: (make(), make()),

@@ -5,6 +5,6 @@ Importing this package registers the operators torch.ops.kfused.*, with their
 fake kernels and autograd formulas.
 """
 
-from .ops import mul, muladd, muladd_out, scale_, square
+from .ops import mul, muladd, muladd_backward, muladd_out, scale_, square
 
-__all__ = ["mul", "muladd", "muladd_out", "scale_", "square"]
+__all__ = ["mul", "muladd", "muladd_backward", "muladd_out", "scale_", "square"]

@@ -33,6 +33,41 @@ def _muladd_fake(a, b, c):
 _support.trace_as_reference("kfused::muladd", reference.muladd)
 
 
+# kfused::muladd_backward --------------------------------------------------------------
+
+# Defined by the extension, with its C++ CPU kernel and CUDA kernel.
+
+
+@torch.library.register_fake("kfused::muladd_backward")
+def _muladd_backward_fake(grad, a, b):
+    # Only metadata: the same outputs the launcher allocates, never reading data.
+    out0 = _support.pointwise_output("kfused::muladd_backward", grad, a, b)
+    out1 = _support.pointwise_output("kfused::muladd_backward", grad, a, b)
+    return out0, out1
+
+
+def _muladd_backward_setup_context(ctx, inputs, output):
+    pass  # backward only raises: nothing to keep
+
+
+def _muladd_backward_backward(ctx, *grads):
+    raise RuntimeError(
+        "kfused::muladd_backward is not differentiable: it is the backward kernel of kfused::muladd"
+    )
+
+
+torch.library.register_autograd(
+    "kfused::muladd_backward",
+    _muladd_backward_backward,
+    setup_context=_muladd_backward_setup_context,
+)
+
+
+# torch.compile traces kfused::muladd_backward as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference("kfused::muladd_backward", reference.muladd_backward)
+
+
 # kfused::muladd_out -------------------------------------------------------------------
 
 # Defined by the extension, with its C++ CPU kernel and CUDA kernel.

@@ -9,6 +9,7 @@ from torch import Tensor
 from . import _registration  # noqa: F401  (defines the operators before they are looked up)
 
 _muladd = torch.ops.kfused.muladd.default
+_muladd_backward = torch.ops.kfused.muladd_backward.default
 _muladd_out = torch.ops.kfused.muladd_out.default
 _scale = torch.ops.kfused.scale_.default
 _mul = torch.ops.kfused.mul.default
@@ -18,6 +19,11 @@ _square = torch.ops.kfused.square.default
 def muladd(a: Tensor, b: Tensor, c: float) -> Tensor:
     """Fused a * b + c."""
     return _muladd(a, b, c)
+
+
+def muladd_backward(grad: Tensor, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+    """The gradients of a, b for kfused::muladd, in one pass."""
+    return _muladd_backward(grad, a, b)
 
 
 def muladd_out(a: Tensor, b: Tensor, c: float, out: Tensor) -> None:

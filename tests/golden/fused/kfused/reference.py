@@ -15,6 +15,16 @@ def muladd(a: Tensor, b: Tensor, c: float) -> Tensor:
     return (a * b + c).to(dtype)
 
 
+def muladd_backward(grad: Tensor, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+    """kfused::muladd_backward in plain PyTorch, computed in float32 at least."""
+    dtype = grad.dtype
+    grad, a, b = upcast(grad, a, b)
+    return (
+        (grad * b).to(dtype),
+        (grad * a).to(dtype),
+    )
+
+
 def muladd_out(a: Tensor, b: Tensor, c: float, out: Tensor) -> Tensor:
     """What kfused::muladd_out writes to out, in plain PyTorch (float32 at least)."""
     dtype = a.dtype

@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    BackwardKernel,
     Contract,
     Differentiable,
     OnCuda,
@@ -30,11 +31,14 @@ MULADD = OpData(
     gradient_samples=("normal", "noncontiguous", "broadcast"),
     gradgradcheck=True,
     backward_sample="broadcast",
-    saved_tensors={(0,): 1, (1,): 1, (0, 1): 2},
+    saved_tensors={(0,): 2, (1,): 2, (0, 1): 2},
+    backward_kernel=torch.ops.kfused.muladd_backward.default,
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
 )
 
 
-class TestMuladd(Differentiable, OnCuda, Tagged, TracedAsReference, Contract):
+class TestMuladd(
+    Differentiable, BackwardKernel, OnCuda, Tagged, TracedAsReference, Contract
+):
     data = MULADD

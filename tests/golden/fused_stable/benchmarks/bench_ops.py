@@ -44,6 +44,7 @@ def variants_of(op: str, device: str) -> dict:
     """What is timed for `op` on `device`: the bare launcher (if Python), the operator, eager PyTorch."""
     launchers = {
         "muladd": {},
+        "muladd_backward": {},
         "muladd_out": {},
         "scale_": {},
         "mul": {},
@@ -103,6 +104,7 @@ def main() -> None:
 # The devices each op has a kernel for.
 OPS = {
     "muladd": ("cpu", "cuda"),
+    "muladd_backward": ("cpu", "cuda"),
     "muladd_out": ("cpu", "cuda"),
     "scale_": ("cpu", "cuda"),
     "mul": ("cpu", "cuda"),
@@ -111,6 +113,7 @@ OPS = {
 }
 KEYWORD_ONLY = {
     "muladd": (),
+    "muladd_backward": (),
     "muladd_out": (),
     "scale_": (),
     "mul": (),
@@ -127,6 +130,7 @@ def make_args(op: str, numel: int, device: str) -> tuple:
 
     return {
         "muladd": lambda: (make(), make(), 1.25),
+        "muladd_backward": lambda: (make(), make(), make()),
         "muladd_out": lambda: (make(), make(), 1.25, make()),
         "scale_": lambda: (make(), 1.25),
         "mul": lambda: (make(), make()),

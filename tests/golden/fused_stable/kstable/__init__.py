@@ -5,6 +5,14 @@ Importing this package registers the operators torch.ops.kstable.*, with their
 fake kernels and autograd formulas.
 """
 
-from .ops import addcmul_opt, mul, muladd, muladd_out, scale_, square
+from .ops import addcmul_opt, mul, muladd, muladd_backward, muladd_out, scale_, square
 
-__all__ = ["addcmul_opt", "mul", "muladd", "muladd_out", "scale_", "square"]
+__all__ = [
+    "addcmul_opt",
+    "mul",
+    "muladd",
+    "muladd_backward",
+    "muladd_out",
+    "scale_",
+    "square",
+]

@@ -2,7 +2,14 @@
 """The contract of kstable::muladd (tests/_contract.py), run on the op's data."""
 
 import torch
-from _contract import Contract, Differentiable, OnCuda, OpData, TracedAsReference
+from _contract import (
+    BackwardKernel,
+    Contract,
+    Differentiable,
+    OnCuda,
+    OpData,
+    TracedAsReference,
+)
 
 import kstable.reference
 
@@ -23,10 +30,11 @@ MULADD = OpData(
     gradient_samples=("normal", "noncontiguous", "broadcast"),
     gradgradcheck=True,
     backward_sample="broadcast",
-    saved_tensors={(0,): 1, (1,): 1, (0, 1): 2},
+    saved_tensors={(0,): 2, (1,): 2, (0, 1): 2},
+    backward_kernel=torch.ops.kstable.muladd_backward.default,
     lead_input=0,
 )
 
 
-class TestMuladd(Differentiable, OnCuda, TracedAsReference, Contract):
+class TestMuladd(Differentiable, BackwardKernel, OnCuda, TracedAsReference, Contract):
     data = MULADD

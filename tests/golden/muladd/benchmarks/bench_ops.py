@@ -18,6 +18,7 @@ import torch
 import kbook
 from kbook import reference
 from kbook.kernels import muladd as muladd_kernels
+from kbook.kernels import muladd_backward as muladd_backward_kernels
 
 
 def seconds_per_call(fn, args, device: str, min_time: float = 0.2) -> float:
@@ -46,6 +47,10 @@ def variants_of(op: str, device: str) -> dict:
         "muladd": {
             "cpu": muladd_kernels.muladd_triton,
             "cuda": muladd_kernels.muladd_triton,
+        },
+        "muladd_backward": {
+            "cpu": muladd_backward_kernels.muladd_backward_triton,
+            "cuda": muladd_backward_kernels.muladd_backward_triton,
         },
     }[op]
     variants = {"bare launcher": launchers[device]} if device in launchers else {}
@@ -99,8 +104,8 @@ def main() -> None:
 
 
 # The devices each op has a kernel for.
-OPS = {"muladd": ("cpu", "cuda")}
-KEYWORD_ONLY = {"muladd": ()}
+OPS = {"muladd": ("cpu", "cuda"), "muladd_backward": ("cpu", "cuda")}
+KEYWORD_ONLY = {"muladd": (), "muladd_backward": ()}
 
 
 def make_args(op: str, numel: int, device: str) -> tuple:
@@ -111,6 +116,7 @@ def make_args(op: str, numel: int, device: str) -> tuple:
 
     return {
         "muladd": lambda: (make(), make(), 1.25),
+        "muladd_backward": lambda: (make(), make(), make()),
     }[op]()
 
 

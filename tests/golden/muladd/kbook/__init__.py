@@ -5,6 +5,6 @@ Importing this package registers the operators torch.ops.kbook.*, with their
 fake kernels and autograd formulas.
 """
 
-from .ops import muladd
+from .ops import muladd, muladd_backward
 
-__all__ = ["muladd"]
+__all__ = ["muladd", "muladd_backward"]

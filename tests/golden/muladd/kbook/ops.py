@@ -10,6 +10,7 @@ from torch import Tensor
 from . import _registration, _support
 
 _muladd = torch.ops.kbook.muladd.default
+_muladd_backward = torch.ops.kbook.muladd_backward.default
 
 
 def muladd(a: Tensor, b: Tensor, c: float) -> Tensor:
@@ -21,3 +22,12 @@ def muladd(a: Tensor, b: Tensor, c: float) -> Tensor:
     if _support.grad_wanted(a, b):
         return _registration._MuladdFunction.apply(a, b, c)
     return kernel(a, b, c)
+
+
+def muladd_backward(grad: Tensor, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+    """The gradients of a, b for kbook::muladd, in one pass."""
+    kernel = _support.eager_kernel(_registration._muladd_backward_kernels, grad, a, b)
+    # Anything unusual goes to the operator, as does grad (the op has no backward: it raises).
+    if kernel is None or _support.grad_wanted(grad, a, b):
+        return _muladd_backward(grad, a, b)
+    return kernel(grad, a, b)

@@ -13,3 +13,13 @@ def muladd(a: Tensor, b: Tensor, c: float) -> Tensor:
     dtype = a.dtype
     a, b = upcast(a, b)
     return (a * b + c).to(dtype)
+
+
+def muladd_backward(grad: Tensor, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+    """kbook::muladd_backward in plain PyTorch, computed in float32 at least."""
+    dtype = grad.dtype
+    grad, a, b = upcast(grad, a, b)
+    return (
+        (grad * b).to(dtype),
+        (grad * a).to(dtype),
+    )

@@ -56,6 +56,9 @@ class OpData:
     returns: bool = False  # Mutating: whether it also returns Tensors
     lead_input: int = 0  # OnCuda: the argument that the CUDA-graph test computes
     tags: tuple[torch.Tag, ...] = ()  # Tagged: the tags its schema carries
+    # BackwardKernel: the op <op>_backward that computes every gradient in one launch; its
+    # arguments are named as the op's, grad (the output's gradient) and result (the output).
+    backward_kernel: torch._ops.OpOverload | None = None
     # The normal sample grown for the dynamic-shape compile, where shapes relate (out has half
     # of input's width): sizes grown and relations applied when kopgen generated it.
     grown_sample: Callable | None = None
@@ -433,6 +436,69 @@ class Differentiable(Contract):
             outputs = self.call(self.data.op, args)
         assert len(saved) == count, [tuple(t.shape) for t in saved]
         total(outputs).backward()  # and backward runs on what was saved
+
+
+# A broadcast input's gradient sums products that the kernel rounded to a half dtype each (the
+# reference sums them in float32): a few units in the last place, past assert_close's defaults.
+SUMMED_GRADIENT = {
+    torch.float16: {"atol": 1e-3, "rtol": 1e-2},
+    torch.bfloat16: {"atol": 1e-2, "rtol": 5e-2},
+}
+
+
+class BackwardKernel(Contract):
+    """An op whose backward runs its backward kernel: on every sample and dtype, the gradients
+    it gives against autograd through the reference, and the kernel's own operator contract."""
+
+    def test_backward_kernel_matches_reference(self, device, dtype, sample):
+        args = self.make_args(sample, device, dtype, True)
+        inputs = requiring_grad(args)
+        output = self.call(self.data.op, args)
+        grad = torch.randn_like(output)
+        got = torch.autograd.grad(output, inputs, grad)
+        want = torch.autograd.grad(self.call(self.data.reference, args), inputs, grad)
+        tolerances = self.data.tolerances or SUMMED_GRADIENT.get(dtype, {})
+        for tensor, gradient, wanted in zip(inputs, got, want, strict=True):
+            trap = (
+                f"the backward kernel's gradient of {self.name_of(tensor, args)!r} "
+                "differs from autograd through the reference"
+            )
+            assert_close(
+                gradient,
+                wanted,
+                **tolerances,
+                msg=lambda text, why=trap: f"{why}\n{text}",
+            )
+
+    def test_backward_launches_the_backward_kernel_once(self, device):
+        """Backward calls the backward kernel once for every gradient, not the formulas."""
+        # Imported here: only ops with a backward kernel need it.
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        seen = []
+
+        class Calls(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                seen.append(func)
+                return func(*args, **(kwargs or {}))
+
+        args = self.normal_args(device, requires_grad=True)
+        output = self.call(self.data.op, args)
+        with Calls():
+            torch.autograd.grad(total(output), requiring_grad(args))
+        assert seen.count(self.data.backward_kernel) == 1, seen
+
+    def test_backward_kernel_opcheck(self, device):
+        """Schema, fake kernel and AOT dispatch of the backward kernel agree with it."""
+        args = self.normal_args(device)
+        output = self.call(self.data.op, args)
+        names = [a.name for a in self.data.op._schema.arguments]
+        values = dict(zip(names, args), grad=torch.randn_like(output), result=output)
+        kernel = self.data.backward_kernel
+        kernel_args = tuple(values[a.name] for a in kernel._schema.arguments)
+        results = torch.library.opcheck(kernel, kernel_args, raise_exception=False)
+        failed = {test: got for test, got in results.items() if got != "SUCCESS"}
+        assert not failed, failed
 
 
 class NotDifferentiable(Contract):

@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    BackwardKernel,
     Contract,
     Differentiable,
     DirectInEager,
@@ -32,7 +33,8 @@ MULADD = OpData(
     gradient_samples=("normal", "noncontiguous", "broadcast"),
     gradgradcheck=True,
     backward_sample="broadcast",
-    saved_tensors={(0,): 1, (1,): 1, (0, 1): 2},
+    saved_tensors={(0,): 2, (1,): 2, (0, 1): 2},
+    backward_kernel=torch.ops.kbook.muladd_backward.default,
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
 )
@@ -40,6 +42,7 @@ MULADD = OpData(
 
 class TestMuladd(
     Differentiable,
+    BackwardKernel,
     OnCuda,
     Tagged,
     TracedAsReference,

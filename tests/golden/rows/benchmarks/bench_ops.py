@@ -18,6 +18,7 @@ import torch
 import krows
 from krows import reference
 from krows.kernels import bias_leaky as bias_leaky_kernels
+from krows.kernels import bias_leaky_backward as bias_leaky_backward_kernels
 from krows.kernels import rowdot as rowdot_kernels
 from krows.kernels import rowmax as rowmax_kernels
 from krows.kernels import rowsum as rowsum_kernels
@@ -63,6 +64,10 @@ def variants_of(op: str, device: str) -> dict:
         "bias_leaky": {
             "cpu": bias_leaky_kernels.bias_leaky_triton,
             "cuda": bias_leaky_kernels.bias_leaky_triton,
+        },
+        "bias_leaky_backward": {
+            "cpu": bias_leaky_backward_kernels.bias_leaky_backward_triton,
+            "cuda": bias_leaky_backward_kernels.bias_leaky_backward_triton,
         },
         "scale_shift": {
             "cpu": scale_shift_kernels.scale_shift_triton,
@@ -129,6 +134,7 @@ OPS = {
     "rowmax": ("cpu", "cuda"),
     "rowdot": ("cpu", "cuda"),
     "bias_leaky": ("cpu", "cuda"),
+    "bias_leaky_backward": ("cpu", "cuda"),
     "scale_shift": ("cpu", "cuda"),
     "weighted_rowsum": ("cpu", "cuda"),
 }
@@ -137,6 +143,7 @@ KEYWORD_ONLY = {
     "rowmax": (),
     "rowdot": (),
     "bias_leaky": ("alpha", "negate"),
+    "bias_leaky_backward": (),
     "scale_shift": (),
     "weighted_rowsum": (),
 }
@@ -153,6 +160,7 @@ def make_args(op: str, numel: int, device: str) -> tuple:
         "rowmax": lambda: (make(),),
         "rowdot": lambda: (make(), make(), 1.25),
         "bias_leaky": lambda: (make(), make(), 1.25, True),
+        "bias_leaky_backward": lambda: (make(), make(), make(), 1.25, True),
         "scale_shift": lambda: (make(), make(), make()),
         "weighted_rowsum": lambda: (make(), make()),
     }[op]()

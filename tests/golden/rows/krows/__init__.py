@@ -5,6 +5,22 @@ Importing this package registers the operators torch.ops.krows.*, with their
 fake kernels and autograd formulas.
 """
 
-from .ops import bias_leaky, rowdot, rowmax, rowsum, scale_shift, weighted_rowsum
+from .ops import (
+    bias_leaky,
+    bias_leaky_backward,
+    rowdot,
+    rowmax,
+    rowsum,
+    scale_shift,
+    weighted_rowsum,
+)
 
-__all__ = ["bias_leaky", "rowdot", "rowmax", "rowsum", "scale_shift", "weighted_rowsum"]
+__all__ = [
+    "bias_leaky",
+    "bias_leaky_backward",
+    "rowdot",
+    "rowmax",
+    "rowsum",
+    "scale_shift",
+    "weighted_rowsum",
+]

@@ -7,6 +7,7 @@ import torch
 
 from . import _support, reference
 from .kernels import bias_leaky as bias_leaky_kernels
+from .kernels import bias_leaky_backward as bias_leaky_backward_kernels
 from .kernels import rowdot as rowdot_kernels
 from .kernels import rowmax as rowmax_kernels
 from .kernels import rowsum as rowsum_kernels
@@ -260,32 +261,93 @@ def _bias_leaky_setup_context(ctx, inputs, keyword_only_inputs, output):
     )
 
 
-def _bias_leaky_backward(ctx, grad):
+def _bias_leaky_backward_(ctx, grad):
     x, bias = ctx.saved_tensors
     alpha = ctx.alpha
     negate = ctx.negate
+    if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel
+        return (
+            (
+                grad * torch.where(x + bias > 0, 1.0, alpha) * (-1.0 if negate else 1.0)
+            ).sum_to_size(ctx.x_shape)
+            if ctx.needs_input_grad[0]
+            else None,
+            (
+                grad * torch.where(x + bias > 0, 1.0, alpha) * (-1.0 if negate else 1.0)
+            ).sum_to_size(ctx.bias_shape)
+            if ctx.needs_input_grad[1]
+            else None,
+        )
     grad_x = None
     grad_bias = None
+    # One bias_leaky_backward call serves the gradients of x and bias: it runs once, if one is wanted.
+    if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
+        bias_leaky_grads = torch.ops.krows.bias_leaky_backward.default(
+            grad, x, bias, alpha, negate
+        )
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = (
-            grad * torch.where(x + bias > 0, 1.0, alpha) * (-1.0 if negate else 1.0)
-        ).sum_to_size(ctx.x_shape)
+        grad_x = bias_leaky_grads.sum_to_size(ctx.x_shape)
     if ctx.needs_input_grad[1]:
-        grad_bias = (
-            grad * torch.where(x + bias > 0, 1.0, alpha) * (-1.0 if negate else 1.0)
-        ).sum_to_size(ctx.bias_shape)
+        grad_bias = bias_leaky_grads.sum_to_size(ctx.bias_shape)
     return grad_x, grad_bias
 
 
 torch.library.register_autograd(
-    "krows::bias_leaky", _bias_leaky_backward, setup_context=_bias_leaky_setup_context
+    "krows::bias_leaky", _bias_leaky_backward_, setup_context=_bias_leaky_setup_context
 )
 
 
 # torch.compile traces krows::bias_leaky as its PyTorch reference, which Inductor fuses with the
 # operations around it; eager calls run the kernel, and torch.export keeps the op.
 _support.trace_as_reference("krows::bias_leaky", reference.bias_leaky)
+
+
+# krows::bias_leaky_backward -----------------------------------------------------------
+
+_bias_leaky_backward = torch.library.custom_op(
+    "krows::bias_leaky_backward",
+    bias_leaky_backward_kernels.bias_leaky_backward_triton,
+    mutates_args=(),
+    device_types=("cpu", "cuda"),
+    schema="(Tensor grad, Tensor x, Tensor bias, float alpha, bool negate) -> Tensor",
+    tags=(torch.Tag.pt2_compliant_tag,),
+)
+
+
+@torch.library.register_fake("krows::bias_leaky_backward")
+def _bias_leaky_backward_fake(grad, x, bias, alpha, negate):
+    # Only metadata: the same output the launcher allocates, never reading data.
+    return _support.pointwise_output("krows::bias_leaky_backward", grad, x, bias)
+
+
+def _bias_leaky_backward_setup_context(ctx, inputs, output):
+    pass  # backward only raises: nothing to keep
+
+
+def _bias_leaky_backward_backward(ctx, *grads):
+    raise RuntimeError(
+        "krows::bias_leaky_backward is not differentiable: it is the backward kernel of krows::bias_leaky"
+    )
+
+
+torch.library.register_autograd(
+    "krows::bias_leaky_backward",
+    _bias_leaky_backward_backward,
+    setup_context=_bias_leaky_backward_setup_context,
+)
+
+
+# torch.compile traces krows::bias_leaky_backward as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference("krows::bias_leaky_backward", reference.bias_leaky_backward)
+
+
+# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.
+_bias_leaky_backward_kernels = {
+    "cpu": bias_leaky_backward_kernels.bias_leaky_backward_triton,
+    "cuda": bias_leaky_backward_kernels.bias_leaky_backward_triton,
+}
 
 
 # krows::scale_shift -------------------------------------------------------------------

@@ -13,6 +13,7 @@ _rowsum = torch.ops.krows.rowsum.default
 _rowmax = torch.ops.krows.rowmax.default
 _rowdot = torch.ops.krows.rowdot.default
 _bias_leaky = torch.ops.krows.bias_leaky.default
+_bias_leaky_backward = torch.ops.krows.bias_leaky_backward.default
 _scale_shift = torch.ops.krows.scale_shift.default
 _weighted_rowsum = torch.ops.krows.weighted_rowsum.default
 
@@ -55,6 +56,19 @@ def bias_leaky(
 ) -> Tensor:
     """Leaky relu of x + bias, negated on request."""
     return _bias_leaky(x, bias, alpha=alpha, negate=negate)
+
+
+def bias_leaky_backward(
+    grad: Tensor, x: Tensor, bias: Tensor, alpha: float, negate: bool
+) -> Tensor:
+    """The gradients of x, bias for krows::bias_leaky, in one pass."""
+    kernel = _support.eager_kernel(
+        _registration._bias_leaky_backward_kernels, grad, x, bias
+    )
+    # Anything unusual goes to the operator, as does grad (the op has no backward: it raises).
+    if kernel is None or _support.grad_wanted(grad, x, bias):
+        return _bias_leaky_backward(grad, x, bias, alpha, negate)
+    return kernel(grad, x, bias, alpha, negate)
 
 
 def scale_shift(x: Tensor, scale: Tensor, shift: Tensor | None = None) -> Tensor:

@@ -43,6 +43,17 @@ def bias_leaky(
     ).to(dtype)
 
 
+def bias_leaky_backward(
+    grad: Tensor, x: Tensor, bias: Tensor, alpha: float, negate: bool
+) -> Tensor:
+    """krows::bias_leaky_backward in plain PyTorch, computed in float32 at least."""
+    dtype = grad.dtype
+    grad, x, bias = upcast(grad, x, bias)
+    return (
+        grad * torch.where(x + bias > 0, 1.0, alpha) * (-1.0 if negate else 1.0)
+    ).to(dtype)
+
+
 def scale_shift(x: Tensor, scale: Tensor, shift: Tensor | None = None) -> Tensor:
     """krows::scale_shift in plain PyTorch, computed in float32 at least."""
     dtype = x.dtype

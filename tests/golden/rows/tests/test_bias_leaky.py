@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    BackwardKernel,
     Contract,
     Differentiable,
     OnCuda,
@@ -37,10 +38,13 @@ BIAS_LEAKY = OpData(
     gradgradcheck=True,
     backward_sample="broadcast",
     saved_tensors={(0,): 2, (1,): 2, (0, 1): 2},
+    backward_kernel=torch.ops.krows.bias_leaky_backward.default,
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
 )
 
 
-class TestBiasLeaky(Differentiable, OnCuda, Tagged, TracedAsReference, Contract):
+class TestBiasLeaky(
+    Differentiable, BackwardKernel, OnCuda, Tagged, TracedAsReference, Contract
+):
     data = BIAS_LEAKY

@@ -18,6 +18,7 @@ import torch
 import ktriton
 from ktriton import reference
 from ktriton.kernels import muladd as muladd_kernels
+from ktriton.kernels import muladd_backward as muladd_backward_kernels
 from ktriton.kernels import muladd_out as muladd_out_kernels
 from ktriton.kernels import rowsum as rowsum_kernels
 from ktriton.kernels import sincos as sincos_kernels
@@ -49,6 +50,10 @@ def variants_of(op: str, device: str) -> dict:
         "muladd": {
             "cpu": muladd_kernels.muladd_triton,
             "cuda": muladd_kernels.muladd_triton,
+        },
+        "muladd_backward": {
+            "cpu": muladd_backward_kernels.muladd_backward_triton,
+            "cuda": muladd_backward_kernels.muladd_backward_triton,
         },
         "sincos": {
             "cpu": sincos_kernels.sincos_triton,
@@ -116,11 +121,18 @@ def main() -> None:
 # The devices each op has a kernel for.
 OPS = {
     "muladd": ("cpu", "cuda"),
+    "muladd_backward": ("cpu", "cuda"),
     "sincos": ("cpu", "cuda"),
     "muladd_out": ("cpu", "cuda"),
     "rowsum": ("cpu", "cuda"),
 }
-KEYWORD_ONLY = {"muladd": (), "sincos": (), "muladd_out": (), "rowsum": ("scale",)}
+KEYWORD_ONLY = {
+    "muladd": (),
+    "muladd_backward": (),
+    "sincos": (),
+    "muladd_out": (),
+    "rowsum": ("scale",),
+}
 
 
 def make_args(op: str, numel: int, device: str) -> tuple:
@@ -131,6 +143,7 @@ def make_args(op: str, numel: int, device: str) -> tuple:
 
     return {
         "muladd": lambda: (make(), make(), 1.25),
+        "muladd_backward": lambda: (make(), make(), make()),
         "sincos": lambda: (make(),),
         "muladd_out": lambda: (make(), make(), 1.25, make()),
         "rowsum": lambda: (make(), make(), 1.25),

@@ -5,6 +5,6 @@ Importing this package registers the operators torch.ops.ktriton.*, with their
 fake kernels and autograd formulas.
 """
 
-from .ops import muladd, muladd_out, rowsum, sincos
+from .ops import muladd, muladd_backward, muladd_out, rowsum, sincos
 
-__all__ = ["muladd", "muladd_out", "rowsum", "sincos"]
+__all__ = ["muladd", "muladd_backward", "muladd_out", "rowsum", "sincos"]

@@ -9,6 +9,7 @@ from torch.library import wrap_triton
 
 from . import _support, reference
 from .kernels import muladd as muladd_kernels
+from .kernels import muladd_backward as muladd_backward_kernels
 from .kernels import muladd_out as muladd_out_kernels
 from .kernels import rowsum as rowsum_kernels
 from .kernels import sincos as sincos_kernels
@@ -55,25 +56,34 @@ def _muladd_setup_context(ctx, inputs, output):
     ctx.b_shape = b.shape
     # Save only what the formulas read, and only when a gradient that reads it is wanted.
     ctx.save_for_backward(
-        a if ctx.needs_input_grad[1] else None,
-        b if ctx.needs_input_grad[0] else None,
+        a if ctx.needs_input_grad[0] or ctx.needs_input_grad[1] else None,
+        b if ctx.needs_input_grad[0] or ctx.needs_input_grad[1] else None,
     )
 
 
-def _muladd_backward(ctx, grad):
+def _muladd_backward_(ctx, grad):
     a, b = ctx.saved_tensors
+    if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel
+        return (
+            (grad * b).sum_to_size(ctx.a_shape) if ctx.needs_input_grad[0] else None,
+            (grad * a).sum_to_size(ctx.b_shape) if ctx.needs_input_grad[1] else None,
+            None,
+        )
     grad_a = None
     grad_b = None
+    # One muladd_backward call serves the gradients of a and b: it runs once, if one is wanted.
+    if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
+        muladd_grads = torch.ops.ktriton.muladd_backward.default(grad, a, b)
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_a = (grad * b).sum_to_size(ctx.a_shape)
+        grad_a = muladd_grads[0].sum_to_size(ctx.a_shape)
     if ctx.needs_input_grad[1]:
-        grad_b = (grad * a).sum_to_size(ctx.b_shape)
+        grad_b = muladd_grads[1].sum_to_size(ctx.b_shape)
     return grad_a, grad_b, None
 
 
 torch.library.register_autograd(
-    "ktriton::muladd", _muladd_backward, setup_context=_muladd_setup_context
+    "ktriton::muladd", _muladd_backward_, setup_context=_muladd_setup_context
 )
 
 
@@ -100,7 +110,74 @@ class _MuladdFunction(torch.autograd.Function):
         _muladd_setup_context(ctx, (a, b, c), output)
         return output
 
-    backward = staticmethod(_muladd_backward)
+    backward = staticmethod(_muladd_backward_)
+
+
+# ktriton::muladd_backward -------------------------------------------------------------
+
+# The CPU kernel as an op of its own, which tracing never enters: Triton's interpreter reads
+# tensor data, which the fake and functional tensors of torch.compile and opcheck do not have.
+_muladd_backward_cpu = torch.library.custom_op(
+    "ktriton::_muladd_backward_cpu",
+    muladd_backward_kernels.muladd_backward_triton,
+    mutates_args=(),
+    device_types="cpu",
+    schema="(Tensor grad, Tensor a, Tensor b) -> (Tensor, Tensor)",
+)
+
+
+@torch.library.triton_op("ktriton::muladd_backward", mutates_args=())
+def _muladd_backward(grad: Tensor, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+    # The body is the fake kernel: torch.compile traces the op as its PyTorch reference (below),
+    # which Inductor fuses with the operations around it, not this launch through wrap_triton.
+    if not grad.is_cuda:
+        return _muladd_backward_cpu(grad, a, b)
+    return muladd_backward_kernels.muladd_backward_launch(
+        wrap_triton(muladd_backward_kernels.muladd_backward_kernel), grad, a, b
+    )
+
+
+# Eager calls go straight to the kernels, not through the body, its wrap_triton and (on CPU)
+# a second dispatch; the fake kernel and torch.compile still use the body.
+_muladd_backward.register_kernel("cpu", muladd_backward_kernels.muladd_backward_triton)
+_muladd_backward.register_kernel("cuda", muladd_backward_kernels.muladd_backward_triton)
+
+
+@torch.library.register_fake("ktriton::_muladd_backward_cpu")
+def _muladd_backward_fake(grad, a, b):
+    # Only metadata: the same outputs the launcher allocates, never reading data.
+    out0 = _support.pointwise_output("ktriton::muladd_backward", grad, a, b)
+    out1 = _support.pointwise_output("ktriton::muladd_backward", grad, a, b)
+    return out0, out1
+
+
+def _muladd_backward_setup_context(ctx, inputs, output):
+    pass  # backward only raises: nothing to keep
+
+
+def _muladd_backward_backward(ctx, *grads):
+    raise RuntimeError(
+        "ktriton::muladd_backward is not differentiable: it is the backward kernel of ktriton::muladd"
+    )
+
+
+torch.library.register_autograd(
+    "ktriton::muladd_backward",
+    _muladd_backward_backward,
+    setup_context=_muladd_backward_setup_context,
+)
+
+
+# torch.compile traces ktriton::muladd_backward as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference("ktriton::muladd_backward", reference.muladd_backward)
+
+
+# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.
+_muladd_backward_kernels = {
+    "cpu": muladd_backward_kernels.muladd_backward_triton,
+    "cuda": muladd_backward_kernels.muladd_backward_triton,
+}
 
 
 # ktriton::sincos ----------------------------------------------------------------------

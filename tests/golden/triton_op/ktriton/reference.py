@@ -16,6 +16,16 @@ def muladd(a: Tensor, b: Tensor, c: float) -> Tensor:
     return (a * b + c).to(dtype)
 
 
+def muladd_backward(grad: Tensor, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+    """ktriton::muladd_backward in plain PyTorch, computed in float32 at least."""
+    dtype = grad.dtype
+    grad, a, b = upcast(grad, a, b)
+    return (
+        (grad * b).to(dtype),
+        (grad * a).to(dtype),
+    )
+
+
 def sincos(x: Tensor) -> tuple[Tensor, Tensor]:
     """ktriton::sincos in plain PyTorch, computed in float32 at least."""
     dtype = x.dtype

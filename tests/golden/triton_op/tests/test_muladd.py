@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    BackwardKernel,
     Contract,
     Differentiable,
     DirectInEager,
@@ -31,13 +32,15 @@ MULADD = OpData(
     gradient_samples=("normal", "noncontiguous", "broadcast"),
     gradgradcheck=True,
     backward_sample="broadcast",
-    saved_tensors={(0,): 1, (1,): 1, (0, 1): 2},
+    saved_tensors={(0,): 2, (1,): 2, (0, 1): 2},
+    backward_kernel=torch.ops.ktriton.muladd_backward.default,
     lead_input=0,
 )
 
 
 class TestMuladd(
     Differentiable,
+    BackwardKernel,
     OnCuda,
     TracedAsReference,
     DirectInEager,

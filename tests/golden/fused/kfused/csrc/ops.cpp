@@ -37,6 +37,13 @@ struct muladd {
 };
 
 template <typename acc_t>
+struct muladd_backward {
+  Values<acc_t, 2> operator()(acc_t grad, acc_t a, acc_t b) const {
+    return {grad * b, grad * a};
+  }
+};
+
+template <typename acc_t>
 struct muladd_out {
   acc_t c;
   Values<acc_t, 1> operator()(acc_t a, acc_t b) const {
@@ -77,6 +84,17 @@ Tensor muladd(const Tensor& a, const Tensor& b, double c) {
   return out;
 }
 
+std::tuple<Tensor, Tensor> muladd_backward(const Tensor& grad, const Tensor& a, const Tensor& b) {
+  KernelCall call("kfused::muladd_backward", {grad, a, b});
+  call.read(grad);
+  call.read(a);
+  call.read(b);
+  Tensor out0 = call.output();
+  Tensor out1 = call.output();
+  call.pointwise_cpu<functors::muladd_backward>();
+  return {out0, out1};
+}
+
 void muladd_out(const Tensor& a, const Tensor& b, double c, const Tensor& out) {
   KernelCall call("kfused::muladd_out", {a, b, out});
   call.read(a);
@@ -113,6 +131,9 @@ Tensor square(const Tensor& x) {
 TORCH_LIBRARY(kfused, m) {
   m.def("muladd(Tensor a, Tensor b, float c) -> Tensor", {at::Tag::pt2_compliant_tag});
   m.def(
+      "muladd_backward(Tensor grad, Tensor a, Tensor b) -> (Tensor, Tensor)",
+      {at::Tag::pt2_compliant_tag});
+  m.def(
       "muladd_out(Tensor a, Tensor b, float c, Tensor(a!) out) -> ()",
       {at::Tag::pt2_compliant_tag});
   m.def("scale_(Tensor(a!) x, float s) -> ()", {at::Tag::pt2_compliant_tag});
@@ -122,6 +143,7 @@ TORCH_LIBRARY(kfused, m) {
 
 TORCH_LIBRARY_IMPL(kfused, CPU, m) {
   m.impl("muladd", &kfused::cpu::muladd);
+  m.impl("muladd_backward", &kfused::cpu::muladd_backward);
   m.impl("muladd_out", &kfused::cpu::muladd_out);
   m.impl("scale_", &kfused::cpu::scale_);
   m.impl("mul", &kfused::cpu::mul);
@@ -144,6 +166,14 @@ Tensor muladd(const Tensor& a, const Tensor& b, double c) {
                            .findSchemaOrThrow("kfused::muladd", "")
                            .typed<Tensor(const Tensor&, const Tensor&, double)>();
   return handle.call(a, b, c);
+}
+
+std::tuple<Tensor, Tensor> muladd_backward(const Tensor& grad, const Tensor& a, const Tensor& b) {
+  using Signature = std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&);
+  static auto handle = c10::Dispatcher::singleton()
+                           .findSchemaOrThrow("kfused::muladd_backward", "")
+                           .typed<Signature>();
+  return handle.call(grad, a, b);
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
@@ -170,7 +200,9 @@ struct muladd_function : public torch::autograd::Function<muladd_function> {
     ctx->saved_data["a_shape"] = a.sym_sizes();
     ctx->saved_data["b_shape"] = b.sym_sizes();
     // Only what the formulas read, and only where a gradient that reads it is wanted.
-    ctx->save_for_backward({b.requires_grad() ? a : Tensor(), a.requires_grad() ? b : Tensor()});
+    ctx->save_for_backward({
+        a.requires_grad() || b.requires_grad() ? a : Tensor(),
+        a.requires_grad() || b.requires_grad() ? b : Tensor()});
     return out;
   }
 
@@ -180,12 +212,27 @@ struct muladd_function : public torch::autograd::Function<muladd_function> {
     const Tensor& b = saved[1];
     const Tensor& grad = grads[0];
     Tensor grad_a, grad_b;
-    // Each gradient is summed back to its input's shape, where the input was broadcast.
-    if (ctx->needs_input_grad(0)) {
-      grad_a = at::sum_to(grad * b, ctx->saved_data["a_shape"].toSymIntVector());
-    }
-    if (ctx->needs_input_grad(1)) {
-      grad_b = at::sum_to(grad * a, ctx->saved_data["b_shape"].toSymIntVector());
+    if (torch::autograd::GradMode::is_enabled()) {  // create_graph: the formulas as written
+      // Each gradient is summed back to its input's shape, where the input was broadcast.
+      if (ctx->needs_input_grad(0)) {
+        grad_a = at::sum_to(grad * b, ctx->saved_data["a_shape"].toSymIntVector());
+      }
+      if (ctx->needs_input_grad(1)) {
+        grad_b = at::sum_to(grad * a, ctx->saved_data["b_shape"].toSymIntVector());
+      }
+    } else {
+      // One muladd_backward call serves the gradients of a and b, where one is wanted.
+      std::tuple<Tensor, Tensor> muladd_grads;
+      if (ctx->needs_input_grad(0) || ctx->needs_input_grad(1)) {
+        muladd_grads = ops::muladd_backward(grad, a, b);
+      }
+      // Each gradient is summed back to its input's shape, where the input was broadcast.
+      if (ctx->needs_input_grad(0)) {
+        grad_a = at::sum_to(std::get<0>(muladd_grads), ctx->saved_data["a_shape"].toSymIntVector());
+      }
+      if (ctx->needs_input_grad(1)) {
+        grad_b = at::sum_to(std::get<1>(muladd_grads), ctx->saved_data["b_shape"].toSymIntVector());
+      }
     }
     return {grad_a, grad_b, Tensor()};
   }

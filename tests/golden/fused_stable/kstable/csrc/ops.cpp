@@ -35,6 +35,13 @@ struct muladd {
 };
 
 template <typename acc_t>
+struct muladd_backward {
+  Values<acc_t, 2> operator()(acc_t grad, acc_t a, acc_t b) const {
+    return {grad * b, grad * a};
+  }
+};
+
+template <typename acc_t>
 struct muladd_out {
   acc_t c;
   Values<acc_t, 1> operator()(acc_t a, acc_t b) const {
@@ -77,6 +84,17 @@ Tensor muladd(Tensor a, Tensor b, double c) {
   return out;
 }
 
+std::tuple<Tensor, Tensor> muladd_backward(Tensor grad, Tensor a, Tensor b) {
+  KernelCall call("kstable::muladd_backward", {grad, a, b});
+  call.read(grad);
+  call.read(a);
+  call.read(b);
+  Tensor out0 = call.output();
+  Tensor out1 = call.output();
+  call.pointwise_cpu<functors::muladd_backward>();
+  return {out0, out1};
+}
+
 void muladd_out(Tensor a, Tensor b, double c, Tensor out) {
   KernelCall call("kstable::muladd_out", {a, b, out});
   call.read(a);
@@ -114,6 +132,7 @@ Tensor addcmul_opt(Tensor x, Tensor y, std::optional<Tensor> weight, double valu
 
 STABLE_TORCH_LIBRARY(kstable, m) {
   m.def("muladd(Tensor a, Tensor b, float c) -> Tensor");
+  m.def("muladd_backward(Tensor grad, Tensor a, Tensor b) -> (Tensor, Tensor)");
   m.def("muladd_out(Tensor a, Tensor b, float c, Tensor(a!) out) -> ()");
   m.def("scale_(Tensor(a!) x, float s) -> ()");
   m.def("mul(Tensor a, Tensor b) -> Tensor");
@@ -123,6 +142,7 @@ STABLE_TORCH_LIBRARY(kstable, m) {
 
 STABLE_TORCH_LIBRARY_IMPL(kstable, CPU, m) {
   m.impl("muladd", TORCH_BOX(&kstable::cpu::muladd));
+  m.impl("muladd_backward", TORCH_BOX(&kstable::cpu::muladd_backward));
   m.impl("muladd_out", TORCH_BOX(&kstable::cpu::muladd_out));
   m.impl("scale_", TORCH_BOX(&kstable::cpu::scale_));
   m.impl("mul", TORCH_BOX(&kstable::cpu::mul));

@@ -76,6 +76,17 @@ Tensor muladd(const Tensor& a, const Tensor& b, double c) {
   return out;
 }
 
+std::tuple<Tensor, Tensor> muladd_backward(const Tensor& grad, const Tensor& a, const Tensor& b) {
+  KernelCall call("kfused::muladd_backward", {grad, a, b});
+  call.read(grad);
+  call.read(a);
+  call.read(b);
+  Tensor out0 = call.output();
+  Tensor out1 = call.output();
+  launch(call, kernels::muladd_backward);
+  return {out0, out1};
+}
+
 void muladd_out(const Tensor& a, const Tensor& b, double c, const Tensor& out) {
   KernelCall call("kfused::muladd_out", {a, b, out});
   call.read(a);
@@ -103,6 +114,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 
 TORCH_LIBRARY_IMPL(kfused, CUDA, m) {
   m.impl("muladd", &kfused::cuda::muladd);
+  m.impl("muladd_backward", &kfused::cuda::muladd_backward);
   m.impl("muladd_out", &kfused::cuda::muladd_out);
   m.impl("scale_", &kfused::cuda::scale_);
   m.impl("mul", &kfused::cuda::mul);

@@ -15,6 +15,13 @@ struct muladd {
 };
 
 template <typename acc_t>
+struct muladd_backward {
+  __device__ Values<acc_t, 2> operator()(acc_t grad, acc_t a, acc_t b) const {
+    return {grad * b, grad * a};
+  }
+};
+
+template <typename acc_t>
 struct muladd_out {
   acc_t c;
   __device__ Values<acc_t, 1> operator()(acc_t a, acc_t b) const {
@@ -59,6 +66,10 @@ namespace kernels {
 
 cudaError_t muladd(const Launch& launch, double c) {
   return cuda::pointwise<functors::muladd>(launch, c);
+}
+
+cudaError_t muladd_backward(const Launch& launch) {
+  return cuda::pointwise<functors::muladd_backward>(launch);
 }
 
 cudaError_t muladd_out(const Launch& launch, double c) {

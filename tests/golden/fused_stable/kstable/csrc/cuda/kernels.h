@@ -39,6 +39,7 @@ struct Launch {
 namespace kstable::cuda::kernels {
 
 cudaError_t muladd(const Launch& launch, double c);
+cudaError_t muladd_backward(const Launch& launch);
 cudaError_t muladd_out(const Launch& launch, double c);
 cudaError_t scale_(const Launch& launch, double s);
 cudaError_t mul(const Launch& launch);

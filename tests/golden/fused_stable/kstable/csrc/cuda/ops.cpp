@@ -81,6 +81,17 @@ Tensor muladd(Tensor a, Tensor b, double c) {
   return out;
 }
 
+std::tuple<Tensor, Tensor> muladd_backward(Tensor grad, Tensor a, Tensor b) {
+  KernelCall call("kstable::muladd_backward", {grad, a, b});
+  call.read(grad);
+  call.read(a);
+  call.read(b);
+  Tensor out0 = call.output();
+  Tensor out1 = call.output();
+  launch(call, kernels::muladd_backward);
+  return {out0, out1};
+}
+
 void muladd_out(Tensor a, Tensor b, double c, Tensor out) {
   KernelCall call("kstable::muladd_out", {a, b, out});
   call.read(a);
@@ -126,6 +137,7 @@ Tensor addcmul_opt(Tensor x, Tensor y, std::optional<Tensor> weight, double valu
 
 STABLE_TORCH_LIBRARY_IMPL(kstable, CUDA, m) {
   m.impl("muladd", TORCH_BOX(&kstable::cuda::muladd));
+  m.impl("muladd_backward", TORCH_BOX(&kstable::cuda::muladd_backward));
   m.impl("muladd_out", TORCH_BOX(&kstable::cuda::muladd_out));
   m.impl("scale_", TORCH_BOX(&kstable::cuda::scale_));
   m.impl("mul", TORCH_BOX(&kstable::cuda::mul));

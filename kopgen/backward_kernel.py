@@ -1,0 +1,137 @@
+"""Backward kernels: a pointwise op's `backward` formulas, where all are in the pointwise language,
+made into an op of the namespace, `<op>_backward`, that computes every input's gradient in one launch.
+
+The op is a PointwiseCompute op like any other, so every backend, its fake kernel, torch.compile and
+export come from the existing machinery. Its schema: the output's gradient, the Tensors and result the
+formulas read, the scalars they read -> one Tensor per differentiable input. The forward op's formulas
+are then rewritten to index its call (`muladd_backward(grad, a, b)[0]`), which backward runs once
+(lang/autograd.py's shared calls) and sums back to each input's shape (sum_to_size); the formulas as
+written stay beside them (`Gradient.eager`), for `kopgen check` and for a backward that must itself be
+differentiable (create_graph), which runs them as torch ops (lang/autograd.py, lang/cpp_autograd.py).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+
+from .backward import plan_backward
+from .expr import ExprError, FormulaContext, parse_formula, parse_pointwise
+from .expr.emitters import UNARY_FUNCS
+from .model import Arg, Gradient, Op, PointwiseCompute, Write
+from .names import output_names
+from .schema import parse_schema
+
+# torch functions a formula may call that are the pointwise language's own (torch.exp(x) is exp(x)).
+_POINTWISE_TORCH = frozenset((*UNARY_FUNCS, "minimum", "maximum", "pow", "where"))
+_MAX_NAME = 64  # names.py's limit on an op name
+
+
+def with_backward_kernels(ops: list[Op], namespace: str) -> list[Op]:
+    """The ops, each op whose formulas are all pointwise followed by its `<op>_backward` op, and its
+    formulas calling that op."""
+    taken = {op.name.lower() for op in ops}
+    result = []
+    for op in ops:
+        kernel = backward_kernel(op, taken)
+        if kernel is None:
+            result.append(op)
+            continue
+        taken.add(kernel.name.lower())
+        result += [_calling(op, kernel, namespace, {o.name for o in ops} | {kernel.name}), kernel]
+    return result
+
+
+def pointwise_formula(text: str, kinds: dict[str, str]):
+    """A formula as a pointwise expression (torch.<f> read as the language's f), or None where it is not one."""
+    tree = ast.parse(text, mode="eval")
+    for node in ast.walk(tree):
+        func = node.func if isinstance(node, ast.Call) else None
+        if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "torch"
+                and func.attr in _POINTWISE_TORCH):
+            node.func = ast.Name(func.attr, ast.Load())
+    try:
+        return parse_pointwise(ast.unparse(tree), kinds)
+    except ExprError:
+        return None
+
+
+def why_eager(op: Op) -> str | None:
+    """Why the op's backward stays eager formulas (None: it can get a backward kernel)."""
+    if not isinstance(op.body, PointwiseCompute) or op.is_mutating:
+        return "only functional `compute` ops get one"
+    if len(op.output_names) != 1:
+        return "it has several outputs, and grads[i] is not in the pointwise language"
+    if any(a.is_optional for a in op.args) or {"grad", "result"} & {a.name for a in op.args}:
+        return "it takes a Tensor? argument, or one named grad or result"
+    for gradient in op.backward.gradients:
+        if gradient.formula is not None and gradient.formula.own_ops_called:
+            return f"the formula of {gradient.arg.name} calls an op of the namespace"
+    return None
+
+
+def backward_kernel(op: Op, taken: set[str]) -> Op | None:
+    """The op `<op>_backward` computing every gradient of `op`, or None where a formula is not pointwise."""
+    name = f"{op.name}_backward"
+    if not op.has_gradients or why_eager(op) or name.lower() in taken or len(name) > _MAX_NAME:
+        return None
+    gradients = _in_kernel(op)
+    exprs = _pointwise(op, gradients)
+    if not exprs or any(e is None or "grad" not in e.names for e in exprs):
+        return None  # a formula outside the language (or one that ignores grad): eager
+    # Gradients of one expression (x and a broadcast bias of relu(x + bias)) share an output.
+    exprs = list({e.to_torch(): e for e in exprs}.values())
+    used = {n for e in exprs for n in e.names}
+    order = ["grad", *(a.name for a in op.args if a.is_tensor), "result", *(a.name for a in op.args if not a.is_tensor)]
+    types = {"grad": "Tensor", "result": "Tensor", **{a.name: str(a.schema.type) for a in op.args}}
+    params = [n for n in order if n in used]
+    returns = "Tensor" if len(exprs) == 1 else f"({', '.join(['Tensor'] * len(exprs))})"
+    schema = parse_schema(f"{name}({', '.join(f'{types[n]} {n}' for n in params)}) -> {returns}")
+    args = tuple(Arg(a, i) for i, a in enumerate(schema.arguments))
+    outputs = output_names(params, len(exprs))
+    lead_shape = op.shapes[0][op.lead.name] if op.shapes else ()
+    shapes = tuple({n: shape.get(n, lead_shape) for n in params if types[n] == "Tensor"} for shape in op.shapes)
+    readers = ", ".join(g.arg.name for g in gradients)
+    return dataclasses.replace(
+        op, name=name, schema=schema, args=args, body=PointwiseCompute(tuple(map(Write, exprs, outputs))),
+        doc=f"The gradients of {readers} for {op.qualname}, in one pass.", shapes=shapes, backward=None,
+        sample_args=(), stem="", module_names=(), backward_of=op.name,
+    )
+
+
+def _pointwise(op: Op, gradients: list[Gradient]) -> list:
+    kinds = {"grad": "tensor", **{a.name: a.kind for a in op.args}, "result": "tensor"}
+    return [pointwise_formula(g.formula.text, kinds) for g in gradients]
+
+
+def _in_kernel(op: Op) -> list[Gradient]:
+    """The gradients the kernel computes: a gradient that is grad itself costs no kernel as a formula
+    (sum_to_size returns grad), so it stays one."""
+    return [g for g in op.backward.gradients if g.formula is not None and g.formula.text.strip() != "grad"]
+
+
+def _calling(op: Op, kernel: Op, namespace: str, own_ops: set[str]) -> Op:
+    """`op` with each formula indexing a call of its backward kernel; the formulas as written kept as `eager`."""
+    context = FormulaContext(arg_kinds={a.name: a.kind for a in op.args}, num_outputs=1, namespace=namespace,
+                             own_ops=frozenset(own_ops), own_op_returns={kernel.name: len(kernel.schema.returns)})
+    call = f"{kernel.name}({', '.join(a.name for a in kernel.args)})"
+    several = len(kernel.schema.returns) > 1
+    outputs = [w.expr.to_torch() for w in kernel.body.writes]
+    in_kernel = _in_kernel(op)
+    exprs = dict(zip((g.arg.name for g in in_kernel), _pointwise(op, in_kernel), strict=True))
+    gradients = []
+    for gradient in op.backward.gradients:
+        if gradient.arg.name not in exprs:
+            gradients.append(gradient)
+            continue
+        k = outputs.index(exprs[gradient.arg.name].to_torch())
+        formula = parse_formula(f"{call}[{k}]" if several else call, context)
+        gradients.append(Gradient(gradient.arg, formula, eager=gradient.formula))
+    # Saved as the new formulas read: every Tensor the kernel reads, where any gradient is wanted.
+    return dataclasses.replace(op, backward=plan_backward(tuple(gradients), op.args, num_outputs=1))
+
+
+def kernel_name(op: Op) -> str | None:
+    """The backward kernel `op`'s formulas call (None: they run as torch ops)."""
+    gradient = next((g for g in op.backward.gradients if g.eager), None) if op.backward else None
+    return gradient.formula.own_ops_called[0] if gradient else None

@@ -1,0 +1,108 @@
+"""Backward kernels (kopgen/backward_kernel.py): which ops get `<op>_backward`, its schema and
+expressions, the formulas that call it, and what `kopgen check` says of each op."""
+
+from __future__ import annotations
+
+from kopgen.model import PointwiseCompute
+from kopgen.pipeline import load_spec_text
+from kopgen.report import describe_plan
+
+HEAD = """\
+kopgen: 1
+package: kbw
+ops:
+"""
+MULADD = """\
+  - schema: "muladd(Tensor a, Tensor b, float c) -> Tensor"
+    compute: "a * b + c"
+    backward: {a: "grad * b", b: "grad * a"}
+"""
+
+
+def ops_of(text: str) -> dict:
+    return {op.name: op for op in load_spec_text(HEAD + text, "kopgen.yaml").ops}
+
+
+def test_pointwise_formulas_give_one_backward_op_computing_every_gradient():
+    ops = ops_of(MULADD)
+    kernel = ops["muladd_backward"]
+    assert list(ops) == ["muladd", "muladd_backward"]
+    assert kernel.schema_text == "muladd_backward(Tensor grad, Tensor a, Tensor b) -> (Tensor, Tensor)"
+    assert isinstance(kernel.body, PointwiseCompute) and kernel.backward is None
+    assert [w.expr.text for w in kernel.body.writes] == ["grad * b", "grad * a"]
+    assert (kernel.registration, kernel.kernels, kernel.dtypes) == (
+        ops["muladd"].registration, ops["muladd"].kernels, ops["muladd"].dtypes)
+    gradients = ops["muladd"].backward.gradients
+    assert [g.formula.text for g in gradients] == ["muladd_backward(grad, a, b)[0]", "muladd_backward(grad, a, b)[1]"]
+    assert [g.eager.text for g in gradients] == ["grad * b", "grad * a"]
+    # the kernel reads a and b for either gradient: both are saved where either is wanted
+    assert [(s.name, s.needed_by) for s in ops["muladd"].backward.saved_tensors] == [("a", (0, 1)), ("b", (0, 1))]
+    assert ops["muladd"].backward.differentiable_twice  # create_graph runs the formulas as written
+
+
+def test_torch_functions_of_the_language_result_and_scalars_reach_the_kernel():
+    ops = ops_of("""\
+  - schema: "scaled_sigmoid(Tensor x, float scale=1.0) -> Tensor"
+    compute: "scale * sigmoid(x)"
+    backward: {x: "grad * result * (1 - result / scale) + torch.exp(x) * 0.0"}
+""")
+    kernel = ops["scaled_sigmoid_backward"]
+    assert kernel.schema_text == "scaled_sigmoid_backward(Tensor grad, Tensor x, Tensor result, float scale) -> Tensor"
+    assert ops["scaled_sigmoid"].backward.gradients[0].formula.text == "scaled_sigmoid_backward(grad, x, result, scale)"
+
+
+def test_equal_gradients_share_an_output_and_grad_itself_stays_a_formula():
+    ops = ops_of("""\
+  - schema: "bias_relu(Tensor x, Tensor bias) -> Tensor"
+    compute: "relu(x + bias)"
+    backward: {x: "torch.where(result > 0, grad, 0.0)", bias: "torch.where(result > 0, grad, 0.0)"}
+  - schema: "add3(Tensor a, Tensor b, Tensor c) -> Tensor"
+    compute: "a + b + c"
+    backward: {a: "grad", b: "grad * 2", c: non_differentiable}
+""")
+    assert ops["bias_relu_backward"].schema_text == "bias_relu_backward(Tensor grad, Tensor result) -> Tensor"
+    assert {g.formula.text for g in ops["bias_relu"].backward.gradients} == {"bias_relu_backward(grad, result)"}
+    assert ops["add3_backward"].schema_text == "add3_backward(Tensor grad) -> Tensor"
+    a, b, c = ops["add3"].backward.gradients
+    assert (a.formula.text, a.eager, b.formula.text, c.formula) == ("grad", None, "add3_backward(grad)", None)
+
+
+def test_formulas_outside_the_language_keep_the_eager_path():
+    ops = ops_of("""\
+  - schema: "mymul(Tensor a, Tensor b) -> Tensor"
+    compute: "a * b"
+    backward: {a: "mymul(grad, b)", b: "torch.mul(grad, a)"}
+  - schema: "sincos(Tensor x) -> (Tensor, Tensor)"
+    compute: ["sin(x)", "cos(x)"]
+    backward: {x: "grads[0] * results[1] - grads[1] * results[0]"}
+  - schema: "passthrough(Tensor x) -> Tensor"
+    compute: "x * 1.0"
+    backward: {x: "grad"}
+""")
+    assert list(ops) == ["mymul", "sincos", "passthrough"]
+    assert all(g.eager is None for op in ops.values() for g in op.backward.gradients)
+
+
+def test_a_name_taken_by_an_op_of_the_spec_keeps_the_eager_path():
+    ops = ops_of(MULADD + """\
+  - schema: "muladd_backward(Tensor grad, Tensor a) -> Tensor"
+    compute: "grad * a"
+""")
+    assert ops["muladd_backward"].backward_of == ""
+    assert ops["muladd"].backward.gradients[0].eager is None
+
+
+def test_check_says_which_ops_get_a_backward_kernel():
+    text = MULADD + """\
+  - schema: "mymul(Tensor a, Tensor b) -> Tensor"
+    compute: "a * b"
+    backward: {a: "mymul(grad, b)", b: "mymul(grad, a)"}
+"""
+    plan = describe_plan(load_spec_text(HEAD + text, "kopgen.yaml"), "kopgen.yaml")
+    assert "  backward: a: grad * b\n            b: grad * a\n" in plan
+    assert ("  backward kernel: kbw::muladd_backward, one launch for every gradient (then summed to broadcast "
+            "shapes)\n") in plan
+    assert "kbw::muladd_backward(Tensor grad, Tensor a, Tensor b) -> (Tensor, Tensor)\n" in plan
+    assert "  computes: the gradients of kbw::muladd (its backward kernel)\n" in plan
+    assert ("  backward kernel: none, the formulas run as torch ops: the formula of a calls an op of the "
+            "namespace\n") in plan
