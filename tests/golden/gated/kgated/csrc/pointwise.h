@@ -163,13 +163,15 @@ inline Tensor new_empty(const Tensor& like, const std::vector<int64_t>& shape) {
   int32_t dtype;
   int32_t device_type;
   int32_t device_index;
-  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_dtype(like.get(), &dtype));
-  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_type(like.get(), &device_type));
-  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_index(like.get(), &device_index));
   AtenTensorHandle result;
-  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(static_cast<int64_t>(shape.size()),
-                                                         shape.data(), strides.data(), dtype,
-                                                         device_type, device_index, &result));
+  // Each status checked by hand: torch 2.13 renamed the macro that checks them (TORCH_ERROR_CODE_CHECK).
+  const bool ok =
+      aoti_torch_get_dtype(like.get(), &dtype) == AOTI_TORCH_SUCCESS &&
+      aoti_torch_get_device_type(like.get(), &device_type) == AOTI_TORCH_SUCCESS &&
+      aoti_torch_get_device_index(like.get(), &device_index) == AOTI_TORCH_SUCCESS &&
+      aoti_torch_empty_strided(static_cast<int64_t>(shape.size()), shape.data(), strides.data(),
+                               dtype, device_type, device_index, &result) == AOTI_TORCH_SUCCESS;
+  KOPGEN_CHECK(ok, "aoti_torch_empty_strided failed");
   return Tensor(result);
 }
 
