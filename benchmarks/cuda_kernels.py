@@ -78,8 +78,9 @@ def generate(workdir: Path, before: str | None) -> None:
             spec = workdir / f"{package}.yaml"
             spec.write_text(SPEC.format(package=package))
             env = {**os.environ, "PYTHONPATH": str(kopgen)}
-            subprocess.run([sys.executable, "-m", "kopgen", "new", str(spec), "-o", str(repo)], env=env, check=True,
-                           stdout=subprocess.DEVNULL)  # fmt: skip
+            # cwd: `python -m` puts the working directory before PYTHONPATH on sys.path
+            subprocess.run([sys.executable, "-m", "kopgen", "new", str(spec.resolve()), "-o", str(repo.resolve())],
+                           env=env, cwd=kopgen, check=True, stdout=subprocess.DEVNULL)  # fmt: skip
     described = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True, text=True,
                                check=False).stdout.strip()  # fmt: skip
     (workdir / "COMMIT").write_text(f"kcuda at {described}" + (f", kcuda_before at {before}" if before else "") + "\n")
