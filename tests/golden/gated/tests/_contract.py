@@ -541,21 +541,27 @@ class SplitInHalves(Contract):
     clear error, by its kernels and by its fake kernel (on meta tensors, as torch.compile traces)."""
 
     split_input: int  # the argument split
-    kernel_errors_raise = True  # False where an error raised in the op's kernel crashes the process
+    # False where an error raised in the op's kernel crashes the process
+    kernel_errors_raise = True
 
     def odd_args(self, device) -> tuple:
         args = list(self.normal_args(device))
-        args[self.split_input] = args[self.split_input][..., 1:]  # one element fewer: odd
+        split = self.split_input
+        args[split] = args[split][..., 1:]  # one element fewer: odd
         return tuple(args)
 
     def test_odd_last_dimension_is_refused_by_the_kernel(self, device):
         if not self.kernel_errors_raise:
-            pytest.skip(f"torch {torch.__version__}: an error raised in a stable ABI kernel crashes the process")
+            pytest.skip(
+                f"torch {torch.__version__}: an error raised in a stable ABI kernel "
+                "crashes the process"
+            )
         with pytest.raises(RuntimeError, match="its size must be even"):
             self.call(self.data.op, self.odd_args(device))
 
     def test_odd_last_dimension_is_refused_by_the_fake_kernel(self, device):
-        meta = tuple(a.to("meta") if isinstance(a, torch.Tensor) else a for a in self.odd_args(device))
+        args = self.odd_args(device)
+        meta = tuple(a.to("meta") if isinstance(a, torch.Tensor) else a for a in args)
         with pytest.raises(RuntimeError, match="its size must be even"):
             self.call(self.data.op, meta)
 

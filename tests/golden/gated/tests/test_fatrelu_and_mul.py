@@ -38,5 +38,6 @@ class TestFatreluAndMul(
     Differentiable, OnCuda, TracedAsReference, SplitInHalves, Contract
 ):
     split_input = 0  # x: its last dimension is split in halves
-    kernel_errors_raise = torch.__version__ >= "2.13"  # torch 2.11: an error in a stable kernel crashes
+    # torch 2.11 crashes on an error raised in a stable ABI kernel
+    kernel_errors_raise = torch.__version__ >= "2.13"
     data = FATRELU_AND_MUL
