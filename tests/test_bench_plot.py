@@ -70,6 +70,7 @@ def test_sweep_measures_op_and_copy_and_draws_them(tmp_path):
     assert [call[1][0] for call in plots] == [megabytes, megabytes]
     assert [call[1][1] for call in plots] == [[p[1] for p in drawn["points"]], [p[2] for p in drawn["points"]]]
     assert [call[2]["label"] for call in plots] == ["muladd", "copy (roofline)"]
-    assert ["set_xscale", ["log"], {}] in drawn["calls"] and drawn["calls"][-1][0] == "legend"
+    assert ["set_xscale", ["log"], {}] in drawn["calls"] and ["set_yscale", ["log"], {}] in drawn["calls"]
+    assert drawn["calls"][-1][0] == "legend"
     if HAS_MATPLOTLIB:
         assert figure.read_bytes().startswith(b"\x89PNG")

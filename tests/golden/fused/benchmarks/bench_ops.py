@@ -78,6 +78,8 @@ def draw(axes, op: str, points: list[tuple]) -> None:
     copies = [copy for _, _, copy in points]
     axes.plot(megabytes, copies, linestyle="--", color="gray", label="copy (roofline)")
     axes.set_xscale("log")
+    # Log too: an interpreted kernel runs orders of magnitude under the copy.
+    axes.set_yscale("log")
     axes.set_xlabel("MB moved per call")
     axes.set_ylabel("GB/s")
     axes.set_title(op)
