@@ -97,7 +97,8 @@ def plot(path: str, ops: list[str], device: str, sizes: list[int], min_time=0.2)
     figure, axes = plt.subplots(1, len(ops), figsize=(5 * len(ops), 4), squeeze=False)
     for panel, op in zip(axes[0], ops):
         draw(panel, op, sweep(op, device, sizes, min_time))
-    figure.suptitle(f"kbook on {device}: bandwidth against a copy of the same bytes")
+    title = "bandwidth against a copy of the same bytes"
+    figure.suptitle(f"kbook on {device}: {title}")
     figure.tight_layout()
     figure.savefig(path)
     print(f"wrote {path}")
