@@ -164,7 +164,7 @@ inline Tensor new_empty(const Tensor& like, const std::vector<int64_t>& shape) {
   int32_t device_type;
   int32_t device_index;
   AtenTensorHandle result;
-  // Each status checked by hand: torch 2.13 renamed the macro that checks them (TORCH_ERROR_CODE_CHECK).
+  // Each status checked by hand: torch 2.13 renamed the macro that checks them.
   const bool ok =
       aoti_torch_get_dtype(like.get(), &dtype) == AOTI_TORCH_SUCCESS &&
       aoti_torch_get_device_type(like.get(), &device_type) == AOTI_TORCH_SUCCESS &&
