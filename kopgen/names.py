@@ -100,6 +100,7 @@ MODULE_LEVEL_NAMES = {
     "cpu_kernel": "{}_cpu_kernel",  # an existing function bound as a device's kernel, as imported
     "cuda_kernel": "{}_cuda_kernel",
     "eager_kernels": "_{}_kernels",  # the kernel per device type that ops.py calls in plain eager calls
+    "vmap": "_{}_vmap",  # the op's vmap rule (lang/vmap.py)
 }
 # What the generated modules bind at module level besides the ops' names: their imports, the Library fragment.
 MODULE_IMPORTS = frozenset(
@@ -108,6 +109,8 @@ MODULE_IMPORTS = frozenset(
 # torch calls setup_context(ctx=, inputs=, output=, keyword_only_inputs=) by keyword: these parameter
 # names cannot change, so an argument of one of them is unpacked there under another name.
 SETUP_CONTEXT_PARAMETERS = ("ctx", "inputs", "output", "keyword_only_inputs")
+# An op's vmap rule (lang/vmap.py) takes the op's arguments as *args and **kwargs: no argument name meets these.
+VMAP_RULE_PARAMETERS = ("info", "in_dims", "args", "kwargs")
 # The attributes of the ctx that setup_context and backward share, which it must not overwrite.
 CTX_MEMBERS = frozenset(
     {

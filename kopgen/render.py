@@ -26,6 +26,7 @@ from .lang import (
     support,
     tests,
     triton,
+    vmap,
 )
 from .model import Package
 from .plan import KOPGEN, OutputFile
@@ -83,6 +84,7 @@ def render(file: OutputFile, package: Package) -> str:
         support=support,
         tests=tests,
         triton=triton,
+        vmap=vmap,
         **file.context,
         # An op's file names the generated code's own locals as `local.<name>` (renamed where the op's names take them).
         **({"local": names.locals_for(file.context["op"])} if "op" in file.context else {}),

@@ -152,6 +152,7 @@ def table_names(package) -> set[str]:
     fillers = args | {o for op in package.ops for o in op.output_names} | {op.stem for op in package.ops}
     fillers |= {"", *map(str, range(8))}
     allowed = args | set(names.PYTHON_LOCALS) | set(names.CPP_LOCALS) | set(names.SETUP_CONTEXT_PARAMETERS)
+    allowed |= set(names.VMAP_RULE_PARAMETERS)
     allowed |= names.CPP_TYPE_NAMES | {pattern.format(f) for pattern in names.DERIVED_NAMES.values() for f in fillers}
     return allowed | {f"ctx.{name}" for name in allowed}
 

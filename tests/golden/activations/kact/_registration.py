@@ -90,6 +90,13 @@ class _ScaledSigmoidFunction(torch.autograd.Function):
     backward = staticmethod(_scaled_sigmoid_backward_)
 
 
+@torch.library.register_vmap("kact::scaled_sigmoid")
+def _scaled_sigmoid_vmap(info, in_dims, *args, **kwargs):
+    # One call for the batch: batch dimensions in front, the rest aligned at the right.
+    args = _support.batch_in_front(in_dims, args)
+    return torch.ops.kact.scaled_sigmoid.default(*args, **kwargs), 0
+
+
 # kact::scaled_sigmoid_backward --------------------------------------------------------
 
 _lib.define(
@@ -213,6 +220,13 @@ class _SincosFunction(torch.autograd.Function):
     backward = staticmethod(_sincos_backward)
 
 
+@torch.library.register_vmap("kact::sincos")
+def _sincos_vmap(info, in_dims, *args, **kwargs):
+    # One call for the batch: batch dimensions in front, the rest aligned at the right.
+    args = _support.batch_in_front(in_dims, args)
+    return torch.ops.kact.sincos.default(*args, **kwargs), (0, 0)
+
+
 # kact::mymul --------------------------------------------------------------------------
 
 _mymul = torch.library.custom_op(
@@ -280,3 +294,10 @@ class _MymulFunction(torch.autograd.Function):
         return output
 
     backward = staticmethod(_mymul_backward)
+
+
+@torch.library.register_vmap("kact::mymul")
+def _mymul_vmap(info, in_dims, *args, **kwargs):
+    # One call for the batch: batch dimensions in front, the rest aligned at the right.
+    args = _support.batch_in_front(in_dims, args)
+    return torch.ops.kact.mymul.default(*args, **kwargs), 0

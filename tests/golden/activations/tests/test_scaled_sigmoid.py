@@ -4,6 +4,7 @@
 import torch
 from _contract import (
     BackwardKernel,
+    Batched,
     Contract,
     Differentiable,
     DirectInEager,
@@ -47,6 +48,7 @@ class TestScaledSigmoid(
     TracedAsReference,
     DirectInEager,
     DirectInEagerWithGrad,
+    Batched,
     Contract,
 ):
     data = SCALED_SIGMOID

@@ -94,6 +94,13 @@ class _SiluAndMulFunction(torch.autograd.Function):
     backward = staticmethod(_silu_and_mul_backward)
 
 
+@torch.library.register_vmap("kgated::silu_and_mul")
+def _silu_and_mul_vmap(info, in_dims, *args, **kwargs):
+    # One call for the batch: batch dimensions in front, the rest aligned at the right.
+    args = _support.batch_in_front(in_dims, args)
+    return torch.ops.kgated.silu_and_mul.default(*args, **kwargs), 0
+
+
 # kgated::gelu_tanh_and_mul ------------------------------------------------------------
 
 _lib.define(
@@ -189,6 +196,13 @@ class _GeluTanhAndMulFunction(torch.autograd.Function):
         return output
 
     backward = staticmethod(_gelu_tanh_and_mul_backward)
+
+
+@torch.library.register_vmap("kgated::gelu_tanh_and_mul")
+def _gelu_tanh_and_mul_vmap(info, in_dims, *args, **kwargs):
+    # One call for the batch: batch dimensions in front, the rest aligned at the right.
+    args = _support.batch_in_front(in_dims, args)
+    return torch.ops.kgated.gelu_tanh_and_mul.default(*args, **kwargs), 0
 
 
 # kgated::fatrelu_and_mul --------------------------------------------------------------

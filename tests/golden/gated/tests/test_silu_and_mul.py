@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Batched,
     Contract,
     Differentiable,
     DirectInEager,
@@ -46,6 +47,7 @@ class TestSiluAndMul(
     DirectInEager,
     DirectInEagerWithGrad,
     SplitInHalves,
+    Batched,
     Contract,
 ):
     split_input = 0  # x: its last dimension is split in halves

@@ -90,6 +90,13 @@ class _MuladdFunction(torch.autograd.Function):
     backward = staticmethod(_muladd_backward_)
 
 
+@torch.library.register_vmap("kbook::muladd")
+def _muladd_vmap(info, in_dims, *args, **kwargs):
+    # One call for the batch: batch dimensions in front, the rest aligned at the right.
+    args = _support.batch_in_front(in_dims, args)
+    return torch.ops.kbook.muladd.default(*args, **kwargs), 0
+
+
 # kbook::muladd_backward ---------------------------------------------------------------
 
 _muladd_backward = torch.library.custom_op(

@@ -4,6 +4,7 @@
 import torch
 from _contract import (
     BackwardKernel,
+    Batched,
     Contract,
     Differentiable,
     DirectInEager,
@@ -48,6 +49,7 @@ class TestMuladd(
     TracedAsReference,
     DirectInEager,
     DirectInEagerWithGrad,
+    Batched,
     Contract,
 ):
     data = MULADD

@@ -82,6 +82,13 @@ class _RowsumFunction(torch.autograd.Function):
     backward = staticmethod(_rowsum_backward)
 
 
+@torch.library.register_vmap("krows::rowsum")
+def _rowsum_vmap(info, in_dims, *args, **kwargs):
+    # One call for the batch: batch dimensions in front, the rest aligned at the right.
+    args = _support.batch_in_front(in_dims, args)
+    return torch.ops.krows.rowsum.default(*args, **kwargs), 0
+
+
 # krows::rowmax ------------------------------------------------------------------------
 
 _rowmax = torch.library.custom_op(
@@ -150,6 +157,13 @@ class _RowmaxFunction(torch.autograd.Function):
         return output
 
     backward = staticmethod(_rowmax_backward)
+
+
+@torch.library.register_vmap("krows::rowmax")
+def _rowmax_vmap(info, in_dims, *args, **kwargs):
+    # One call for the batch: batch dimensions in front, the rest aligned at the right.
+    args = _support.batch_in_front(in_dims, args)
+    return torch.ops.krows.rowmax.default(*args, **kwargs), 0
 
 
 # krows::rowdot ------------------------------------------------------------------------
@@ -228,6 +242,13 @@ class _RowdotFunction(torch.autograd.Function):
     backward = staticmethod(_rowdot_backward)
 
 
+@torch.library.register_vmap("krows::rowdot")
+def _rowdot_vmap(info, in_dims, *args, **kwargs):
+    # One call for the batch: batch dimensions in front, the rest aligned at the right.
+    args = _support.batch_in_front(in_dims, args)
+    return torch.ops.krows.rowdot.default(*args, **kwargs), 0
+
+
 # krows::bias_leaky --------------------------------------------------------------------
 
 _bias_leaky = torch.library.custom_op(
@@ -301,6 +322,13 @@ torch.library.register_autograd(
 # torch.compile traces krows::bias_leaky as its PyTorch reference, which Inductor fuses with the
 # operations around it; eager calls run the kernel, and torch.export keeps the op.
 _support.trace_as_reference("krows::bias_leaky", reference.bias_leaky)
+
+
+@torch.library.register_vmap("krows::bias_leaky")
+def _bias_leaky_vmap(info, in_dims, *args, **kwargs):
+    # One call for the batch: batch dimensions in front, the rest aligned at the right.
+    args = _support.batch_in_front(in_dims, args)
+    return torch.ops.krows.bias_leaky.default(*args, **kwargs), 0
 
 
 # krows::bias_leaky_backward -----------------------------------------------------------
@@ -430,6 +458,13 @@ class _ScaleShiftFunction(torch.autograd.Function):
     backward = staticmethod(_scale_shift_backward)
 
 
+@torch.library.register_vmap("krows::scale_shift")
+def _scale_shift_vmap(info, in_dims, *args, **kwargs):
+    # One call for the batch: batch dimensions in front, the rest aligned at the right.
+    args = _support.batch_in_front(in_dims, args)
+    return torch.ops.krows.scale_shift.default(*args, **kwargs), 0
+
+
 # krows::weighted_rowsum ---------------------------------------------------------------
 
 _weighted_rowsum = torch.library.custom_op(
@@ -510,3 +545,10 @@ class _WeightedRowsumFunction(torch.autograd.Function):
         return output
 
     backward = staticmethod(_weighted_rowsum_backward)
+
+
+@torch.library.register_vmap("krows::weighted_rowsum")
+def _weighted_rowsum_vmap(info, in_dims, *args, **kwargs):
+    # One call for the batch: batch dimensions in front, the rest aligned at the right.
+    args = _support.batch_in_front(in_dims, args)
+    return torch.ops.krows.weighted_rowsum.default(*args, **kwargs), 0

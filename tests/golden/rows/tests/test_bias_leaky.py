@@ -4,6 +4,7 @@
 import torch
 from _contract import (
     BackwardKernel,
+    Batched,
     Contract,
     Differentiable,
     OnCuda,
@@ -45,6 +46,6 @@ BIAS_LEAKY = OpData(
 
 
 class TestBiasLeaky(
-    Differentiable, BackwardKernel, OnCuda, Tagged, TracedAsReference, Contract
+    Differentiable, BackwardKernel, OnCuda, Tagged, TracedAsReference, Batched, Contract
 ):
     data = BIAS_LEAKY

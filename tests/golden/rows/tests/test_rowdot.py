@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Batched,
     Contract,
     Differentiable,
     DirectInEager,
@@ -49,6 +50,7 @@ class TestRowdot(
     TracedAsReference,
     DirectInEager,
     DirectInEagerWithGrad,
+    Batched,
     Contract,
 ):
     data = ROWDOT

@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Batched,
     Contract,
     Differentiable,
     DirectInEager,
@@ -58,6 +59,7 @@ class TestScaleShift(
     TracedAsReference,
     DirectInEager,
     DirectInEagerWithGrad,
+    Batched,
     Contract,
 ):
     data = SCALE_SHIFT

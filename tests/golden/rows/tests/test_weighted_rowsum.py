@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Batched,
     Contract,
     Differentiable,
     DirectInEager,
@@ -47,6 +48,7 @@ class TestWeightedRowsum(
     TracedAsReference,
     DirectInEager,
     DirectInEagerWithGrad,
+    Batched,
     Contract,
 ):
     data = WEIGHTED_ROWSUM

@@ -113,6 +113,13 @@ class _MuladdFunction(torch.autograd.Function):
     backward = staticmethod(_muladd_backward_)
 
 
+@torch.library.register_vmap("ktriton::muladd")
+def _muladd_vmap(info, in_dims, *args, **kwargs):
+    # One call for the batch: batch dimensions in front, the rest aligned at the right.
+    args = _support.batch_in_front(in_dims, args)
+    return torch.ops.ktriton.muladd.default(*args, **kwargs), 0
+
+
 # ktriton::muladd_backward -------------------------------------------------------------
 
 # The CPU kernel as an op of its own, which tracing never enters: Triton's interpreter reads
@@ -267,6 +274,13 @@ class _SincosFunction(torch.autograd.Function):
     backward = staticmethod(_sincos_backward)
 
 
+@torch.library.register_vmap("ktriton::sincos")
+def _sincos_vmap(info, in_dims, *args, **kwargs):
+    # One call for the batch: batch dimensions in front, the rest aligned at the right.
+    args = _support.batch_in_front(in_dims, args)
+    return torch.ops.ktriton.sincos.default(*args, **kwargs), (0, 0)
+
+
 # ktriton::muladd_out ------------------------------------------------------------------
 
 # The CPU kernel as an op of its own, which tracing never enters: Triton's interpreter reads
@@ -381,3 +395,10 @@ torch.library.register_autograd(
 # torch.compile traces ktriton::rowsum as its PyTorch reference, which Inductor fuses with the
 # operations around it; eager calls run the kernel, and torch.export keeps the op.
 _support.trace_as_reference("ktriton::rowsum", reference.rowsum)
+
+
+@torch.library.register_vmap("ktriton::rowsum")
+def _rowsum_vmap(info, in_dims, *args, **kwargs):
+    # One call for the batch: batch dimensions in front, the rest aligned at the right.
+    args = _support.batch_in_front(in_dims, args)
+    return torch.ops.ktriton.rowsum.default(*args, **kwargs), 0

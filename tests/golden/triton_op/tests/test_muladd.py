@@ -4,6 +4,7 @@
 import torch
 from _contract import (
     BackwardKernel,
+    Batched,
     Contract,
     Differentiable,
     DirectInEager,
@@ -45,6 +46,7 @@ class TestMuladd(
     TracedAsReference,
     DirectInEager,
     DirectInEagerWithGrad,
+    Batched,
     Contract,
 ):
     data = MULADD

@@ -2,7 +2,14 @@
 """The contract of ktriton::rowsum (tests/_contract.py), run on the op's data."""
 
 import torch
-from _contract import Contract, Differentiable, OnCuda, OpData, TracedAsReference
+from _contract import (
+    Batched,
+    Contract,
+    Differentiable,
+    OnCuda,
+    OpData,
+    TracedAsReference,
+)
 
 import ktriton.reference
 
@@ -31,5 +38,5 @@ ROWSUM = OpData(
 )
 
 
-class TestRowsum(Differentiable, OnCuda, TracedAsReference, Contract):
+class TestRowsum(Differentiable, OnCuda, TracedAsReference, Batched, Contract):
     data = ROWSUM

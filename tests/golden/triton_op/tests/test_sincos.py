@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Batched,
     Contract,
     Differentiable,
     DirectInEager,
@@ -41,6 +42,7 @@ class TestSincos(
     TracedAsReference,
     DirectInEager,
     DirectInEagerWithGrad,
+    Batched,
     Contract,
 ):
     data = SINCOS
