@@ -1,5 +1,6 @@
 import os
 import re
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -8,6 +9,23 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
+
+
+def pytest_collection_modifyitems(items):
+    """Under pytest-xdist (`-n`, with `--dist loadgroup` from pyproject.toml), the tests that share a
+    module-scoped fixture (a generated package built once, a suite run once) go to one worker, so that
+    the fixture is not built again on the other; a test that names its group itself keeps it."""
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        params = item.callspec.params if hasattr(item, "callspec") else {}
+        shared = [
+            f"{name}={params[name]}" if name in params else name
+            for name, definitions in item._fixtureinfo.name2fixturedefs.items()
+            if definitions[-1].scope == "module"
+        ]
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(f"{item.module.__name__}:{','.join(sorted(shared))}"))
 
 
 @pytest.fixture
@@ -30,6 +48,15 @@ def write_pairsum_kernel(path: Path) -> None:
     )
     assert "raise NotImplementedError" not in text and "pairs = 2 * offsets" in text
     path.write_text(text)
+
+
+def cpu_seconds(command: list[str], **kwargs) -> tuple[subprocess.CompletedProcess, float]:
+    """Run `command` to its end, with the CPU seconds (user + system) it took: a bound on its work, not on
+    how busy the machine is (the README's test command runs a test on every core)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    result = subprocess.run(command, capture_output=True, text=True, check=False, **kwargs)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return result, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
 def pip_install(repo: Path, site: Path) -> None:

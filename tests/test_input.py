@@ -95,12 +95,12 @@ def test_a_spec_that_is_not_utf8_is_reported_at_the_byte(tmp_path):
 LOAD_TIMED = """
 import sys, time
 from kopgen import SpecError, load_spec
-start = time.perf_counter()
+start = time.process_time()  # CPU time: the bound is on kopgen's work, not on a busy machine's scheduling
 try:
     load_spec(sys.argv[1])
 except SpecError as error:
     print(error)
-print(f"{time.perf_counter() - start:.3f}")
+print(f"{time.process_time() - start:.3f}")
 """
 
 
