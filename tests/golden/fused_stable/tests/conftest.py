@@ -24,3 +24,14 @@ def pytest_collection_modifyitems(items):
 def _seed():
     """Every test draws the same inputs, run alone or in the suite."""
     torch.manual_seed(0)
+
+
+@pytest.fixture(scope="session")
+def mesh():
+    """A one-process gloo mesh on the CPU for the DTensor checks, torn down after the session."""
+    import torch.distributed as dist  # imported here: only the DTensor checks need them
+    from torch.distributed.device_mesh import init_device_mesh
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    yield init_device_mesh("cpu", (1,))
+    dist.destroy_process_group()
