@@ -197,21 +197,33 @@ class Sharded(Contract):
 
     def test_dtensor_matches_the_local_call(self, mesh):
         """On a one-process mesh, DTensors placed as each strategy wants: the op's outputs are
-        DTensors placed as the strategy says, with the local call's values."""
-        # Imported here, as the mesh's modules: importing DTensor costs a second or more.
-        from torch.distributed.tensor import distribute_tensor
-
-        args = self.normal_args("cpu")
+        DTensors placed as the strategy says, with the local call's values and gradients."""
+        args = self.normal_args("cpu", requires_grad=self.differentiable)
         want = self.run(self.data.op, args)
+        if self.differentiable:
+            want_grads = torch.autograd.grad(total(want), requiring_grad(args))
         for outputs, inputs in self.strategies(args):
-            placed = tuple(
-                a if p is None else distribute_tensor(a, mesh, [p])
-                for a, p in zip(args, inputs, strict=True)
-            )
+            placed = tuple(place(a, p, mesh) for a, p in zip(args, inputs, strict=True))
             got = self.run(self.data.op, placed)
             assert [o.placements for o in got] == [(p,) for p in outputs], inputs
             full = [o.full_tensor() for o in got]
             assert_all_close(full, want, **self.data.tolerances)
+            if self.differentiable:  # backward runs on DTensors too
+                grads = torch.autograd.grad(total(got), requiring_grad(placed))
+                full = [g.full_tensor() for g in grads]
+                assert_all_close(full, want_grads, **self.data.tolerances)
+
+
+def place(arg, placement, mesh):
+    """`arg` as a DTensor that `placement` places on `mesh` (a leaf, requiring grad as `arg`
+    does); where it has no placement, as it is."""
+    # Imported here, as the mesh's modules: importing DTensor costs a second or more.
+    from torch.distributed.tensor import distribute_tensor
+
+    if placement is None:
+        return arg
+    dtensor = distribute_tensor(arg.detach(), mesh, [placement])
+    return dtensor.requires_grad_(arg.requires_grad)
 
 
 def half(arg, placement, i: int):
