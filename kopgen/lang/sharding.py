@@ -40,7 +40,7 @@ def registration(op: Op) -> list[str]:
     if not shards(op):
         return []
     rows = isinstance(op.body, _ROW_KINDS)
-    how = ", each row whole" if rows else ""
+    how = ", never splitting a row" if rows else ""
     call = (
         f"_support.shard_as_inputs(torch.ops.{op.namespace}.{op.name}.default, "
         f"tensors={literal(tuple(a.index for a in op.tensor_args))}, outputs={op.num_outputs}"
@@ -244,12 +244,16 @@ CONFTEST = '''
 @pytest.fixture(scope="session")
 def mesh():
     """A one-process gloo mesh on the CPU for the DTensor checks, torn down after the session."""
-    import torch.distributed as dist  # imported here: only the DTensor checks need them
-    from torch.distributed.device_mesh import init_device_mesh
-
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     yield init_device_mesh("cpu", (1,))
     dist.destroy_process_group()'''
+
+
+def conftest_imports(package) -> list[str]:
+    """What the mesh fixture imports (torch imports them: no cost)."""
+    if not any_tested(package.ops):
+        return []
+    return ["import torch.distributed as dist", "from torch.distributed.device_mesh import init_device_mesh"]
 
 
 def conftest(package) -> tuple[str, ...]:

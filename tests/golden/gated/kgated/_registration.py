@@ -101,7 +101,7 @@ def _silu_and_mul_vmap(info, in_dims, *args, **kwargs):
     return torch.ops.kgated.silu_and_mul.default(*args, **kwargs), 0
 
 
-# DTensor shards kgated::silu_and_mul as its inputs, each row whole.
+# DTensor shards kgated::silu_and_mul as its inputs, never splitting a row.
 _support.shard_as_inputs(
     torch.ops.kgated.silu_and_mul.default, tensors=(0,), outputs=1, rows=True
 )
@@ -211,7 +211,7 @@ def _gelu_tanh_and_mul_vmap(info, in_dims, *args, **kwargs):
     return torch.ops.kgated.gelu_tanh_and_mul.default(*args, **kwargs), 0
 
 
-# DTensor shards kgated::gelu_tanh_and_mul as its inputs, each row whole.
+# DTensor shards kgated::gelu_tanh_and_mul as its inputs, never splitting a row.
 _support.shard_as_inputs(
     torch.ops.kgated.gelu_tanh_and_mul.default, tensors=(0,), outputs=1, rows=True
 )
@@ -268,7 +268,7 @@ torch.library.register_autograd(
 _support.trace_as_reference("kgated::fatrelu_and_mul", reference.fatrelu_and_mul)
 
 
-# DTensor shards kgated::fatrelu_and_mul as its inputs, each row whole.
+# DTensor shards kgated::fatrelu_and_mul as its inputs, never splitting a row.
 _support.shard_as_inputs(
     torch.ops.kgated.fatrelu_and_mul.default, tensors=(0,), outputs=1, rows=True
 )

@@ -100,7 +100,7 @@ class _RmsNormFunction(torch.autograd.Function):
     backward = staticmethod(_rms_norm_backward)
 
 
-# DTensor shards knorms::rms_norm as its inputs, each row whole.
+# DTensor shards knorms::rms_norm as its inputs, never splitting a row.
 _support.shard_as_inputs(
     torch.ops.knorms.rms_norm.default, tensors=(0, 1), outputs=1, rows=True
 )
@@ -215,7 +215,7 @@ class _LayerNormFunction(torch.autograd.Function):
     backward = staticmethod(_layer_norm_backward)
 
 
-# DTensor shards knorms::layer_norm as its inputs, each row whole.
+# DTensor shards knorms::layer_norm as its inputs, never splitting a row.
 _support.shard_as_inputs(
     torch.ops.knorms.layer_norm.default, tensors=(0, 1, 2), outputs=1, rows=True
 )
@@ -290,7 +290,7 @@ class _SoftmaxFunction(torch.autograd.Function):
     backward = staticmethod(_softmax_backward)
 
 
-# DTensor shards knorms::softmax as its inputs, each row whole.
+# DTensor shards knorms::softmax as its inputs, never splitting a row.
 _support.shard_as_inputs(
     torch.ops.knorms.softmax.default, tensors=(0,), outputs=1, rows=True
 )
@@ -362,7 +362,7 @@ class _LogSoftmaxFunction(torch.autograd.Function):
     backward = staticmethod(_log_softmax_backward)
 
 
-# DTensor shards knorms::log_softmax as its inputs, each row whole.
+# DTensor shards knorms::log_softmax as its inputs, never splitting a row.
 _support.shard_as_inputs(
     torch.ops.knorms.log_softmax.default, tensors=(0,), outputs=1, rows=True
 )

@@ -89,7 +89,7 @@ def _rowsum_vmap(info, in_dims, *args, **kwargs):
     return torch.ops.krows.rowsum.default(*args, **kwargs), 0
 
 
-# DTensor shards krows::rowsum as its inputs, each row whole.
+# DTensor shards krows::rowsum as its inputs, never splitting a row.
 _support.shard_as_inputs(
     torch.ops.krows.rowsum.default, tensors=(0,), outputs=1, rows=True
 )
@@ -172,7 +172,7 @@ def _rowmax_vmap(info, in_dims, *args, **kwargs):
     return torch.ops.krows.rowmax.default(*args, **kwargs), 0
 
 
-# DTensor shards krows::rowmax as its inputs, each row whole.
+# DTensor shards krows::rowmax as its inputs, never splitting a row.
 _support.shard_as_inputs(
     torch.ops.krows.rowmax.default, tensors=(0,), outputs=1, rows=True
 )
@@ -261,7 +261,7 @@ def _rowdot_vmap(info, in_dims, *args, **kwargs):
     return torch.ops.krows.rowdot.default(*args, **kwargs), 0
 
 
-# DTensor shards krows::rowdot as its inputs, each row whole.
+# DTensor shards krows::rowdot as its inputs, never splitting a row.
 _support.shard_as_inputs(
     torch.ops.krows.rowdot.default, tensors=(0, 1), outputs=1, rows=True
 )
@@ -588,7 +588,7 @@ def _weighted_rowsum_vmap(info, in_dims, *args, **kwargs):
     return torch.ops.krows.weighted_rowsum.default(*args, **kwargs), 0
 
 
-# DTensor shards krows::weighted_rowsum as its inputs, each row whole.
+# DTensor shards krows::weighted_rowsum as its inputs, never splitting a row.
 _support.shard_as_inputs(
     torch.ops.krows.weighted_rowsum.default, tensors=(0, 1), outputs=1, rows=True
 )

@@ -418,7 +418,7 @@ def _rowsum_vmap(info, in_dims, *args, **kwargs):
     return torch.ops.ktriton.rowsum.default(*args, **kwargs), 0
 
 
-# DTensor shards ktriton::rowsum as its inputs, each row whole.
+# DTensor shards ktriton::rowsum as its inputs, never splitting a row.
 _support.shard_as_inputs(
     torch.ops.ktriton.rowsum.default, tensors=(0, 1), outputs=1, rows=True
 )
