@@ -117,10 +117,17 @@ import torch
 def mul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return a * b
 
+@torch.library.custom_op("ksharded::rowsum", mutates_args=())
+def rowsum(x: torch.Tensor) -> torch.Tensor:
+    return x.sum(-1)
+
 mul.register_fake(lambda a, b: torch.empty(torch.broadcast_shapes(a.shape, b.shape)))
+rowsum.register_fake(lambda x: x.new_empty(x.shape[:-1]))
 namespace = {"torch": torch}
 exec(HELPERS, namespace)
+# Two rules: two hooks, each finding DTensor through the other.
 namespace["shard_as_inputs"](torch.ops.ksharded.mul.default, tensors=(0, 1), outputs=1)
+namespace["shard_as_inputs"](torch.ops.ksharded.rowsum.default, tensors=(0,), outputs=1, rows=True)
 assert "torch.distributed.tensor" not in sys.modules, "registering imported DTensor"
 
 import torch.distributed as dist
@@ -132,6 +139,9 @@ a, b = torch.randn(8, 6), torch.randn(6)
 out = torch.ops.ksharded.mul.default(distribute_tensor(a, mesh, [Shard(1)]), distribute_tensor(b, mesh, [Shard(0)]))
 assert out.placements == (Shard(1),), out.placements
 torch.testing.assert_close(out.full_tensor(), a * b)
+out = torch.ops.ksharded.rowsum.default(distribute_tensor(a, mesh, [Shard(0)]))
+assert out.placements == (Shard(0),), out.placements
+torch.testing.assert_close(out.full_tensor(), a.sum(-1))
 assert not any(type(f).__name__ == "_AfterImport" for f in sys.meta_path)  # it left
 dist.destroy_process_group()
 print("registered after the import")
