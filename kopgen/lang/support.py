@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..model import CustomKernel, Op, Package
 from ..split import GatedSplit
-from . import fusion, layout, python
+from . import fusion, layout, python, sharding
 from .layout import wrap
 
 
@@ -40,6 +40,8 @@ def support_imports(package: Package) -> list[str]:
         modules.append("math")
     if launches_compiled_triton(package):
         modules.append("operator")
+    modules += sharding.support_imports(package)  # after_import's
+    modules.sort()
     abc = ["Callable"]  # _cached's, always
     abc += ["Sequence"] if python.typing_imports(custom_ops(package)) else []
     lines = [f"import {module}" for module in modules] + ([f"from collections.abc import {', '.join(abc)}"] if abc else [])

@@ -97,6 +97,10 @@ def _scaled_sigmoid_vmap(info, in_dims, *args, **kwargs):
     return torch.ops.kact.scaled_sigmoid.default(*args, **kwargs), 0
 
 
+# DTensor shards kact::scaled_sigmoid as its inputs.
+_support.shard_as_inputs(torch.ops.kact.scaled_sigmoid.default, tensors=(0,), outputs=1)
+
+
 # kact::scaled_sigmoid_backward --------------------------------------------------------
 
 _lib.define(
@@ -150,6 +154,12 @@ _scaled_sigmoid_backward_kernels = {
     "cpu": scaled_sigmoid_backward_kernels.scaled_sigmoid_backward_python,
     "cuda": scaled_sigmoid_backward_kernels.scaled_sigmoid_backward_triton,
 }
+
+
+# DTensor shards kact::scaled_sigmoid_backward as its inputs.
+_support.shard_as_inputs(
+    torch.ops.kact.scaled_sigmoid_backward.default, tensors=(0, 1), outputs=1
+)
 
 
 # kact::sincos -------------------------------------------------------------------------
@@ -227,6 +237,10 @@ def _sincos_vmap(info, in_dims, *args, **kwargs):
     return torch.ops.kact.sincos.default(*args, **kwargs), (0, 0)
 
 
+# DTensor shards kact::sincos as its inputs.
+_support.shard_as_inputs(torch.ops.kact.sincos.default, tensors=(0,), outputs=2)
+
+
 # kact::mymul --------------------------------------------------------------------------
 
 _mymul = torch.library.custom_op(
@@ -301,3 +315,7 @@ def _mymul_vmap(info, in_dims, *args, **kwargs):
     # One call for the batch: batch dimensions in front, the rest aligned at the right.
     args = _support.batch_in_front(in_dims, args)
     return torch.ops.kact.mymul.default(*args, **kwargs), 0
+
+
+# DTensor shards kact::mymul as its inputs.
+_support.shard_as_inputs(torch.ops.kact.mymul.default, tensors=(0, 1), outputs=1)

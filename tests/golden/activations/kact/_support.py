@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import functools
+import importlib.util
 import operator
+import sys
 from collections.abc import Callable
 
 import torch
@@ -433,3 +435,88 @@ def batch_in_front(in_dims: tuple, args: tuple) -> tuple:
                 arg = arg.unsqueeze(1)
         moved.append(arg)
     return tuple(moved)
+
+
+# The package's DTensor sharding rules, by op (shard_as_inputs); the suite checks them.
+SHARDING_RULES: dict[torch._ops.OpOverload, Callable[..., list]] = {}
+
+
+def shard_as_inputs(
+    op: torch._ops.OpOverload,
+    tensors: tuple[int, ...],
+    outputs: int,
+    rows: bool = False,
+) -> None:
+    """Gives DTensor the sharding rule of `op`, whose Tensor arguments are at `tensors` and whose
+    `outputs` have their broadcast shape (rows: with the last dimension their own), once
+    torch.distributed.tensor is imported."""
+
+    def rule(*args, **kwargs):
+        # Keyword-only arguments are never Tensors: a None (no placement) for each.
+        return shardings(tensors, outputs, rows, (*args, *[None] * len(kwargs)))
+
+    def register():
+        from torch.distributed.tensor.experimental import register_sharding
+
+        register_sharding(op)(rule)
+
+    SHARDING_RULES[op] = rule
+    after_import("torch.distributed.tensor", register)
+
+
+def shardings(
+    tensors: tuple[int, ...], outputs: int, rows: bool, args: tuple
+) -> list[tuple[list, list]]:
+    """register_sharding's strategies, (output placements, input placements), for a call on `args`
+    (DTensor passes a spec with the shape of each Tensor; the Tensors themselves do too): all
+    replicated, then for each dimension d of the broadcast shape (a row op's but the last) the
+    outputs sharded along d and each input along its dimension aligned with d, replicated where it
+    broadcasts there (a smaller size: each shard reads all of it)."""
+    from torch.distributed.tensor import Replicate, Shard  # DTensor calls it: imported
+
+    given = [arg if i in tensors else None for i, arg in enumerate(args)]
+    # Each Tensor's sizes that may be sharded: a row op's all but the last.
+    sizes = [() if t is None else tuple(t.shape)[: t.ndim - rows] for t in given]
+    shape = torch.broadcast_shapes(*sizes)
+    replicated = [None if t is None else Replicate() for t in given]
+    strategies = [([Replicate()] * outputs, replicated)]
+    for d in range(len(shape)):
+        inputs = []
+        for t, own_sizes in zip(given, sizes, strict=True):
+            # Its dimension aligned with d: broadcasting aligns sizes at the right.
+            own = d - len(shape) + len(own_sizes)
+            sharded = own >= 0 and own_sizes[own] == shape[d]
+            inputs.append(None if t is None else Shard(own) if sharded else Replicate())
+        strategies.append(([Shard(d)] * outputs, inputs))
+    return strategies
+
+
+def after_import(module: str, call: Callable[[], object]) -> None:
+    """Calls `call` now if `module` is imported, else right after its first import has run."""
+    if module in sys.modules:
+        call()
+    else:
+        sys.meta_path.insert(0, _AfterImport(module, call))
+
+
+class _AfterImport:
+    """An import hook: it finds `module` as the finders after it do, and has its loader call `call`
+    once the module's code has run; it leaves sys.meta_path on its first find."""
+
+    def __init__(self, module: str, call: Callable[[], object]):
+        self.module, self.call = module, call
+
+    def find_spec(self, name, path, target=None):
+        if name != self.module:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.loader is not None:
+            run = spec.loader.exec_module
+
+            def run_then_call(module):
+                run(module)
+                self.call()
+
+            spec.loader.exec_module = run_then_call
+        return spec

@@ -11,6 +11,7 @@ from _contract import (
     DirectInEagerWithGrad,
     OnCuda,
     OpData,
+    Sharded,
     Tagged,
     TracedAsReference,
 )
@@ -49,6 +50,7 @@ class TestScaledSigmoid(
     DirectInEager,
     DirectInEagerWithGrad,
     Batched,
+    Sharded,
     Contract,
 ):
     data = SCALED_SIGMOID

@@ -10,6 +10,7 @@ from _contract import (
     DirectInEagerWithGrad,
     OnCuda,
     OpData,
+    Sharded,
     Tagged,
     TracedAsReference,
 )
@@ -46,6 +47,7 @@ class TestSincos(
     DirectInEager,
     DirectInEagerWithGrad,
     Batched,
+    Sharded,
     Contract,
 ):
     data = SINCOS

@@ -33,6 +33,10 @@ def _muladd_fake(a, b, c):
 _support.trace_as_reference("kfused::muladd", reference.muladd)
 
 
+# DTensor shards kfused::muladd as its inputs.
+_support.shard_as_inputs(torch.ops.kfused.muladd.default, tensors=(0, 1), outputs=1)
+
+
 # kfused::muladd_backward --------------------------------------------------------------
 
 # Defined by the extension, with its C++ CPU kernel and CUDA kernel.
@@ -66,6 +70,12 @@ torch.library.register_autograd(
 # torch.compile traces kfused::muladd_backward as its PyTorch reference, which Inductor fuses with the
 # operations around it; eager calls run the kernel, and torch.export keeps the op.
 _support.trace_as_reference("kfused::muladd_backward", reference.muladd_backward)
+
+
+# DTensor shards kfused::muladd_backward as its inputs.
+_support.shard_as_inputs(
+    torch.ops.kfused.muladd_backward.default, tensors=(0, 1, 2), outputs=2
+)
 
 
 # kfused::muladd_out -------------------------------------------------------------------
@@ -110,6 +120,10 @@ def _mul_fake(a, b):
 _support.trace_as_reference("kfused::mul", reference.mul)
 
 
+# DTensor shards kfused::mul as its inputs.
+_support.shard_as_inputs(torch.ops.kfused.mul.default, tensors=(0, 1), outputs=1)
+
+
 # kfused::square -----------------------------------------------------------------------
 
 # Defined by the extension, with its C++ CPU kernel; the Python kernel is added here.
@@ -129,3 +143,7 @@ def _square_fake(x):
 # torch.compile traces kfused::square as its PyTorch reference, which Inductor fuses with the
 # operations around it; eager calls run the kernel, and torch.export keeps the op.
 _support.trace_as_reference("kfused::square", reference.square)
+
+
+# DTensor shards kfused::square as its inputs.
+_support.shard_as_inputs(torch.ops.kfused.square.default, tensors=(0,), outputs=1)

@@ -7,6 +7,7 @@ from _contract import (
     Differentiable,
     OnCuda,
     OpData,
+    Sharded,
     Tagged,
     TracedAsReference,
 )
@@ -36,5 +37,5 @@ MUL = OpData(
 )
 
 
-class TestMul(Differentiable, OnCuda, Tagged, TracedAsReference, Contract):
+class TestMul(Differentiable, OnCuda, Tagged, TracedAsReference, Sharded, Contract):
     data = MUL

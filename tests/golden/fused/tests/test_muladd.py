@@ -8,6 +8,7 @@ from _contract import (
     Differentiable,
     OnCuda,
     OpData,
+    Sharded,
     Tagged,
     TracedAsReference,
 )
@@ -39,6 +40,6 @@ MULADD = OpData(
 
 
 class TestMuladd(
-    Differentiable, BackwardKernel, OnCuda, Tagged, TracedAsReference, Contract
+    Differentiable, BackwardKernel, OnCuda, Tagged, TracedAsReference, Sharded, Contract
 ):
     data = MULADD

@@ -7,6 +7,7 @@ from _contract import (
     Differentiable,
     OnCuda,
     OpData,
+    Sharded,
     Tagged,
     TracedAsReference,
 )
@@ -35,5 +36,5 @@ SQUARE = OpData(
 )
 
 
-class TestSquare(Differentiable, OnCuda, Tagged, TracedAsReference, Contract):
+class TestSquare(Differentiable, OnCuda, Tagged, TracedAsReference, Sharded, Contract):
     data = SQUARE

@@ -66,6 +66,10 @@ torch.library.register_autograd(
 _support.trace_as_reference("kstable::muladd", reference.muladd)
 
 
+# DTensor shards kstable::muladd as its inputs.
+_support.shard_as_inputs(torch.ops.kstable.muladd.default, tensors=(0, 1), outputs=1)
+
+
 # kstable::muladd_backward -------------------------------------------------------------
 
 # Defined by the extension, with its C++ CPU kernel and CUDA kernel.
@@ -99,6 +103,12 @@ torch.library.register_autograd(
 # torch.compile traces kstable::muladd_backward as its PyTorch reference, which Inductor fuses with the
 # operations around it; eager calls run the kernel, and torch.export keeps the op.
 _support.trace_as_reference("kstable::muladd_backward", reference.muladd_backward)
+
+
+# DTensor shards kstable::muladd_backward as its inputs.
+_support.shard_as_inputs(
+    torch.ops.kstable.muladd_backward.default, tensors=(0, 1, 2), outputs=2
+)
 
 
 # kstable::muladd_out ------------------------------------------------------------------
@@ -167,6 +177,10 @@ torch.library.register_autograd(
 _support.trace_as_reference("kstable::mul", reference.mul)
 
 
+# DTensor shards kstable::mul as its inputs.
+_support.shard_as_inputs(torch.ops.kstable.mul.default, tensors=(0, 1), outputs=1)
+
+
 # kstable::square ----------------------------------------------------------------------
 
 # Defined by the extension, with its CUDA kernel; the Python kernel is added here.
@@ -205,6 +219,10 @@ torch.library.register_autograd(
 # torch.compile traces kstable::square as its PyTorch reference, which Inductor fuses with the
 # operations around it; eager calls run the kernel, and torch.export keeps the op.
 _support.trace_as_reference("kstable::square", reference.square)
+
+
+# DTensor shards kstable::square as its inputs.
+_support.shard_as_inputs(torch.ops.kstable.square.default, tensors=(0,), outputs=1)
 
 
 # kstable::addcmul_opt -----------------------------------------------------------------
@@ -263,3 +281,9 @@ torch.library.register_autograd(
 # torch.compile traces kstable::addcmul_opt as its PyTorch reference, which Inductor fuses with the
 # operations around it; eager calls run the kernel, and torch.export keeps the op.
 _support.trace_as_reference("kstable::addcmul_opt", reference.addcmul_opt)
+
+
+# DTensor shards kstable::addcmul_opt as its inputs.
+_support.shard_as_inputs(
+    torch.ops.kstable.addcmul_opt.default, tensors=(0, 1, 2), outputs=1
+)

@@ -8,6 +8,7 @@ from _contract import (
     Differentiable,
     OnCuda,
     OpData,
+    Sharded,
     TracedAsReference,
 )
 
@@ -36,5 +37,7 @@ MULADD = OpData(
 )
 
 
-class TestMuladd(Differentiable, BackwardKernel, OnCuda, TracedAsReference, Contract):
+class TestMuladd(
+    Differentiable, BackwardKernel, OnCuda, TracedAsReference, Sharded, Contract
+):
     data = MULADD

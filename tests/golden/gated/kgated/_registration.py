@@ -101,6 +101,12 @@ def _silu_and_mul_vmap(info, in_dims, *args, **kwargs):
     return torch.ops.kgated.silu_and_mul.default(*args, **kwargs), 0
 
 
+# DTensor shards kgated::silu_and_mul as its inputs, never splitting a row.
+_support.shard_as_inputs(
+    torch.ops.kgated.silu_and_mul.default, tensors=(0,), outputs=1, rows=True
+)
+
+
 # kgated::gelu_tanh_and_mul ------------------------------------------------------------
 
 _lib.define(
@@ -205,6 +211,12 @@ def _gelu_tanh_and_mul_vmap(info, in_dims, *args, **kwargs):
     return torch.ops.kgated.gelu_tanh_and_mul.default(*args, **kwargs), 0
 
 
+# DTensor shards kgated::gelu_tanh_and_mul as its inputs, never splitting a row.
+_support.shard_as_inputs(
+    torch.ops.kgated.gelu_tanh_and_mul.default, tensors=(0,), outputs=1, rows=True
+)
+
+
 # kgated::fatrelu_and_mul --------------------------------------------------------------
 
 # Defined by the extension, with its C++ CPU kernel and CUDA kernel.
@@ -254,6 +266,12 @@ torch.library.register_autograd(
 # torch.compile traces kgated::fatrelu_and_mul as its PyTorch reference, which Inductor fuses with the
 # operations around it; eager calls run the kernel, and torch.export keeps the op.
 _support.trace_as_reference("kgated::fatrelu_and_mul", reference.fatrelu_and_mul)
+
+
+# DTensor shards kgated::fatrelu_and_mul as its inputs, never splitting a row.
+_support.shard_as_inputs(
+    torch.ops.kgated.fatrelu_and_mul.default, tensors=(0,), outputs=1, rows=True
+)
 
 
 # kgated::silu_and_mul_out -------------------------------------------------------------

@@ -18,6 +18,8 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.testing import assert_close
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from kgated._support import SHARDING_RULES
+
 HAS_CUDA = torch.cuda.is_available()
 NEEDS_CUDA = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
 DEVICES = {"cpu": "cpu", "cuda": pytest.param("cuda", marks=NEEDS_CUDA)}
@@ -727,3 +729,70 @@ class Batched(Contract):
             outputs = [self.run(self.data.op, call) for call in calls]
             want = [torch.stack(column) for column in zip(*outputs, strict=True)]
             assert_all_close(got, want, **self.data.tolerances)
+
+
+class Sharded(Contract):
+    """An op with a DTensor sharding rule (lang/sharding.py): each strategy it gives computes the
+    op's output from shards of its inputs, and DTensor runs the op under it."""
+
+    def strategies(self, args: tuple) -> list[tuple[list, list]]:
+        """The rule's strategies for a call on `args`, which has the shapes a spec has."""
+        positional, keywords = self.split(args)
+        return SHARDING_RULES[self.data.op](*positional, **keywords)
+
+    def test_each_strategy_computes_its_shards(self, sample):
+        """Run by hand on two shards (torch.tensor_split, as DTensor splits) of each input the
+        strategy shards, the op gives the two shards of its outputs; a replicated output whole."""
+        args = self.make_args(sample, "cpu", self.data.dtypes[0])
+        want = self.run(self.data.op, args)
+        close = {**self.data.tolerances, "equal_nan": self.data.equal_nan}
+        for outputs, inputs in self.strategies(args):
+            pairs = list(zip(args, inputs, strict=True))
+            halves = [
+                self.run(self.data.op, tuple(half(a, p, i) for a, p in pairs))
+                for i in (0, 1)
+            ]
+            for k, placement in enumerate(outputs):
+                first, second = halves[0][k], halves[1][k]
+                if placement.is_shard():
+                    first = torch.cat([first, second], placement.dim)
+                else:
+                    assert_close(second, want[k], **close)
+                assert_close(first, want[k], **close)
+
+    def test_dtensor_matches_the_local_call(self, mesh):
+        """On a one-process mesh, DTensors placed as each strategy wants: the op's outputs are
+        DTensors placed as the strategy says, with the local call's values and gradients."""
+        args = self.normal_args("cpu", requires_grad=self.differentiable)
+        want = self.run(self.data.op, args)
+        if self.differentiable:
+            want_grads = torch.autograd.grad(total(want), requiring_grad(args))
+        for outputs, inputs in self.strategies(args):
+            placed = tuple(place(a, p, mesh) for a, p in zip(args, inputs, strict=True))
+            got = self.run(self.data.op, placed)
+            assert [o.placements for o in got] == [(p,) for p in outputs], inputs
+            full = [o.full_tensor() for o in got]
+            assert_all_close(full, want, **self.data.tolerances)
+            if self.differentiable:  # backward runs on DTensors too
+                grads = torch.autograd.grad(total(got), requiring_grad(placed))
+                full = [g.full_tensor() for g in grads]
+                assert_all_close(full, want_grads, **self.data.tolerances)
+
+
+def place(arg, placement, mesh):
+    """`arg` as a DTensor that `placement` places on `mesh` (a leaf, requiring grad as `arg`
+    does); where it has no placement, as it is."""
+    # Imported here, as the mesh's modules: importing DTensor costs a second or more.
+    from torch.distributed.tensor import distribute_tensor
+
+    if placement is None:
+        return arg
+    dtensor = distribute_tensor(arg.detach(), mesh, [placement])
+    return dtensor.requires_grad_(arg.requires_grad)
+
+
+def half(arg, placement, i: int):
+    """Shard i of two of `arg` as `placement` places it: all of it where it is not sharded."""
+    if placement is None or not placement.is_shard():
+        return arg
+    return torch.tensor_split(arg, 2, placement.dim)[i]

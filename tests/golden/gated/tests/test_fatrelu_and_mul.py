@@ -7,6 +7,7 @@ from _contract import (
     Differentiable,
     OnCuda,
     OpData,
+    Sharded,
     SplitInHalves,
     TracedAsReference,
 )
@@ -35,7 +36,7 @@ FATRELU_AND_MUL = OpData(
 
 
 class TestFatreluAndMul(
-    Differentiable, OnCuda, TracedAsReference, SplitInHalves, Contract
+    Differentiable, OnCuda, TracedAsReference, SplitInHalves, Sharded, Contract
 ):
     split_input = 0  # x: its last dimension is split in halves
     # torch 2.11 crashes on an error raised in a stable ABI kernel

@@ -10,6 +10,7 @@ from _contract import (
     DirectInEagerWithGrad,
     OnCuda,
     OpData,
+    Sharded,
     SplitInHalves,
     Tagged,
     TracedAsReference,
@@ -48,6 +49,7 @@ class TestSiluAndMul(
     DirectInEagerWithGrad,
     SplitInHalves,
     Batched,
+    Sharded,
     Contract,
 ):
     split_input = 0  # x: its last dimension is split in halves

@@ -97,6 +97,10 @@ def _muladd_vmap(info, in_dims, *args, **kwargs):
     return torch.ops.kbook.muladd.default(*args, **kwargs), 0
 
 
+# DTensor shards kbook::muladd as its inputs.
+_support.shard_as_inputs(torch.ops.kbook.muladd.default, tensors=(0, 1), outputs=1)
+
+
 # kbook::muladd_backward ---------------------------------------------------------------
 
 _muladd_backward = torch.library.custom_op(
@@ -144,3 +148,9 @@ _muladd_backward_kernels = {
     "cpu": muladd_backward_kernels.muladd_backward_triton,
     "cuda": muladd_backward_kernels.muladd_backward_triton,
 }
+
+
+# DTensor shards kbook::muladd_backward as its inputs.
+_support.shard_as_inputs(
+    torch.ops.kbook.muladd_backward.default, tensors=(0, 1, 2), outputs=2
+)

@@ -100,6 +100,12 @@ class _RmsNormFunction(torch.autograd.Function):
     backward = staticmethod(_rms_norm_backward)
 
 
+# DTensor shards knorms::rms_norm as its inputs, never splitting a row.
+_support.shard_as_inputs(
+    torch.ops.knorms.rms_norm.default, tensors=(0, 1), outputs=1, rows=True
+)
+
+
 # knorms::layer_norm -------------------------------------------------------------------
 
 _layer_norm = torch.library.custom_op(
@@ -209,6 +215,12 @@ class _LayerNormFunction(torch.autograd.Function):
     backward = staticmethod(_layer_norm_backward)
 
 
+# DTensor shards knorms::layer_norm as its inputs, never splitting a row.
+_support.shard_as_inputs(
+    torch.ops.knorms.layer_norm.default, tensors=(0, 1, 2), outputs=1, rows=True
+)
+
+
 # knorms::softmax ----------------------------------------------------------------------
 
 _softmax = torch.library.custom_op(
@@ -278,6 +290,12 @@ class _SoftmaxFunction(torch.autograd.Function):
     backward = staticmethod(_softmax_backward)
 
 
+# DTensor shards knorms::softmax as its inputs, never splitting a row.
+_support.shard_as_inputs(
+    torch.ops.knorms.softmax.default, tensors=(0,), outputs=1, rows=True
+)
+
+
 # knorms::log_softmax ------------------------------------------------------------------
 
 _lib.define("log_softmax(Tensor x) -> Tensor", tags=(torch.Tag.pt2_compliant_tag,))
@@ -342,6 +360,12 @@ class _LogSoftmaxFunction(torch.autograd.Function):
         return output
 
     backward = staticmethod(_log_softmax_backward)
+
+
+# DTensor shards knorms::log_softmax as its inputs, never splitting a row.
+_support.shard_as_inputs(
+    torch.ops.knorms.log_softmax.default, tensors=(0,), outputs=1, rows=True
+)
 
 
 # knorms::fused_add_rms_norm -----------------------------------------------------------

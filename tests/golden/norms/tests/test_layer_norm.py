@@ -9,6 +9,7 @@ from _contract import (
     DirectInEagerWithGrad,
     OnCuda,
     OpData,
+    Sharded,
     Tagged,
     TracedAsReference,
 )
@@ -60,6 +61,7 @@ class TestLayerNorm(
     TracedAsReference,
     DirectInEager,
     DirectInEagerWithGrad,
+    Sharded,
     Contract,
 ):
     data = LAYER_NORM

@@ -9,6 +9,7 @@ from _contract import (
     DirectInEagerWithGrad,
     OnCuda,
     OpData,
+    Sharded,
     Tagged,
     TracedAsReference,
 )
@@ -45,6 +46,7 @@ class TestLogSoftmax(
     TracedAsReference,
     DirectInEager,
     DirectInEagerWithGrad,
+    Sharded,
     Contract,
 ):
     data = LOG_SOFTMAX

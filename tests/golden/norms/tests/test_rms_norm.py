@@ -9,6 +9,7 @@ from _contract import (
     DirectInEagerWithGrad,
     OnCuda,
     OpData,
+    Sharded,
     Tagged,
     TracedAsReference,
 )
@@ -46,6 +47,7 @@ class TestRmsNorm(
     TracedAsReference,
     DirectInEager,
     DirectInEagerWithGrad,
+    Sharded,
     Contract,
 ):
     data = RMS_NORM

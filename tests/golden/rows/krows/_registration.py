@@ -89,6 +89,12 @@ def _rowsum_vmap(info, in_dims, *args, **kwargs):
     return torch.ops.krows.rowsum.default(*args, **kwargs), 0
 
 
+# DTensor shards krows::rowsum as its inputs, never splitting a row.
+_support.shard_as_inputs(
+    torch.ops.krows.rowsum.default, tensors=(0,), outputs=1, rows=True
+)
+
+
 # krows::rowmax ------------------------------------------------------------------------
 
 _rowmax = torch.library.custom_op(
@@ -164,6 +170,12 @@ def _rowmax_vmap(info, in_dims, *args, **kwargs):
     # One call for the batch: batch dimensions in front, the rest aligned at the right.
     args = _support.batch_in_front(in_dims, args)
     return torch.ops.krows.rowmax.default(*args, **kwargs), 0
+
+
+# DTensor shards krows::rowmax as its inputs, never splitting a row.
+_support.shard_as_inputs(
+    torch.ops.krows.rowmax.default, tensors=(0,), outputs=1, rows=True
+)
 
 
 # krows::rowdot ------------------------------------------------------------------------
@@ -249,6 +261,12 @@ def _rowdot_vmap(info, in_dims, *args, **kwargs):
     return torch.ops.krows.rowdot.default(*args, **kwargs), 0
 
 
+# DTensor shards krows::rowdot as its inputs, never splitting a row.
+_support.shard_as_inputs(
+    torch.ops.krows.rowdot.default, tensors=(0, 1), outputs=1, rows=True
+)
+
+
 # krows::bias_leaky --------------------------------------------------------------------
 
 _bias_leaky = torch.library.custom_op(
@@ -331,6 +349,10 @@ def _bias_leaky_vmap(info, in_dims, *args, **kwargs):
     return torch.ops.krows.bias_leaky.default(*args, **kwargs), 0
 
 
+# DTensor shards krows::bias_leaky as its inputs.
+_support.shard_as_inputs(torch.ops.krows.bias_leaky.default, tensors=(0, 1), outputs=1)
+
+
 # krows::bias_leaky_backward -----------------------------------------------------------
 
 _bias_leaky_backward = torch.library.custom_op(
@@ -376,6 +398,12 @@ _bias_leaky_backward_kernels = {
     "cpu": bias_leaky_backward_kernels.bias_leaky_backward_triton,
     "cuda": bias_leaky_backward_kernels.bias_leaky_backward_triton,
 }
+
+
+# DTensor shards krows::bias_leaky_backward as its inputs.
+_support.shard_as_inputs(
+    torch.ops.krows.bias_leaky_backward.default, tensors=(0, 1, 2), outputs=1
+)
 
 
 # krows::scale_shift -------------------------------------------------------------------
@@ -465,6 +493,12 @@ def _scale_shift_vmap(info, in_dims, *args, **kwargs):
     return torch.ops.krows.scale_shift.default(*args, **kwargs), 0
 
 
+# DTensor shards krows::scale_shift as its inputs.
+_support.shard_as_inputs(
+    torch.ops.krows.scale_shift.default, tensors=(0, 1, 2), outputs=1
+)
+
+
 # krows::weighted_rowsum ---------------------------------------------------------------
 
 _weighted_rowsum = torch.library.custom_op(
@@ -552,3 +586,9 @@ def _weighted_rowsum_vmap(info, in_dims, *args, **kwargs):
     # One call for the batch: batch dimensions in front, the rest aligned at the right.
     args = _support.batch_in_front(in_dims, args)
     return torch.ops.krows.weighted_rowsum.default(*args, **kwargs), 0
+
+
+# DTensor shards krows::weighted_rowsum as its inputs, never splitting a row.
+_support.shard_as_inputs(
+    torch.ops.krows.weighted_rowsum.default, tensors=(0, 1), outputs=1, rows=True
+)

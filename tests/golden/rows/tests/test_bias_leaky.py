@@ -9,6 +9,7 @@ from _contract import (
     Differentiable,
     OnCuda,
     OpData,
+    Sharded,
     Tagged,
     TracedAsReference,
 )
@@ -46,6 +47,13 @@ BIAS_LEAKY = OpData(
 
 
 class TestBiasLeaky(
-    Differentiable, BackwardKernel, OnCuda, Tagged, TracedAsReference, Batched, Contract
+    Differentiable,
+    BackwardKernel,
+    OnCuda,
+    Tagged,
+    TracedAsReference,
+    Batched,
+    Sharded,
+    Contract,
 ):
     data = BIAS_LEAKY

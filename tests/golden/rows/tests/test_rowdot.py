@@ -10,6 +10,7 @@ from _contract import (
     DirectInEagerWithGrad,
     OnCuda,
     OpData,
+    Sharded,
     Tagged,
     TracedAsReference,
 )
@@ -51,6 +52,7 @@ class TestRowdot(
     DirectInEager,
     DirectInEagerWithGrad,
     Batched,
+    Sharded,
     Contract,
 ):
     data = ROWDOT

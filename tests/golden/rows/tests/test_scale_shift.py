@@ -10,6 +10,7 @@ from _contract import (
     DirectInEagerWithGrad,
     OnCuda,
     OpData,
+    Sharded,
     Tagged,
     TracedAsReference,
 )
@@ -60,6 +61,7 @@ class TestScaleShift(
     DirectInEager,
     DirectInEagerWithGrad,
     Batched,
+    Sharded,
     Contract,
 ):
     data = SCALE_SHIFT

@@ -10,6 +10,7 @@ from _contract import (
     DirectInEagerWithGrad,
     OnCuda,
     OpData,
+    Sharded,
     Tagged,
     TracedAsReference,
 )
@@ -49,6 +50,7 @@ class TestWeightedRowsum(
     DirectInEager,
     DirectInEagerWithGrad,
     Batched,
+    Sharded,
     Contract,
 ):
     data = WEIGHTED_ROWSUM

@@ -120,6 +120,10 @@ def _muladd_vmap(info, in_dims, *args, **kwargs):
     return torch.ops.ktriton.muladd.default(*args, **kwargs), 0
 
 
+# DTensor shards ktriton::muladd as its inputs.
+_support.shard_as_inputs(torch.ops.ktriton.muladd.default, tensors=(0, 1), outputs=1)
+
+
 # ktriton::muladd_backward -------------------------------------------------------------
 
 # The CPU kernel as an op of its own, which tracing never enters: Triton's interpreter reads
@@ -185,6 +189,12 @@ _muladd_backward_kernels = {
     "cpu": muladd_backward_kernels.muladd_backward_triton,
     "cuda": muladd_backward_kernels.muladd_backward_triton,
 }
+
+
+# DTensor shards ktriton::muladd_backward as its inputs.
+_support.shard_as_inputs(
+    torch.ops.ktriton.muladd_backward.default, tensors=(0, 1, 2), outputs=2
+)
 
 
 # ktriton::sincos ----------------------------------------------------------------------
@@ -279,6 +289,10 @@ def _sincos_vmap(info, in_dims, *args, **kwargs):
     # One call for the batch: batch dimensions in front, the rest aligned at the right.
     args = _support.batch_in_front(in_dims, args)
     return torch.ops.ktriton.sincos.default(*args, **kwargs), (0, 0)
+
+
+# DTensor shards ktriton::sincos as its inputs.
+_support.shard_as_inputs(torch.ops.ktriton.sincos.default, tensors=(0,), outputs=2)
 
 
 # ktriton::muladd_out ------------------------------------------------------------------
@@ -402,3 +416,9 @@ def _rowsum_vmap(info, in_dims, *args, **kwargs):
     # One call for the batch: batch dimensions in front, the rest aligned at the right.
     args = _support.batch_in_front(in_dims, args)
     return torch.ops.ktriton.rowsum.default(*args, **kwargs), 0
+
+
+# DTensor shards ktriton::rowsum as its inputs, never splitting a row.
+_support.shard_as_inputs(
+    torch.ops.ktriton.rowsum.default, tensors=(0, 1), outputs=1, rows=True
+)

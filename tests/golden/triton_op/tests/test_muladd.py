@@ -11,6 +11,7 @@ from _contract import (
     DirectInEagerWithGrad,
     OnCuda,
     OpData,
+    Sharded,
     TracedAsReference,
 )
 
@@ -47,6 +48,7 @@ class TestMuladd(
     DirectInEager,
     DirectInEagerWithGrad,
     Batched,
+    Sharded,
     Contract,
 ):
     data = MULADD

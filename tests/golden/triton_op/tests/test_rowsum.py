@@ -8,6 +8,7 @@ from _contract import (
     Differentiable,
     OnCuda,
     OpData,
+    Sharded,
     TracedAsReference,
 )
 
@@ -38,5 +39,5 @@ ROWSUM = OpData(
 )
 
 
-class TestRowsum(Differentiable, OnCuda, TracedAsReference, Batched, Contract):
+class TestRowsum(Differentiable, OnCuda, TracedAsReference, Batched, Sharded, Contract):
     data = ROWSUM
