@@ -449,19 +449,25 @@ def shard_as_inputs(
 ) -> None:
     """Gives DTensor the sharding rule of `op`, whose Tensor arguments are at `tensors` and whose
     `outputs` have their broadcast shape (rows: with the last dimension their own), once
-    torch.distributed.tensor is imported."""
+    torch.distributed.tensor is imported: its import takes seconds, which a package not used on
+    DTensors does not pay."""
 
     def rule(*args, **kwargs):
         # Keyword-only arguments are never Tensors: a None (no placement) for each.
         return shardings(tensors, outputs, rows, (*args, *[None] * len(kwargs)))
 
-    def register():
-        from torch.distributed.tensor.experimental import register_sharding
-
-        register_sharding(op)(rule)
-
     SHARDING_RULES[op] = rule
-    after_import("torch.distributed.tensor", register)
+    if "torch.distributed.tensor" in sys.modules:
+        register_sharding_rules({op: rule})
+    elif len(SHARDING_RULES) == 1:  # the package's first rule: one hook registers them all
+        after_import("torch.distributed.tensor", lambda: register_sharding_rules(SHARDING_RULES))
+
+
+def register_sharding_rules(rules: dict) -> None:
+    from torch.distributed.tensor.experimental import register_sharding
+
+    for op, rule in rules.items():
+        register_sharding(op)(rule)
 
 
 def shardings(
