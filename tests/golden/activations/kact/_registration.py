@@ -97,6 +97,10 @@ def _scaled_sigmoid_vmap(info, in_dims, *args, **kwargs):
     return torch.ops.kact.scaled_sigmoid.default(*args, **kwargs), 0
 
 
+# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
+_support.register_autocast("kact::scaled_sigmoid", "promote")
+
+
 # kact::scaled_sigmoid_backward --------------------------------------------------------
 
 _lib.define(
@@ -227,6 +231,10 @@ def _sincos_vmap(info, in_dims, *args, **kwargs):
     return torch.ops.kact.sincos.default(*args, **kwargs), (0, 0)
 
 
+# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
+_support.register_autocast("kact::sincos", "promote")
+
+
 # kact::mymul --------------------------------------------------------------------------
 
 _mymul = torch.library.custom_op(
@@ -301,3 +309,7 @@ def _mymul_vmap(info, in_dims, *args, **kwargs):
     # One call for the batch: batch dimensions in front, the rest aligned at the right.
     args = _support.batch_in_front(in_dims, args)
     return torch.ops.kact.mymul.default(*args, **kwargs), 0
+
+
+# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
+_support.register_autocast("kact::mymul", "promote")

@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Autocasts,
     BackwardKernel,
     Batched,
     Contract,
@@ -37,6 +38,7 @@ SCALED_SIGMOID = OpData(
     backward_kernel=torch.ops.kact.scaled_sigmoid_backward.default,
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
+    autocast="promote",
 )
 
 
@@ -49,6 +51,7 @@ class TestScaledSigmoid(
     DirectInEager,
     DirectInEagerWithGrad,
     Batched,
+    Autocasts,
     Contract,
 ):
     data = SCALED_SIGMOID

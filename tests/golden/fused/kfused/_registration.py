@@ -33,6 +33,10 @@ def _muladd_fake(a, b, c):
 _support.trace_as_reference("kfused::muladd", reference.muladd)
 
 
+# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
+_support.register_autocast("kfused::muladd", "promote")
+
+
 # kfused::muladd_backward --------------------------------------------------------------
 
 # Defined by the extension, with its C++ CPU kernel and CUDA kernel.
@@ -110,6 +114,10 @@ def _mul_fake(a, b):
 _support.trace_as_reference("kfused::mul", reference.mul)
 
 
+# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
+_support.register_autocast("kfused::mul", "promote")
+
+
 # kfused::square -----------------------------------------------------------------------
 
 # Defined by the extension, with its C++ CPU kernel; the Python kernel is added here.
@@ -129,3 +137,7 @@ def _square_fake(x):
 # torch.compile traces kfused::square as its PyTorch reference, which Inductor fuses with the
 # operations around it; eager calls run the kernel, and torch.export keeps the op.
 _support.trace_as_reference("kfused::square", reference.square)
+
+
+# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
+_support.register_autocast("kfused::square", "promote")

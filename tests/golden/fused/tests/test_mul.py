@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Autocasts,
     Contract,
     Differentiable,
     OnCuda,
@@ -33,8 +34,9 @@ MUL = OpData(
     saved_tensors={(0,): 1, (1,): 1, (0, 1): 2},
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
+    autocast="promote",
 )
 
 
-class TestMul(Differentiable, OnCuda, Tagged, TracedAsReference, Contract):
+class TestMul(Differentiable, OnCuda, Tagged, TracedAsReference, Autocasts, Contract):
     data = MUL

@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Autocasts,
     BackwardKernel,
     Contract,
     Differentiable,
@@ -35,10 +36,17 @@ MULADD = OpData(
     backward_kernel=torch.ops.kfused.muladd_backward.default,
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
+    autocast="promote",
 )
 
 
 class TestMuladd(
-    Differentiable, BackwardKernel, OnCuda, Tagged, TracedAsReference, Contract
+    Differentiable,
+    BackwardKernel,
+    OnCuda,
+    Tagged,
+    TracedAsReference,
+    Autocasts,
+    Contract,
 ):
     data = MULADD

@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Autocasts,
     Contract,
     Differentiable,
     OnCuda,
@@ -32,8 +33,11 @@ SQUARE = OpData(
     saved_tensors={(0,): 1},
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
+    autocast="promote",
 )
 
 
-class TestSquare(Differentiable, OnCuda, Tagged, TracedAsReference, Contract):
+class TestSquare(
+    Differentiable, OnCuda, Tagged, TracedAsReference, Autocasts, Contract
+):
     data = SQUARE

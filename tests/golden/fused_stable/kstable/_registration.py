@@ -66,6 +66,10 @@ torch.library.register_autograd(
 _support.trace_as_reference("kstable::muladd", reference.muladd)
 
 
+# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
+_support.register_autocast("kstable::muladd", "promote")
+
+
 # kstable::muladd_backward -------------------------------------------------------------
 
 # Defined by the extension, with its C++ CPU kernel and CUDA kernel.
@@ -167,6 +171,10 @@ torch.library.register_autograd(
 _support.trace_as_reference("kstable::mul", reference.mul)
 
 
+# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
+_support.register_autocast("kstable::mul", "promote")
+
+
 # kstable::square ----------------------------------------------------------------------
 
 # Defined by the extension, with its CUDA kernel; the Python kernel is added here.
@@ -205,6 +213,10 @@ torch.library.register_autograd(
 # torch.compile traces kstable::square as its PyTorch reference, which Inductor fuses with the
 # operations around it; eager calls run the kernel, and torch.export keeps the op.
 _support.trace_as_reference("kstable::square", reference.square)
+
+
+# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
+_support.register_autocast("kstable::square", "promote")
 
 
 # kstable::addcmul_opt -----------------------------------------------------------------
@@ -263,3 +275,7 @@ torch.library.register_autograd(
 # torch.compile traces kstable::addcmul_opt as its PyTorch reference, which Inductor fuses with the
 # operations around it; eager calls run the kernel, and torch.export keeps the op.
 _support.trace_as_reference("kstable::addcmul_opt", reference.addcmul_opt)
+
+
+# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
+_support.register_autocast("kstable::addcmul_opt", "promote")

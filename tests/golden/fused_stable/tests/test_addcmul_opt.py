@@ -2,7 +2,14 @@
 """The contract of kstable::addcmul_opt (tests/_contract.py), run on the op's data."""
 
 import torch
-from _contract import Contract, Differentiable, OnCuda, OpData, TracedAsReference
+from _contract import (
+    Autocasts,
+    Contract,
+    Differentiable,
+    OnCuda,
+    OpData,
+    TracedAsReference,
+)
 
 import kstable.reference
 
@@ -39,8 +46,9 @@ ADDCMUL_OPT = OpData(
         (0, 1, 2): 2,
     },
     lead_input=0,
+    autocast="promote",
 )
 
 
-class TestAddcmulOpt(Differentiable, OnCuda, TracedAsReference, Contract):
+class TestAddcmulOpt(Differentiable, OnCuda, TracedAsReference, Autocasts, Contract):
     data = ADDCMUL_OPT

@@ -2,7 +2,14 @@
 """The contract of kstable::mul (tests/_contract.py), run on the op's data."""
 
 import torch
-from _contract import Contract, Differentiable, OnCuda, OpData, TracedAsReference
+from _contract import (
+    Autocasts,
+    Contract,
+    Differentiable,
+    OnCuda,
+    OpData,
+    TracedAsReference,
+)
 
 import kstable.reference
 
@@ -25,8 +32,9 @@ MUL = OpData(
     backward_sample="broadcast",
     saved_tensors={(0,): 1, (1,): 1, (0, 1): 2},
     lead_input=0,
+    autocast="promote",
 )
 
 
-class TestMul(Differentiable, OnCuda, TracedAsReference, Contract):
+class TestMul(Differentiable, OnCuda, TracedAsReference, Autocasts, Contract):
     data = MUL

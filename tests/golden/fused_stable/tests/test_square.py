@@ -2,7 +2,14 @@
 """The contract of kstable::square (tests/_contract.py), run on the op's data."""
 
 import torch
-from _contract import Contract, Differentiable, OnCuda, OpData, TracedAsReference
+from _contract import (
+    Autocasts,
+    Contract,
+    Differentiable,
+    OnCuda,
+    OpData,
+    TracedAsReference,
+)
 
 import kstable.reference
 
@@ -24,8 +31,9 @@ SQUARE = OpData(
     backward_sample="normal",
     saved_tensors={(0,): 1},
     lead_input=0,
+    autocast="promote",
 )
 
 
-class TestSquare(Differentiable, OnCuda, TracedAsReference, Contract):
+class TestSquare(Differentiable, OnCuda, TracedAsReference, Autocasts, Contract):
     data = SQUARE

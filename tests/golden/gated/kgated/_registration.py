@@ -101,6 +101,10 @@ def _silu_and_mul_vmap(info, in_dims, *args, **kwargs):
     return torch.ops.kgated.silu_and_mul.default(*args, **kwargs), 0
 
 
+# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
+_support.register_autocast("kgated::silu_and_mul", "promote")
+
+
 # kgated::gelu_tanh_and_mul ------------------------------------------------------------
 
 _lib.define(
@@ -205,6 +209,10 @@ def _gelu_tanh_and_mul_vmap(info, in_dims, *args, **kwargs):
     return torch.ops.kgated.gelu_tanh_and_mul.default(*args, **kwargs), 0
 
 
+# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
+_support.register_autocast("kgated::gelu_tanh_and_mul", "promote")
+
+
 # kgated::fatrelu_and_mul --------------------------------------------------------------
 
 # Defined by the extension, with its C++ CPU kernel and CUDA kernel.
@@ -254,6 +262,10 @@ torch.library.register_autograd(
 # torch.compile traces kgated::fatrelu_and_mul as its PyTorch reference, which Inductor fuses with the
 # operations around it; eager calls run the kernel, and torch.export keeps the op.
 _support.trace_as_reference("kgated::fatrelu_and_mul", reference.fatrelu_and_mul)
+
+
+# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
+_support.register_autocast("kgated::fatrelu_and_mul", "promote")
 
 
 # kgated::silu_and_mul_out -------------------------------------------------------------

@@ -97,6 +97,10 @@ def _muladd_vmap(info, in_dims, *args, **kwargs):
     return torch.ops.kbook.muladd.default(*args, **kwargs), 0
 
 
+# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
+_support.register_autocast("kbook::muladd", "promote")
+
+
 # kbook::muladd_backward ---------------------------------------------------------------
 
 _muladd_backward = torch.library.custom_op(

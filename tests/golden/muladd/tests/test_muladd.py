@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Autocasts,
     BackwardKernel,
     Batched,
     Contract,
@@ -38,6 +39,7 @@ MULADD = OpData(
     backward_kernel=torch.ops.kbook.muladd_backward.default,
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
+    autocast="promote",
 )
 
 
@@ -50,6 +52,7 @@ class TestMuladd(
     DirectInEager,
     DirectInEagerWithGrad,
     Batched,
+    Autocasts,
     Contract,
 ):
     data = MULADD

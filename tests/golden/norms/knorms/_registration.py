@@ -100,6 +100,10 @@ class _RmsNormFunction(torch.autograd.Function):
     backward = staticmethod(_rms_norm_backward)
 
 
+# Under torch.autocast: its floating inputs in float32, as autocast runs sums and norms, then the op.
+_support.register_autocast("knorms::rms_norm", "fp32")
+
+
 # knorms::layer_norm -------------------------------------------------------------------
 
 _layer_norm = torch.library.custom_op(
@@ -209,6 +213,10 @@ class _LayerNormFunction(torch.autograd.Function):
     backward = staticmethod(_layer_norm_backward)
 
 
+# Under torch.autocast: its floating inputs in float32, as autocast runs sums and norms, then the op.
+_support.register_autocast("knorms::layer_norm", "fp32")
+
+
 # knorms::softmax ----------------------------------------------------------------------
 
 _softmax = torch.library.custom_op(
@@ -278,6 +286,10 @@ class _SoftmaxFunction(torch.autograd.Function):
     backward = staticmethod(_softmax_backward)
 
 
+# Under torch.autocast: its floating inputs in float32, as autocast runs sums and norms, then the op.
+_support.register_autocast("knorms::softmax", "fp32")
+
+
 # knorms::log_softmax ------------------------------------------------------------------
 
 _lib.define("log_softmax(Tensor x) -> Tensor", tags=(torch.Tag.pt2_compliant_tag,))
@@ -342,6 +354,10 @@ class _LogSoftmaxFunction(torch.autograd.Function):
         return output
 
     backward = staticmethod(_log_softmax_backward)
+
+
+# Under torch.autocast: its floating inputs in float32, as autocast runs sums and norms, then the op.
+_support.register_autocast("knorms::log_softmax", "fp32")
 
 
 # knorms::fused_add_rms_norm -----------------------------------------------------------

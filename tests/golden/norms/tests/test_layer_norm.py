@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Autocasts,
     Contract,
     Differentiable,
     DirectInEager,
@@ -50,6 +51,7 @@ LAYER_NORM = OpData(
     },
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
+    autocast="fp32",
 )
 
 
@@ -60,6 +62,7 @@ class TestLayerNorm(
     TracedAsReference,
     DirectInEager,
     DirectInEagerWithGrad,
+    Autocasts,
     Contract,
 ):
     data = LAYER_NORM

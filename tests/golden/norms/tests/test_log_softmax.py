@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Autocasts,
     Contract,
     Differentiable,
     DirectInEager,
@@ -35,6 +36,7 @@ LOG_SOFTMAX = OpData(
     saved_tensors={(0,): 1},
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
+    autocast="fp32",
 )
 
 
@@ -45,6 +47,7 @@ class TestLogSoftmax(
     TracedAsReference,
     DirectInEager,
     DirectInEagerWithGrad,
+    Autocasts,
     Contract,
 ):
     data = LOG_SOFTMAX

@@ -89,6 +89,10 @@ def _rowsum_vmap(info, in_dims, *args, **kwargs):
     return torch.ops.krows.rowsum.default(*args, **kwargs), 0
 
 
+# Under torch.autocast: its floating inputs in float32, as autocast runs sums and norms, then the op.
+_support.register_autocast("krows::rowsum", "fp32")
+
+
 # krows::rowmax ------------------------------------------------------------------------
 
 _rowmax = torch.library.custom_op(
@@ -164,6 +168,10 @@ def _rowmax_vmap(info, in_dims, *args, **kwargs):
     # One call for the batch: batch dimensions in front, the rest aligned at the right.
     args = _support.batch_in_front(in_dims, args)
     return torch.ops.krows.rowmax.default(*args, **kwargs), 0
+
+
+# Under torch.autocast: its floating inputs in float32, as autocast runs sums and norms, then the op.
+_support.register_autocast("krows::rowmax", "fp32")
 
 
 # krows::rowdot ------------------------------------------------------------------------
@@ -249,6 +257,10 @@ def _rowdot_vmap(info, in_dims, *args, **kwargs):
     return torch.ops.krows.rowdot.default(*args, **kwargs), 0
 
 
+# Under torch.autocast: its floating inputs in float32, as autocast runs sums and norms, then the op.
+_support.register_autocast("krows::rowdot", "fp32")
+
+
 # krows::bias_leaky --------------------------------------------------------------------
 
 _bias_leaky = torch.library.custom_op(
@@ -329,6 +341,10 @@ def _bias_leaky_vmap(info, in_dims, *args, **kwargs):
     # One call for the batch: batch dimensions in front, the rest aligned at the right.
     args = _support.batch_in_front(in_dims, args)
     return torch.ops.krows.bias_leaky.default(*args, **kwargs), 0
+
+
+# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
+_support.register_autocast("krows::bias_leaky", "promote")
 
 
 # krows::bias_leaky_backward -----------------------------------------------------------
@@ -465,6 +481,10 @@ def _scale_shift_vmap(info, in_dims, *args, **kwargs):
     return torch.ops.krows.scale_shift.default(*args, **kwargs), 0
 
 
+# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
+_support.register_autocast("krows::scale_shift", "promote")
+
+
 # krows::weighted_rowsum ---------------------------------------------------------------
 
 _weighted_rowsum = torch.library.custom_op(
@@ -552,3 +572,7 @@ def _weighted_rowsum_vmap(info, in_dims, *args, **kwargs):
     # One call for the batch: batch dimensions in front, the rest aligned at the right.
     args = _support.batch_in_front(in_dims, args)
     return torch.ops.krows.weighted_rowsum.default(*args, **kwargs), 0
+
+
+# Under torch.autocast: its floating inputs in float32, as autocast runs sums and norms, then the op.
+_support.register_autocast("krows::weighted_rowsum", "fp32")

@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Autocasts,
     BackwardKernel,
     Batched,
     Contract,
@@ -42,10 +43,18 @@ BIAS_LEAKY = OpData(
     backward_kernel=torch.ops.krows.bias_leaky_backward.default,
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
+    autocast="promote",
 )
 
 
 class TestBiasLeaky(
-    Differentiable, BackwardKernel, OnCuda, Tagged, TracedAsReference, Batched, Contract
+    Differentiable,
+    BackwardKernel,
+    OnCuda,
+    Tagged,
+    TracedAsReference,
+    Batched,
+    Autocasts,
+    Contract,
 ):
     data = BIAS_LEAKY

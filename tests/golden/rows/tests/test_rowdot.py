@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Autocasts,
     Batched,
     Contract,
     Differentiable,
@@ -40,6 +41,7 @@ ROWDOT = OpData(
     saved_tensors={(0,): 1, (1,): 1, (0, 1): 2},
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
+    autocast="fp32",
 )
 
 
@@ -51,6 +53,7 @@ class TestRowdot(
     DirectInEager,
     DirectInEagerWithGrad,
     Batched,
+    Autocasts,
     Contract,
 ):
     data = ROWDOT

@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Autocasts,
     Batched,
     Contract,
     Differentiable,
@@ -36,6 +37,7 @@ ROWSUM = OpData(
     saved_tensors={(0,): 0},
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
+    autocast="fp32",
 )
 
 
@@ -47,6 +49,7 @@ class TestRowsum(
     DirectInEager,
     DirectInEagerWithGrad,
     Batched,
+    Autocasts,
     Contract,
 ):
     data = ROWSUM

@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Autocasts,
     Batched,
     Contract,
     Differentiable,
@@ -38,6 +39,7 @@ WEIGHTED_ROWSUM = OpData(
     saved_tensors={(0,): 2, (1,): 1, (0, 1): 2},
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
+    autocast="fp32",
 )
 
 
@@ -49,6 +51,7 @@ class TestWeightedRowsum(
     DirectInEager,
     DirectInEagerWithGrad,
     Batched,
+    Autocasts,
     Contract,
 ):
     data = WEIGHTED_ROWSUM

@@ -120,6 +120,10 @@ def _muladd_vmap(info, in_dims, *args, **kwargs):
     return torch.ops.ktriton.muladd.default(*args, **kwargs), 0
 
 
+# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
+_support.register_autocast("ktriton::muladd", "promote")
+
+
 # ktriton::muladd_backward -------------------------------------------------------------
 
 # The CPU kernel as an op of its own, which tracing never enters: Triton's interpreter reads
@@ -281,6 +285,10 @@ def _sincos_vmap(info, in_dims, *args, **kwargs):
     return torch.ops.ktriton.sincos.default(*args, **kwargs), (0, 0)
 
 
+# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
+_support.register_autocast("ktriton::sincos", "promote")
+
+
 # ktriton::muladd_out ------------------------------------------------------------------
 
 # The CPU kernel as an op of its own, which tracing never enters: Triton's interpreter reads
@@ -402,3 +410,7 @@ def _rowsum_vmap(info, in_dims, *args, **kwargs):
     # One call for the batch: batch dimensions in front, the rest aligned at the right.
     args = _support.batch_in_front(in_dims, args)
     return torch.ops.ktriton.rowsum.default(*args, **kwargs), 0
+
+
+# Under torch.autocast: its floating inputs in float32, as autocast runs sums and norms, then the op.
+_support.register_autocast("ktriton::rowsum", "fp32")

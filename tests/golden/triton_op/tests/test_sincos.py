@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Autocasts,
     Batched,
     Contract,
     Differentiable,
@@ -33,6 +34,7 @@ SINCOS = OpData(
     backward_sample="normal",
     saved_tensors={(0,): 1},
     lead_input=0,
+    autocast="promote",
 )
 
 
@@ -43,6 +45,7 @@ class TestSincos(
     DirectInEager,
     DirectInEagerWithGrad,
     Batched,
+    Autocasts,
     Contract,
 ):
     data = SINCOS
