@@ -79,12 +79,15 @@ def test_dtype(op: Op) -> str:
 
 
 def kernel_dtypes(op: Op) -> frozenset[str]:
-    """The dtypes the op's compiled kernels must take beside its `dtypes`: those autocast runs it in, and
-    float32, in which the contract's check draws its inputs."""
-    if not casts(op):
-        return frozenset()
-    low = {"bfloat16", "float16"} if policy(op) is Autocast.LOWER_PRECISION else {test_dtype(op)}
-    return frozenset({"float32", *low})
+    """The dtypes autocast runs the op's compiled kernels in, which they take beside its `dtypes`: float32
+    (fp32); bfloat16 and float16, the caller's choice (lower_precision); the inputs' (promote): under
+    autocast an activation comes in its dtype, those of the contract's check float32 and test_dtype."""
+    return frozenset({
+        Autocast.FP32: ("float32",),
+        Autocast.LOWER_PRECISION: ("bfloat16", "float16"),
+        Autocast.PROMOTE: ("float32", test_dtype(op)),
+        Autocast.NONE: (),
+    }[policy(op)])
 
 
 def registration(op: Op) -> list[str]:

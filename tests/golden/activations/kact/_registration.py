@@ -311,5 +311,5 @@ def _mymul_vmap(info, in_dims, *args, **kwargs):
     return torch.ops.kact.mymul.default(*args, **kwargs), 0
 
 
-# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
-_support.register_autocast("kact::mymul", "promote")
+# Under torch.autocast: its floating inputs in autocast's dtype, as autocast runs matmuls, then the op.
+_support.register_autocast("kact::mymul", "lower_precision")

@@ -37,7 +37,7 @@ MYMUL = OpData(
     saved_tensors={(0,): 1, (1,): 1, (0, 1): 2},
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
-    autocast="promote",
+    autocast="lower_precision",
 )
 
 

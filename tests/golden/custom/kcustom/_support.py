@@ -251,3 +251,68 @@ def grad_wanted(*tensors: Tensor | None) -> bool:
         if t is not None and t.requires_grad:
             return True
     return False
+
+
+_AUTOCAST_LIBRARIES = []  # a registration lasts as long as its Library
+
+
+def register_autocast(op: str, policy: str) -> None:
+    """Registers `op`'s rule under torch.autocast on CPU and CUDA: its floating inputs on the
+    autocast device, float64 aside (autocast leaves it alone), cast to float32 (`fp32`),
+    autocast's dtype (`lower_precision`) or the widest of their dtypes (`promote`); then the
+    op, with autocast off."""
+    namespace, name = op.split("::")
+    overload = getattr(getattr(torch.ops, namespace), name).default
+    library = torch.library.Library(namespace, "FRAGMENT")
+    _AUTOCAST_LIBRARIES.append(library)
+    for device_type in ("cpu", "cuda"):
+        kernel = _autocast_kernel(overload, device_type, policy)
+        library.impl(name, kernel, "Autocast" + device_type.upper())
+
+
+def _autocast_kernel(op, device_type: str, policy: str) -> Callable[..., object]:
+    key = getattr(torch._C.DispatchKey, "Autocast" + device_type.upper())
+    autocast_off = torch._C.DispatchKeySet(key)
+
+    def cast_to(dtype: torch.dtype, value):
+        if isinstance(value, (list, tuple)):  # a Tensor[] argument
+            return type(value)(cast_to(dtype, item) for item in value)
+        return value.to(dtype) if _autocast_casts(value, device_type) else value
+
+    def kernel(*args, **kwargs):
+        if policy == "fp32":
+            dtype = torch.float32
+        elif policy == "lower_precision":
+            dtype = torch.get_autocast_dtype(device_type)
+        else:
+            tensors = _tensors((*args, *kwargs.values()))
+            dtypes = [t.dtype for t in tensors if _autocast_casts(t, device_type)]
+            dtype = functools.reduce(torch.promote_types, dtypes) if dtypes else None
+        args = tuple(cast_to(dtype, arg) for arg in args)
+        kwargs = {name: cast_to(dtype, value) for name, value in kwargs.items()}
+        # As torch.library.register_autocast does: autocast off for the call below.
+        with torch._C._ExcludeDispatchKeyGuard(autocast_off):
+            return op(*args, **kwargs)
+
+    return kernel
+
+
+def _autocast_casts(value, device_type: str) -> bool:
+    """Whether autocast casts `value`: a floating Tensor on its device, not float64."""
+    return (
+        isinstance(value, Tensor)
+        and value.is_floating_point()
+        and value.device.type == device_type
+        and value.dtype != torch.float64
+    )
+
+
+def _tensors(values) -> list[Tensor]:
+    """The Tensors among `values`, those of Tensor lists too."""
+    found = []
+    for value in values:
+        if isinstance(value, (list, tuple)):
+            found += _tensors(value)
+        elif isinstance(value, Tensor):
+            found.append(value)
+    return found
