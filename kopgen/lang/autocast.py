@@ -13,7 +13,8 @@ the helper that registers it (_support.py), the kernels' dtypes it needs and the
 
 Every route registers the rule from Python, at the AutocastCPU and AutocastCUDA keys, as it registers
 the fake kernel: the rule runs only under autocast, so a C++ rule would save nothing elsewhere, and the
-stable ABI has no autocast API (no cast helpers, no dispatch-key guard) to write one in.
+stable ABI (torch/csrc/stable of 2.10 to 2.13) has no autocast API to write one in: nothing reads
+autocast's dtype, and no dispatch-key guard calls the op with autocast off.
 torch.library.register_autocast is not used: it casts to one dtype fixed at registration (lower_precision
 needs the caller's, promote the inputs') and raises on keyword arguments (`*, float scale`).
 """
