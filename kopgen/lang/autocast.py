@@ -141,11 +141,22 @@ def register_autocast(op: str, policy: str) -> None:
 def _autocast_kernel(op, device_type: str, policy: str) -> Callable[..., object]:
     key = getattr(torch._C.DispatchKey, "Autocast" + device_type.upper())
     autocast_off = torch._C.DispatchKeySet(key)
+    on_device = {"cpu": Tensor.is_cpu, "cuda": Tensor.is_cuda}[device_type].__get__  # a fifth of device.type
+
+    def casts(value) -> bool:
+        """Whether autocast casts `value`: a floating Tensor on its device, not float64."""
+        return (
+            isinstance(value, Tensor)
+            and value.is_floating_point()
+            and on_device(value)
+            and value.dtype != torch.float64
+        )
 
     def cast_to(dtype: torch.dtype, value):
         if isinstance(value, (list, tuple)):  # a Tensor[] argument
             return type(value)(cast_to(dtype, item) for item in value)
-        return value.to(dtype) if _autocast_casts(value, device_type) else value
+        # .to() of the dtype a Tensor has costs a dispatch: skipped
+        return value.to(dtype) if casts(value) and value.dtype != dtype else value
 
     def kernel(*args, **kwargs):
         if policy == "fp32":
@@ -153,8 +164,7 @@ def _autocast_kernel(op, device_type: str, policy: str) -> Callable[..., object]
         elif policy == "lower_precision":
             dtype = torch.get_autocast_dtype(device_type)
         else:
-            tensors = _tensors((*args, *kwargs.values()))
-            dtypes = [t.dtype for t in tensors if _autocast_casts(t, device_type)]
+            dtypes = [t.dtype for t in _tensors((*args, *kwargs.values())) if casts(t)]
             dtype = functools.reduce(torch.promote_types, dtypes) if dtypes else None
         args = tuple(cast_to(dtype, arg) for arg in args)
         kwargs = {name: cast_to(dtype, value) for name, value in kwargs.items()}
@@ -163,16 +173,6 @@ def _autocast_kernel(op, device_type: str, policy: str) -> Callable[..., object]
             return op(*args, **kwargs)
 
     return kernel
-
-
-def _autocast_casts(value, device_type: str) -> bool:
-    """Whether autocast casts `value`: a floating Tensor on its device, not float64."""
-    return (
-        isinstance(value, Tensor)
-        and value.is_floating_point()
-        and value.device.type == device_type
-        and value.dtype != torch.float64
-    )
 
 
 def _tensors(values) -> list[Tensor]:
