@@ -59,3 +59,12 @@ class Language(_Choice):
         """The devices a kernel of this language runs on (Triton's CPU kernels in its interpreter)."""
         cpu, cuda = (Device.CPU,), (Device.CUDA,)
         return {Language.TRITON: cpu + cuda, Language.CPP: cpu, Language.PYTHON: cpu, Language.CUDA: cuda}[self]
+
+
+class Autocast(_Choice):
+    """What an op does under torch.autocast: its spec's `autocast` (kopgen/lang/autocast.py)."""
+
+    FP32 = "fp32"  # floating inputs cast to float32, as autocast does for sums and norms
+    LOWER_PRECISION = "lower_precision"  # to autocast's dtype, as for matmuls
+    PROMOTE = "promote"  # to the widest of them, as for torch.cat and addcmul
+    NONE = "none"  # no rule: the op runs on its inputs as they come

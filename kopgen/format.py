@@ -14,7 +14,7 @@ from typing import Any
 
 from .errors import Diagnostics
 from .loader import Mapping, Node, Scalar, Sequence, describe_scalar, quote_hint
-from .model import Device, Language, Route
+from .model import Autocast, Device, Language, Route
 from .project import DEFAULT_LICENSE, DEFAULT_PYTHON, LICENSES
 
 FORMAT_VERSION = 1
@@ -25,6 +25,7 @@ CUDA_KERNELS = [language.value for language in Language if Device.CUDA in langua
 DTYPES = ["float16", "bfloat16", "float32", "float64"]
 TAGS = ["pt2_compliant_tag", "needs_fixed_stride_order", "cudagraph_unsafe"]
 REDUCTIONS = ["sum", "mean", "max", "min"]
+AUTOCASTS = [policy.value for policy in Autocast]
 
 _STRING = {"type": "string"}
 _SHAPE = {"type": "array", "items": {"type": "integer", "minimum": 0}, "description": "a tensor shape"}
@@ -146,6 +147,11 @@ OP_PROPERTIES: dict[str, Any] = {
     },
     "dtypes": {"type": "array", "items": {"enum": DTYPES}, "minItems": 1, "uniqueItems": True},
     "tags": {"type": "array", "items": {"enum": TAGS}, "uniqueItems": True},
+    "autocast": {
+        "enum": AUTOCASTS,
+        "description": "under torch.autocast: floating inputs cast to float32, to autocast's dtype, to the widest "
+        "of them, or none (default by kind: compute promote, reduce and normalize fp32, kernel none)",
+    },
     "tests": {
         "title": "tests",
         "type": "object",

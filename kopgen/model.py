@@ -11,7 +11,7 @@ from types import MappingProxyType
 from typing import ClassVar, NamedTuple
 
 from . import __version__
-from .choices import Device, Language, Route
+from .choices import Autocast, Device, Language, Route
 from .expr import Formula, Pointwise
 from .model_kinds import RowNormalization
 from .project import Project
@@ -289,6 +289,7 @@ class Op:
     sample_args: tuple[SampleArg, ...] = ()  # the arguments the spec's `tests: args:` sets
     cpp_autograd: bool = False  # backward in C++ (csrc/ops.cpp), not Python: set by resolve (lang/cpp_autograd.py)
     backward_of: str = ""  # the op whose gradients this backward kernel computes (backward_kernel.py)
+    autocast: Autocast = Autocast.NONE  # its rule under torch.autocast (lang/autocast.py)
 
     @property
     def qualname(self) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .backward_kernel import why_eager
+from .lang import autocast
 from .lang.cpp_autograd import python_reason
 from .model import Op, Package
 from .split import GatedSplit
@@ -28,6 +29,7 @@ def _describe_op(op: Op) -> list[str]:
         f"  kernels:  {kernels}",
         f"  dtypes:   {', '.join(op.dtypes)}",
         f"  tags:     {', '.join(op.tags) or '(none)'}",
+        f"  autocast: {autocast.describe(op)}",
     ]
     for i, stat in enumerate(getattr(op.body, "stats", ())):  # a row normalisation's, in order
         lines.append(f"  {'stats:   ' if i == 0 else '         '} {stat.name} = {stat.text.strip()} "

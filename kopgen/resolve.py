@@ -14,6 +14,7 @@ from .backward_kernel import with_backward_kernels
 from .errors import Diagnostics, Position
 from .expr import ExprError
 from .kinds import check_list_return, resolve_kind
+from .lang import autocast
 from .lang.cpp_autograd import autograd_in_cpp
 from .lang.cpp_types import cpp_type_problem
 from .loader import Mapping, Node, Scalar, plain
@@ -210,6 +211,7 @@ class OpResolver:
             rtol=rtol,
             backward=backward,
             sample_args=sample_args,
+            autocast=autocast.resolve(self, body, schema),
         )
 
     # -- schema

@@ -18,6 +18,7 @@ kbook::muladd(Tensor a, Tensor b, float c) -> Tensor
   kernels:  cpu: triton (interpreter), cuda: triton
   dtypes:   float32, float64
   tags:     pt2_compliant_tag
+  autocast: promote (its floating inputs in the widest of their dtypes)
   backward: a: grad * b
             b: grad * a
   saves:    a (tensor) if a or b needs grad
@@ -31,6 +32,7 @@ kbook::muladd_backward(Tensor grad, Tensor a, Tensor b) -> (Tensor, Tensor)
   kernels:  cpu: triton (interpreter), cuda: triton
   dtypes:   float32, float64
   tags:     pt2_compliant_tag
+  autocast: none (no rule: it runs on its inputs as they come)
   computes: the gradients of kbook::muladd (its backward kernel)
 """
 

@@ -16,7 +16,17 @@ import pytest
 from click.testing import CliRunner
 
 from kopgen.cli import main
-from kopgen.format import CPU_KERNELS, CUDA_KERNELS, DTYPES, OP_PROPERTIES, REDUCTIONS, ROUTES, SPEC_SCHEMA, TAGS
+from kopgen.format import (
+    AUTOCASTS,
+    CPU_KERNELS,
+    CUDA_KERNELS,
+    DTYPES,
+    OP_PROPERTIES,
+    REDUCTIONS,
+    ROUTES,
+    SPEC_SCHEMA,
+    TAGS,
+)
 from kopgen.project import LICENSES
 
 FORMAT_MD = Path(__file__).resolve().parent.parent / "docs" / "format.md"
@@ -133,6 +143,7 @@ def test_the_choices_in_the_docs_are_the_schema_enums():
     assert sorted(_choices(op["backends"], "cpu")) == sorted(CPU_KERNELS)
     assert sorted(_choices(op["backends"], "cuda")) == sorted(CUDA_KERNELS)
     assert _choices(op["reduce"], "op") == REDUCTIONS
+    assert [word for word in _TICKED.findall(op["autocast"]) if word in AUTOCASTS] == AUTOCASTS
     assert [word for word in _TICKED.findall(file["license"]) if word in LICENSES] == LICENSES
     excluded = re.search(r"every key of an op except (.*)\)", file["defaults"])[1]
     defaults = SPEC_SCHEMA["properties"]["defaults"]["properties"]

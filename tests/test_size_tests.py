@@ -23,7 +23,7 @@ def lines_of_tests(spec_text: str) -> dict[str, int]:
     return {path: len(text.splitlines()) for path, (_, text) in files.items() if path.startswith("tests/")}
 
 
-def test_a_second_pointwise_op_adds_at_most_57_lines_to_the_tests():
+def test_a_second_pointwise_op_adds_at_most_60_lines_to_the_tests():
     one_op = (EXAMPLES / "muladd.yaml").read_text()
     one = lines_of_tests(one_op)
     two = lines_of_tests(one_op + SECOND_OP)
@@ -34,6 +34,6 @@ def test_a_second_pointwise_op_adds_at_most_57_lines_to_the_tests():
     assert all(two[path] == lines for path, lines in one.items())  # the contract does not grow
     # Its data (about 30 lines), and the import and class header that name its contract's checks,
     # one line each once they wrap (issue 15 added TracedAsReference and the two DirectInEager ones;
-    # issue 16 BackwardKernel, with the data line naming the op's backward kernel; issue 17 Batched
-    # and Sharded).
-    assert sum(two.values()) - sum(one.values()) <= 57
+    # issue 16 BackwardKernel, with the data line naming the op's backward kernel; issue 17 Batched,
+    # Sharded, and Autocasts with the data line naming the op's autocast policy).
+    assert sum(two.values()) - sum(one.values()) <= 60

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from ..model import Op, Package, PointwiseCompute, RowReduction
 from ..names import locals_for
 from ..split import GatedSplit
-from . import layout, split
+from . import autocast, layout, split
 
 LINE_LENGTH = 100  # generated C++/CUDA lines stay within it (but for very long names or expressions)
 # C++ types of the scalar arguments, as the host functions and launchers take them.
@@ -303,6 +303,7 @@ def dtypes(package: Package) -> tuple[Dtype, ...]:
     """Every dtype a compiled kernel of the package dispatches on (float64 too where an op has
     gradients: gradcheck runs in float64)."""
     listed = {dtype for op in package.compiled_ops for dtype in op.dtypes}
+    listed |= {dtype for op in package.compiled_ops for dtype in autocast.kernel_dtypes(op)}  # autocast runs them in
     if any(op.has_gradients for op in package.compiled_ops):
         listed.add("float64")
     return tuple(d for d in DTYPES if d.name in listed)

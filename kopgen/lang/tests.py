@@ -21,7 +21,7 @@ from ..expr import NOT_DIFFERENTIABLE_DTYPES, is_dynamic
 from ..model import Arg, CustomKernel, Op, Package, PointwiseCompute, RowNormalization, RowReduction, SampleArg
 from ..schema import python_default
 from ..split import GatedSplit
-from . import eager, fusion, sharding, split, vmap
+from . import autocast, eager, fusion, sharding, split, vmap
 from .layout import requote
 
 LINE_LENGTH = 88  # ruff format's default
@@ -276,6 +276,7 @@ def checks(op: Op) -> tuple[str, ...]:
         ("SplitInHalves", split.is_split(op)),
         ("Batched", vmap.batches(op)),
         ("Sharded", sharding.tested(op)),
+        ("Autocasts", autocast.casts(op)),
     ]
     return (*(name for name, applies in mixins if applies), "Contract")
 
@@ -373,6 +374,7 @@ def op_data(op: Op, package: Package) -> tuple[str, ...]:
         arguments.append(_keyword("tags", "(", [f"torch.Tag.{tag}" for tag in op.tags], ")"))
     if grown := grown_sample(op):
         arguments.append(_collection("grown_sample=lambda make: (", grown.args, "),", 4))
+    arguments += autocast.data(op)
     if _traced_into_triton(op):
         arguments.append([f"kernels_module={_str(f'{package.name}.kernels.{op.name}')},"])
     return tuple(line for argument in arguments for line in argument)

@@ -101,6 +101,10 @@ def _scaled_sigmoid_vmap(info, in_dims, *args, **kwargs):
 _support.shard_as_inputs(torch.ops.kact.scaled_sigmoid.default, tensors=(0,), outputs=1)
 
 
+# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
+_support.register_autocast("kact::scaled_sigmoid", "promote")
+
+
 # kact::scaled_sigmoid_backward --------------------------------------------------------
 
 _lib.define(
@@ -241,6 +245,10 @@ def _sincos_vmap(info, in_dims, *args, **kwargs):
 _support.shard_as_inputs(torch.ops.kact.sincos.default, tensors=(0,), outputs=2)
 
 
+# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
+_support.register_autocast("kact::sincos", "promote")
+
+
 # kact::mymul --------------------------------------------------------------------------
 
 _mymul = torch.library.custom_op(
@@ -319,3 +327,7 @@ def _mymul_vmap(info, in_dims, *args, **kwargs):
 
 # DTensor shards kact::mymul as its inputs.
 _support.shard_as_inputs(torch.ops.kact.mymul.default, tensors=(0, 1), outputs=1)
+
+
+# Under torch.autocast: its floating inputs in autocast's dtype, as autocast runs matmuls, then the op.
+_support.register_autocast("kact::mymul", "lower_precision")

@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Autocasts,
     Batched,
     Contract,
     Differentiable,
@@ -37,6 +38,7 @@ MYMUL = OpData(
     saved_tensors={(0,): 1, (1,): 1, (0, 1): 2},
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
+    autocast="lower_precision",
 )
 
 
@@ -49,6 +51,7 @@ class TestMymul(
     DirectInEagerWithGrad,
     Batched,
     Sharded,
+    Autocasts,
     Contract,
 ):
     data = MYMUL

@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Autocasts,
     BackwardKernel,
     Batched,
     Contract,
@@ -38,6 +39,7 @@ SCALED_SIGMOID = OpData(
     backward_kernel=torch.ops.kact.scaled_sigmoid_backward.default,
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
+    autocast="promote",
 )
 
 
@@ -51,6 +53,7 @@ class TestScaledSigmoid(
     DirectInEagerWithGrad,
     Batched,
     Sharded,
+    Autocasts,
     Contract,
 ):
     data = SCALED_SIGMOID

@@ -63,3 +63,7 @@ class _PairsumFunction(torch.autograd.Function):
         return output
 
     backward = staticmethod(_pairsum_backward)
+
+
+# Under torch.autocast: its floating inputs in float32, as autocast runs sums and norms, then the op.
+_support.register_autocast("kcustom::pairsum", "fp32")

@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Autocasts,
     Contract,
     Differentiable,
     DirectInEager,
@@ -33,10 +34,17 @@ PAIRSUM = OpData(
     saved_tensors={(0,): 0},
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
+    autocast="fp32",
 )
 
 
 class TestPairsum(
-    Differentiable, OnCuda, Tagged, DirectInEager, DirectInEagerWithGrad, Contract
+    Differentiable,
+    OnCuda,
+    Tagged,
+    DirectInEager,
+    DirectInEagerWithGrad,
+    Autocasts,
+    Contract,
 ):
     data = PAIRSUM

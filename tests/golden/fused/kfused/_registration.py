@@ -37,6 +37,10 @@ _support.trace_as_reference("kfused::muladd", reference.muladd)
 _support.shard_as_inputs(torch.ops.kfused.muladd.default, tensors=(0, 1), outputs=1)
 
 
+# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
+_support.register_autocast("kfused::muladd", "promote")
+
+
 # kfused::muladd_backward --------------------------------------------------------------
 
 # Defined by the extension, with its C++ CPU kernel and CUDA kernel.
@@ -124,6 +128,10 @@ _support.trace_as_reference("kfused::mul", reference.mul)
 _support.shard_as_inputs(torch.ops.kfused.mul.default, tensors=(0, 1), outputs=1)
 
 
+# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
+_support.register_autocast("kfused::mul", "promote")
+
+
 # kfused::square -----------------------------------------------------------------------
 
 # Defined by the extension, with its C++ CPU kernel; the Python kernel is added here.
@@ -147,3 +155,7 @@ _support.trace_as_reference("kfused::square", reference.square)
 
 # DTensor shards kfused::square as its inputs.
 _support.shard_as_inputs(torch.ops.kfused.square.default, tensors=(0,), outputs=1)
+
+
+# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
+_support.register_autocast("kfused::square", "promote")

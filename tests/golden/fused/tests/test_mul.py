@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Autocasts,
     Contract,
     Differentiable,
     OnCuda,
@@ -34,8 +35,11 @@ MUL = OpData(
     saved_tensors={(0,): 1, (1,): 1, (0, 1): 2},
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
+    autocast="promote",
 )
 
 
-class TestMul(Differentiable, OnCuda, Tagged, TracedAsReference, Sharded, Contract):
+class TestMul(
+    Differentiable, OnCuda, Tagged, TracedAsReference, Sharded, Autocasts, Contract
+):
     data = MUL

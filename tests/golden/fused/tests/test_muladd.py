@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Autocasts,
     BackwardKernel,
     Contract,
     Differentiable,
@@ -36,10 +37,18 @@ MULADD = OpData(
     backward_kernel=torch.ops.kfused.muladd_backward.default,
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
+    autocast="promote",
 )
 
 
 class TestMuladd(
-    Differentiable, BackwardKernel, OnCuda, Tagged, TracedAsReference, Sharded, Contract
+    Differentiable,
+    BackwardKernel,
+    OnCuda,
+    Tagged,
+    TracedAsReference,
+    Sharded,
+    Autocasts,
+    Contract,
 ):
     data = MULADD

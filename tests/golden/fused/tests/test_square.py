@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Autocasts,
     Contract,
     Differentiable,
     OnCuda,
@@ -33,8 +34,11 @@ SQUARE = OpData(
     saved_tensors={(0,): 1},
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
+    autocast="promote",
 )
 
 
-class TestSquare(Differentiable, OnCuda, Tagged, TracedAsReference, Sharded, Contract):
+class TestSquare(
+    Differentiable, OnCuda, Tagged, TracedAsReference, Sharded, Autocasts, Contract
+):
     data = SQUARE

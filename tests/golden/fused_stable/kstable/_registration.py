@@ -70,6 +70,10 @@ _support.trace_as_reference("kstable::muladd", reference.muladd)
 _support.shard_as_inputs(torch.ops.kstable.muladd.default, tensors=(0, 1), outputs=1)
 
 
+# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
+_support.register_autocast("kstable::muladd", "promote")
+
+
 # kstable::muladd_backward -------------------------------------------------------------
 
 # Defined by the extension, with its C++ CPU kernel and CUDA kernel.
@@ -181,6 +185,10 @@ _support.trace_as_reference("kstable::mul", reference.mul)
 _support.shard_as_inputs(torch.ops.kstable.mul.default, tensors=(0, 1), outputs=1)
 
 
+# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
+_support.register_autocast("kstable::mul", "promote")
+
+
 # kstable::square ----------------------------------------------------------------------
 
 # Defined by the extension, with its CUDA kernel; the Python kernel is added here.
@@ -223,6 +231,10 @@ _support.trace_as_reference("kstable::square", reference.square)
 
 # DTensor shards kstable::square as its inputs.
 _support.shard_as_inputs(torch.ops.kstable.square.default, tensors=(0,), outputs=1)
+
+
+# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
+_support.register_autocast("kstable::square", "promote")
 
 
 # kstable::addcmul_opt -----------------------------------------------------------------
@@ -287,3 +299,7 @@ _support.trace_as_reference("kstable::addcmul_opt", reference.addcmul_opt)
 _support.shard_as_inputs(
     torch.ops.kstable.addcmul_opt.default, tensors=(0, 1, 2), outputs=1
 )
+
+
+# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
+_support.register_autocast("kstable::addcmul_opt", "promote")

@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Autocasts,
     Contract,
     Differentiable,
     OnCuda,
@@ -46,8 +47,11 @@ ADDCMUL_OPT = OpData(
         (0, 1, 2): 2,
     },
     lead_input=0,
+    autocast="promote",
 )
 
 
-class TestAddcmulOpt(Differentiable, OnCuda, TracedAsReference, Sharded, Contract):
+class TestAddcmulOpt(
+    Differentiable, OnCuda, TracedAsReference, Sharded, Autocasts, Contract
+):
     data = ADDCMUL_OPT

@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Autocasts,
     Contract,
     Differentiable,
     OnCuda,
@@ -32,8 +33,9 @@ MUL = OpData(
     backward_sample="broadcast",
     saved_tensors={(0,): 1, (1,): 1, (0, 1): 2},
     lead_input=0,
+    autocast="promote",
 )
 
 
-class TestMul(Differentiable, OnCuda, TracedAsReference, Sharded, Contract):
+class TestMul(Differentiable, OnCuda, TracedAsReference, Sharded, Autocasts, Contract):
     data = MUL

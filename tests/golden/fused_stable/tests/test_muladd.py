@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Autocasts,
     BackwardKernel,
     Contract,
     Differentiable,
@@ -34,10 +35,17 @@ MULADD = OpData(
     saved_tensors={(0,): 2, (1,): 2, (0, 1): 2},
     backward_kernel=torch.ops.kstable.muladd_backward.default,
     lead_input=0,
+    autocast="promote",
 )
 
 
 class TestMuladd(
-    Differentiable, BackwardKernel, OnCuda, TracedAsReference, Sharded, Contract
+    Differentiable,
+    BackwardKernel,
+    OnCuda,
+    TracedAsReference,
+    Sharded,
+    Autocasts,
+    Contract,
 ):
     data = MULADD

@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Autocasts,
     Contract,
     Differentiable,
     OnCuda,
@@ -31,8 +32,11 @@ SQUARE = OpData(
     backward_sample="normal",
     saved_tensors={(0,): 1},
     lead_input=0,
+    autocast="promote",
 )
 
 
-class TestSquare(Differentiable, OnCuda, TracedAsReference, Sharded, Contract):
+class TestSquare(
+    Differentiable, OnCuda, TracedAsReference, Sharded, Autocasts, Contract
+):
     data = SQUARE

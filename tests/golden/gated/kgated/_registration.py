@@ -107,6 +107,10 @@ _support.shard_as_inputs(
 )
 
 
+# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
+_support.register_autocast("kgated::silu_and_mul", "promote")
+
+
 # kgated::gelu_tanh_and_mul ------------------------------------------------------------
 
 _lib.define(
@@ -217,6 +221,10 @@ _support.shard_as_inputs(
 )
 
 
+# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
+_support.register_autocast("kgated::gelu_tanh_and_mul", "promote")
+
+
 # kgated::fatrelu_and_mul --------------------------------------------------------------
 
 # Defined by the extension, with its C++ CPU kernel and CUDA kernel.
@@ -272,6 +280,10 @@ _support.trace_as_reference("kgated::fatrelu_and_mul", reference.fatrelu_and_mul
 _support.shard_as_inputs(
     torch.ops.kgated.fatrelu_and_mul.default, tensors=(0,), outputs=1, rows=True
 )
+
+
+# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
+_support.register_autocast("kgated::fatrelu_and_mul", "promote")
 
 
 # kgated::silu_and_mul_out -------------------------------------------------------------

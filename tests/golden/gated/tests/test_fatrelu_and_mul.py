@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Autocasts,
     Contract,
     Differentiable,
     OnCuda,
@@ -32,11 +33,18 @@ FATRELU_AND_MUL = OpData(
     backward_sample="normal",
     saved_tensors={(0,): 1},
     lead_input=0,
+    autocast="promote",
 )
 
 
 class TestFatreluAndMul(
-    Differentiable, OnCuda, TracedAsReference, SplitInHalves, Sharded, Contract
+    Differentiable,
+    OnCuda,
+    TracedAsReference,
+    SplitInHalves,
+    Sharded,
+    Autocasts,
+    Contract,
 ):
     split_input = 0  # x: its last dimension is split in halves
     # torch 2.11 crashes on an error raised in a stable ABI kernel

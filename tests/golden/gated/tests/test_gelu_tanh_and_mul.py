@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Autocasts,
     Batched,
     Contract,
     Differentiable,
@@ -37,6 +38,7 @@ GELU_TANH_AND_MUL = OpData(
     saved_tensors={(0,): 1},
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
+    autocast="promote",
 )
 
 
@@ -50,6 +52,7 @@ class TestGeluTanhAndMul(
     SplitInHalves,
     Batched,
     Sharded,
+    Autocasts,
     Contract,
 ):
     split_input = 0  # x: its last dimension is split in halves

@@ -101,6 +101,10 @@ def _muladd_vmap(info, in_dims, *args, **kwargs):
 _support.shard_as_inputs(torch.ops.kbook.muladd.default, tensors=(0, 1), outputs=1)
 
 
+# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
+_support.register_autocast("kbook::muladd", "promote")
+
+
 # kbook::muladd_backward ---------------------------------------------------------------
 
 _muladd_backward = torch.library.custom_op(

@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Autocasts,
     BackwardKernel,
     Batched,
     Contract,
@@ -39,6 +40,7 @@ MULADD = OpData(
     backward_kernel=torch.ops.kbook.muladd_backward.default,
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
+    autocast="promote",
 )
 
 
@@ -52,6 +54,7 @@ class TestMuladd(
     DirectInEagerWithGrad,
     Batched,
     Sharded,
+    Autocasts,
     Contract,
 ):
     data = MULADD

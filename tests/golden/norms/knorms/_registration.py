@@ -106,6 +106,10 @@ _support.shard_as_inputs(
 )
 
 
+# Under torch.autocast: its floating inputs in float32, as autocast runs sums and norms, then the op.
+_support.register_autocast("knorms::rms_norm", "fp32")
+
+
 # knorms::layer_norm -------------------------------------------------------------------
 
 _layer_norm = torch.library.custom_op(
@@ -221,6 +225,10 @@ _support.shard_as_inputs(
 )
 
 
+# Under torch.autocast: its floating inputs in float32, as autocast runs sums and norms, then the op.
+_support.register_autocast("knorms::layer_norm", "fp32")
+
+
 # knorms::softmax ----------------------------------------------------------------------
 
 _softmax = torch.library.custom_op(
@@ -296,6 +304,10 @@ _support.shard_as_inputs(
 )
 
 
+# Under torch.autocast: its floating inputs in float32, as autocast runs sums and norms, then the op.
+_support.register_autocast("knorms::softmax", "fp32")
+
+
 # knorms::log_softmax ------------------------------------------------------------------
 
 _lib.define("log_softmax(Tensor x) -> Tensor", tags=(torch.Tag.pt2_compliant_tag,))
@@ -366,6 +378,10 @@ class _LogSoftmaxFunction(torch.autograd.Function):
 _support.shard_as_inputs(
     torch.ops.knorms.log_softmax.default, tensors=(0,), outputs=1, rows=True
 )
+
+
+# Under torch.autocast: its floating inputs in float32, as autocast runs sums and norms, then the op.
+_support.register_autocast("knorms::log_softmax", "fp32")
 
 
 # knorms::fused_add_rms_norm -----------------------------------------------------------

@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Autocasts,
     Contract,
     Differentiable,
     DirectInEager,
@@ -51,6 +52,7 @@ LAYER_NORM = OpData(
     },
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
+    autocast="fp32",
 )
 
 
@@ -62,6 +64,7 @@ class TestLayerNorm(
     DirectInEager,
     DirectInEagerWithGrad,
     Sharded,
+    Autocasts,
     Contract,
 ):
     data = LAYER_NORM

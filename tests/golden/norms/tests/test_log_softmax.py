@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Autocasts,
     Contract,
     Differentiable,
     DirectInEager,
@@ -36,6 +37,7 @@ LOG_SOFTMAX = OpData(
     saved_tensors={(0,): 1},
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
+    autocast="fp32",
 )
 
 
@@ -47,6 +49,7 @@ class TestLogSoftmax(
     DirectInEager,
     DirectInEagerWithGrad,
     Sharded,
+    Autocasts,
     Contract,
 ):
     data = LOG_SOFTMAX

@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Autocasts,
     Contract,
     Differentiable,
     DirectInEager,
@@ -37,6 +38,7 @@ RMS_NORM = OpData(
     saved_tensors={(0,): 2, (1,): 1, (0, 1): 2},
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
+    autocast="fp32",
 )
 
 
@@ -48,6 +50,7 @@ class TestRmsNorm(
     DirectInEager,
     DirectInEagerWithGrad,
     Sharded,
+    Autocasts,
     Contract,
 ):
     data = RMS_NORM

@@ -95,6 +95,10 @@ _support.shard_as_inputs(
 )
 
 
+# Under torch.autocast: its floating inputs in float32, as autocast runs sums and norms, then the op.
+_support.register_autocast("krows::rowsum", "fp32")
+
+
 # krows::rowmax ------------------------------------------------------------------------
 
 _rowmax = torch.library.custom_op(
@@ -176,6 +180,10 @@ def _rowmax_vmap(info, in_dims, *args, **kwargs):
 _support.shard_as_inputs(
     torch.ops.krows.rowmax.default, tensors=(0,), outputs=1, rows=True
 )
+
+
+# Under torch.autocast: its floating inputs in float32, as autocast runs sums and norms, then the op.
+_support.register_autocast("krows::rowmax", "fp32")
 
 
 # krows::rowdot ------------------------------------------------------------------------
@@ -267,6 +275,10 @@ _support.shard_as_inputs(
 )
 
 
+# Under torch.autocast: its floating inputs in float32, as autocast runs sums and norms, then the op.
+_support.register_autocast("krows::rowdot", "fp32")
+
+
 # krows::bias_leaky --------------------------------------------------------------------
 
 _bias_leaky = torch.library.custom_op(
@@ -351,6 +363,10 @@ def _bias_leaky_vmap(info, in_dims, *args, **kwargs):
 
 # DTensor shards krows::bias_leaky as its inputs.
 _support.shard_as_inputs(torch.ops.krows.bias_leaky.default, tensors=(0, 1), outputs=1)
+
+
+# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
+_support.register_autocast("krows::bias_leaky", "promote")
 
 
 # krows::bias_leaky_backward -----------------------------------------------------------
@@ -499,6 +515,10 @@ _support.shard_as_inputs(
 )
 
 
+# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
+_support.register_autocast("krows::scale_shift", "promote")
+
+
 # krows::weighted_rowsum ---------------------------------------------------------------
 
 _weighted_rowsum = torch.library.custom_op(
@@ -592,3 +612,7 @@ def _weighted_rowsum_vmap(info, in_dims, *args, **kwargs):
 _support.shard_as_inputs(
     torch.ops.krows.weighted_rowsum.default, tensors=(0, 1), outputs=1, rows=True
 )
+
+
+# Under torch.autocast: its floating inputs in float32, as autocast runs sums and norms, then the op.
+_support.register_autocast("krows::weighted_rowsum", "fp32")

@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Autocasts,
     BackwardKernel,
     Batched,
     Contract,
@@ -43,6 +44,7 @@ BIAS_LEAKY = OpData(
     backward_kernel=torch.ops.krows.bias_leaky_backward.default,
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
+    autocast="promote",
 )
 
 
@@ -54,6 +56,7 @@ class TestBiasLeaky(
     TracedAsReference,
     Batched,
     Sharded,
+    Autocasts,
     Contract,
 ):
     data = BIAS_LEAKY

@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Autocasts,
     Batched,
     Contract,
     Differentiable,
@@ -41,6 +42,7 @@ ROWDOT = OpData(
     saved_tensors={(0,): 1, (1,): 1, (0, 1): 2},
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
+    autocast="fp32",
 )
 
 
@@ -53,6 +55,7 @@ class TestRowdot(
     DirectInEagerWithGrad,
     Batched,
     Sharded,
+    Autocasts,
     Contract,
 ):
     data = ROWDOT

@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Autocasts,
     Batched,
     Contract,
     Differentiable,
@@ -50,6 +51,7 @@ SCALE_SHIFT = OpData(
     },
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
+    autocast="promote",
 )
 
 
@@ -62,6 +64,7 @@ class TestScaleShift(
     DirectInEagerWithGrad,
     Batched,
     Sharded,
+    Autocasts,
     Contract,
 ):
     data = SCALE_SHIFT

@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Autocasts,
     Batched,
     Contract,
     Differentiable,
@@ -39,6 +40,7 @@ WEIGHTED_ROWSUM = OpData(
     saved_tensors={(0,): 2, (1,): 1, (0, 1): 2},
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
+    autocast="fp32",
 )
 
 
@@ -51,6 +53,7 @@ class TestWeightedRowsum(
     DirectInEagerWithGrad,
     Batched,
     Sharded,
+    Autocasts,
     Contract,
 ):
     data = WEIGHTED_ROWSUM

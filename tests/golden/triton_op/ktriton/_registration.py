@@ -124,6 +124,10 @@ def _muladd_vmap(info, in_dims, *args, **kwargs):
 _support.shard_as_inputs(torch.ops.ktriton.muladd.default, tensors=(0, 1), outputs=1)
 
 
+# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
+_support.register_autocast("ktriton::muladd", "promote")
+
+
 # ktriton::muladd_backward -------------------------------------------------------------
 
 # The CPU kernel as an op of its own, which tracing never enters: Triton's interpreter reads
@@ -295,6 +299,10 @@ def _sincos_vmap(info, in_dims, *args, **kwargs):
 _support.shard_as_inputs(torch.ops.ktriton.sincos.default, tensors=(0,), outputs=2)
 
 
+# Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
+_support.register_autocast("ktriton::sincos", "promote")
+
+
 # ktriton::muladd_out ------------------------------------------------------------------
 
 # The CPU kernel as an op of its own, which tracing never enters: Triton's interpreter reads
@@ -422,3 +430,7 @@ def _rowsum_vmap(info, in_dims, *args, **kwargs):
 _support.shard_as_inputs(
     torch.ops.ktriton.rowsum.default, tensors=(0, 1), outputs=1, rows=True
 )
+
+
+# Under torch.autocast: its floating inputs in float32, as autocast runs sums and norms, then the op.
+_support.register_autocast("ktriton::rowsum", "fp32")

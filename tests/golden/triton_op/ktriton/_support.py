@@ -604,3 +604,71 @@ class _AfterImport:
 
             spec.loader.exec_module = run_then_call
         return spec
+
+
+_AUTOCAST_LIBRARIES = []  # a registration lasts as long as its Library
+
+
+def register_autocast(op: str, policy: str) -> None:
+    """Registers `op`'s rule under torch.autocast on CPU and CUDA: its floating inputs on the
+    autocast device, float64 aside (autocast leaves it alone), cast to float32 (`fp32`),
+    autocast's dtype (`lower_precision`) or the widest of their dtypes (`promote`); then the
+    op, with autocast off."""
+    namespace, name = op.split("::")
+    overload = getattr(getattr(torch.ops, namespace), name).default
+    library = torch.library.Library(namespace, "FRAGMENT")
+    _AUTOCAST_LIBRARIES.append(library)
+    for device_type in ("cpu", "cuda"):
+        kernel = _autocast_kernel(overload, device_type, policy)
+        library.impl(name, kernel, "Autocast" + device_type.upper())
+
+
+def _autocast_kernel(op, device_type: str, policy: str) -> Callable[..., object]:
+    key = getattr(torch._C.DispatchKey, "Autocast" + device_type.upper())
+    autocast_off = torch._C.DispatchKeySet(key)
+
+    def on_device(tensor: Tensor) -> bool:
+        # is_cpu and is_cuda cost a fifth of device.type
+        return tensor.is_cpu if device_type == "cpu" else tensor.is_cuda
+
+    def casts(value) -> bool:
+        """Whether autocast casts `value`: a floating Tensor on its device, not float64."""
+        return (
+            isinstance(value, Tensor)
+            and value.is_floating_point()
+            and on_device(value)
+            and value.dtype != torch.float64
+        )
+
+    def cast_to(dtype: torch.dtype, value):
+        if isinstance(value, (list, tuple)):  # a Tensor[] argument
+            return type(value)(cast_to(dtype, item) for item in value)
+        # .to() of the dtype a Tensor has costs a dispatch: skipped
+        return value.to(dtype) if casts(value) and value.dtype != dtype else value
+
+    def kernel(*args, **kwargs):
+        if policy == "fp32":
+            dtype = torch.float32
+        elif policy == "lower_precision":
+            dtype = torch.get_autocast_dtype(device_type)
+        else:
+            dtypes = [t.dtype for t in _tensors((*args, *kwargs.values())) if casts(t)]
+            dtype = functools.reduce(torch.promote_types, dtypes) if dtypes else None
+        args = tuple(cast_to(dtype, arg) for arg in args)
+        kwargs = {name: cast_to(dtype, value) for name, value in kwargs.items()}
+        # As torch.library.register_autocast does: autocast off for the call below.
+        with torch._C._ExcludeDispatchKeyGuard(autocast_off):
+            return op(*args, **kwargs)
+
+    return kernel
+
+
+def _tensors(values) -> list[Tensor]:
+    """The Tensors among `values`, those of Tensor lists too."""
+    found = []
+    for value in values:
+        if isinstance(value, (list, tuple)):
+            found += _tensors(value)
+        elif isinstance(value, Tensor):
+            found.append(value)
+    return found

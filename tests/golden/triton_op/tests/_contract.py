@@ -69,6 +69,7 @@ class OpData:
     # The normal sample grown for the dynamic-shape compile, where shapes relate (out has half
     # of input's width): sizes grown and relations applied when kopgen generated it.
     grown_sample: Callable | None = None
+    autocast: str = ""  # Autocasts: its policy, fp32, lower_precision or promote
     kernels_module: str = ""  # TracedIntoTriton: where its Triton kernels are written
 
     @property
@@ -800,3 +801,37 @@ def half(arg, placement, i: int):
     if placement is None or not placement.is_shard():
         return arg
     return torch.tensor_split(arg, 2, placement.dim)[i]
+
+
+class Autocasts(Contract):
+    """An op with an autocast rule: under torch.autocast its floating inputs are cast as its
+    policy says (OpData.autocast), and it gives what its reference gives on them so cast."""
+
+    def low(self) -> torch.dtype:
+        """The dtype of torch.autocast: the op's bfloat16 or float16, else bfloat16."""
+        listed = [d for d in (torch.bfloat16, torch.float16) if d in self.data.dtypes]
+        return (listed or [torch.bfloat16])[0]
+
+    def test_autocast_casts_as_its_policy(self, device):
+        low, policy = self.low(), self.data.autocast
+        args = self.normal_args(device, torch.float32)
+        floating = [i for i, a in enumerate(args) if is_floating(a)]
+        # One input in the dtype the policy casts away from, the others in float32, as a
+        # model's activations meet its weights.
+        away = torch.float32 if policy == "lower_precision" else low
+        args = tuple(a.to(away) if i == floating[0] else a for i, a in enumerate(args))
+        with torch.autocast(device, dtype=low):
+            outputs = self.run(self.data.op, args)
+        dtype = torch.float32 if policy == "fp32" else low
+        if policy == "promote":  # the widest of the inputs' dtypes
+            for i in floating:
+                dtype = torch.promote_types(dtype, args[i].dtype)
+        cast = tuple(a.to(dtype) if i in floating else a for i, a in enumerate(args))
+        # assert_close compares dtypes too: the outputs are in the dtype the op ran in.
+        assert_all_close(outputs, self.expected(cast), **self.data.tolerances)
+
+
+def is_floating(arg) -> bool:
+    """Whether autocast casts `arg`: a floating Tensor, not float64."""
+    floating = isinstance(arg, torch.Tensor) and arg.is_floating_point()
+    return floating and arg.dtype != torch.float64

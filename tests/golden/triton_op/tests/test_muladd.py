@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Autocasts,
     BackwardKernel,
     Batched,
     Contract,
@@ -37,6 +38,7 @@ MULADD = OpData(
     saved_tensors={(0,): 2, (1,): 2, (0, 1): 2},
     backward_kernel=torch.ops.ktriton.muladd_backward.default,
     lead_input=0,
+    autocast="promote",
 )
 
 
@@ -49,6 +51,7 @@ class TestMuladd(
     DirectInEagerWithGrad,
     Batched,
     Sharded,
+    Autocasts,
     Contract,
 ):
     data = MULADD

@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Autocasts,
     Batched,
     Contract,
     Differentiable,
@@ -36,8 +37,11 @@ ROWSUM = OpData(
     backward_sample="broadcast",
     saved_tensors={(0,): 2, (1,): 1, (0, 1): 2},
     lead_input=0,
+    autocast="fp32",
 )
 
 
-class TestRowsum(Differentiable, OnCuda, TracedAsReference, Batched, Sharded, Contract):
+class TestRowsum(
+    Differentiable, OnCuda, TracedAsReference, Batched, Sharded, Autocasts, Contract
+):
     data = ROWSUM

@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Autocasts,
     Batched,
     Contract,
     Differentiable,
@@ -34,6 +35,7 @@ SINCOS = OpData(
     backward_sample="normal",
     saved_tensors={(0,): 1},
     lead_input=0,
+    autocast="promote",
 )
 
 
@@ -45,6 +47,7 @@ class TestSincos(
     DirectInEagerWithGrad,
     Batched,
     Sharded,
+    Autocasts,
     Contract,
 ):
     data = SINCOS

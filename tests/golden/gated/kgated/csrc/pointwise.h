@@ -197,12 +197,14 @@ inline void write_back(const Tensor& target, const Tensor& buffer) {
 template <typename Kernel>
 void dispatch_floating(const char* op, ScalarType dtype, Kernel&& kernel) {
   switch (dtype) {
+    case ScalarType::BFloat16:
+      return kernel(BFloat16{});
     case ScalarType::Float:
       return kernel(float{});
     case ScalarType::Double:
       return kernel(double{});
     default:
-      KOPGEN_CHECK(false, op, ": unsupported dtype; the kernels take float32, float64");
+      KOPGEN_CHECK(false, op, ": unsupported dtype; the kernels take bfloat16, float32, float64");
   }
 }
 

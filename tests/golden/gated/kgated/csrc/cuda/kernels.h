@@ -10,7 +10,7 @@
 namespace kgated::cuda {
 
 // The element types of the kernels (the host maps torch dtypes onto them).
-enum class Dtype { float32, float64 };
+enum class Dtype { bfloat16, float32, float64 };
 
 // The most dimensions an elementwise kernel indexes (KernelCall collapses the broadcast shape).
 constexpr int kMaxDims = 6;

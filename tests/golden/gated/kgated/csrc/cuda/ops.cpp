@@ -20,13 +20,15 @@ namespace kgated {
 // The element type of the CUDA kernels for `tensor`'s dtype.
 inline cuda::Dtype kernel_dtype(const char* op, const Tensor& tensor) {
   switch (tensor.scalar_type()) {
+    case ScalarType::BFloat16:
+      return cuda::Dtype::bfloat16;
     case ScalarType::Float:
       return cuda::Dtype::float32;
     case ScalarType::Double:
       return cuda::Dtype::float64;
     default:
-      KOPGEN_CHECK(false, op, ": unsupported dtype; the kernels take float32, float64");
-      return cuda::Dtype::float32;  // not reached: the check throws
+      KOPGEN_CHECK(false, op, ": unsupported dtype; the kernels take bfloat16, float32, float64");
+      return cuda::Dtype::bfloat16;  // not reached: the check throws
   }
 }
 

@@ -132,6 +132,8 @@ struct Min {
 template <typename Launcher>
 void dispatch(Dtype dtype, Launcher&& launch) {
   switch (dtype) {
+    case Dtype::bfloat16:
+      return launch(__nv_bfloat16{});
     case Dtype::float32:
       return launch(float{});
     case Dtype::float64:
