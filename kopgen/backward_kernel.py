@@ -19,11 +19,13 @@ from .backward import plan_backward
 from .expr import ExprError, FormulaContext, parse_formula, parse_pointwise
 from .expr.emitters import UNARY_FUNCS
 from .model import Arg, Gradient, Op, PointwiseCompute, Write
-from .names import output_names
+from .names import fresh, output_names
 from .schema import parse_schema
+from .split import GatedSplit, SplitGradient
 
 # torch functions a formula may call that are the pointwise language's own (torch.exp(x) is exp(x)).
 _POINTWISE_TORCH = frozenset((*UNARY_FUNCS, "minimum", "maximum", "pow", "where"))
+_TORCH_MODULES = ("torch", "torch.nn.functional")  # torch.nn.functional.silu(x) is silu(x) too
 _MAX_NAME = 64  # names.py's limit on an op name
 
 
@@ -47,7 +49,7 @@ def pointwise_formula(text: str, kinds: dict[str, str]):
     tree = ast.parse(text, mode="eval")
     for node in ast.walk(tree):
         func = node.func if isinstance(node, ast.Call) else None
-        if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "torch"
+        if (isinstance(func, ast.Attribute) and ast.unparse(func.value) in _TORCH_MODULES
                 and func.attr in _POINTWISE_TORCH):
             node.func = ast.Name(func.attr, ast.Load())
     try:
@@ -67,6 +69,9 @@ def why_eager(op: Op) -> str | None:
     for gradient in op.backward.gradients:
         if gradient.formula is not None and gradient.formula.own_ops_called:
             return f"the formula of {gradient.arg.name} calls an op of the namespace"
+    if isinstance(op.body, GatedSplit) and op.is_compiled:
+        return (f"its compiled kernels write dense outputs, and {op.body.source.name}'s gradient is written "
+                "as two strided halves (a Triton or python kernel writes them in place)")
     return None
 
 
@@ -75,6 +80,8 @@ def backward_kernel(op: Op, taken: set[str]) -> Op | None:
     name = f"{op.name}_backward"
     if not op.has_gradients or why_eager(op) or name.lower() in taken or len(name) > _MAX_NAME:
         return None
+    if isinstance(op.body, GatedSplit):
+        return _split_kernel(op, name)
     gradients = _in_kernel(op)
     exprs = _pointwise(op, gradients)
     if not exprs or any(e is None or "grad" not in e.names for e in exprs):
@@ -99,6 +106,62 @@ def backward_kernel(op: Op, taken: set[str]) -> Op | None:
     )
 
 
+def _split_kernel(op: Op, name: str) -> Op | None:
+    """A split op's: the gradient of its split argument, written `torch.cat([A, B], -1)` with A and B
+    pointwise over grad and the halves, as one kernel writing A and B into the halves of one Tensor."""
+    body = op.body
+    gradients = _in_kernel(op)
+    if [g.arg.name for g in gradients] != [body.source.name]:
+        return None  # another input's gradient too: the formulas stay
+    parts = cat_halves(gradients[0].formula.text)
+    kinds = {"grad": "tensor", "result": "tensor", **{a.name: a.kind for a in op.args},
+             **{h.name: "tensor" for h in body.halves}}
+    exprs = [pointwise_formula(text, kinds) for text in parts or ()]
+    if not exprs or any(e is None for e in exprs) or not any("grad" in e.names for e in exprs):
+        return None
+    halves = {h.name: body.source.name for h in body.halves}
+    used = {halves.get(n, n) for e in exprs for n in e.names}
+    if "grad" in halves or "result" in halves:
+        return None
+    order = ["grad", *(a.name for a in op.args if a.is_tensor), "result", *(a.name for a in op.args if not a.is_tensor)]
+    types = {"grad": "Tensor", "result": "Tensor", **{a.name: str(a.schema.type) for a in op.args}}
+    params = [n for n in order if n in used | {body.source.name}]
+    schema = parse_schema(f"{name}({', '.join(f'{types[n]} {n}' for n in params)}) -> Tensor")
+    args = tuple(Arg(a, i) for i, a in enumerate(schema.arguments))
+    source = next(a for a in args if a.name == body.source.name)
+    new_halves = tuple(Arg(dataclasses.replace(source.schema, name=h.name), source.index) for h in body.halves)
+    taken = set(params) | set(halves)
+    writes = []
+    for expr, half in zip(exprs, body.halves, strict=True):
+        writes.append(Write(expr, fresh(f"grad_{half.name}", taken)))
+        taken.add(writes[-1].name)
+    (joined,) = output_names(taken, 1)
+    shapes = tuple({n: _half_width(shape[op.lead.name]) if n == "grad" else shape.get(n, shape[op.lead.name])
+                    for n in params if types[n] == "Tensor"} for shape in op.shapes)
+    return dataclasses.replace(
+        op, name=name, schema=schema, args=args, body=SplitGradient(tuple(writes), source, new_halves, joined),
+        doc=f"The gradient of {source.name} for {op.qualname}: both halves in one pass.", shapes=shapes,
+        backward=None, sample_args=(), stem="", module_names=(), backward_of=op.name,
+    )
+
+
+def _half_width(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return (*shape[:-1], shape[-1] // 2) if shape else shape
+
+
+def cat_halves(text: str) -> tuple[str, str] | None:
+    """`torch.cat([A, B], -1)` (or dim=-1) as its two parts' text, else None."""
+    call = ast.parse(text, mode="eval").body
+    if not (isinstance(call, ast.Call) and ast.unparse(call.func) == "torch.cat" and call.args
+            and isinstance(call.args[0], ast.List) and len(call.args[0].elts) == 2):
+        return None
+    dims = [*call.args[1:], *(k.value for k in call.keywords if k.arg == "dim")]
+    if len(dims) != 1 or len(call.args) + len(call.keywords) != 2 or ast.unparse(dims[0]) != "-1":
+        return None
+    first, second = call.args[0].elts
+    return ast.unparse(first), ast.unparse(second)
+
+
 def _pointwise(op: Op, gradients: list[Gradient]) -> list:
     kinds = {"grad": "tensor", **{a.name: a.kind for a in op.args}, "result": "tensor"}
     return [pointwise_formula(g.formula.text, kinds) for g in gradients]
@@ -115,6 +178,10 @@ def _calling(op: Op, kernel: Op, namespace: str, own_ops: set[str]) -> Op:
     context = FormulaContext(arg_kinds={a.name: a.kind for a in op.args}, num_outputs=1, namespace=namespace,
                              own_ops=frozenset(own_ops), own_op_returns={kernel.name: len(kernel.schema.returns)})
     call = f"{kernel.name}({', '.join(a.name for a in kernel.args)})"
+    if isinstance(kernel.body, SplitGradient):  # one gradient, the split argument's: the call is it
+        gradients = [Gradient(g.arg, parse_formula(call, context), eager=g.formula) if g.arg == op.body.source else g
+                     for g in op.backward.gradients]
+        return dataclasses.replace(op, backward=plan_backward(tuple(gradients), op.args, num_outputs=1))
     several = len(kernel.schema.returns) > 1
     outputs = [w.expr.to_torch() for w in kernel.body.writes]
     in_kernel = _in_kernel(op)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .backward_kernel import why_eager
 from .lang.cpp_autograd import python_reason
 from .model import Op, Package
-from .split import GatedSplit
+from .split import GatedSplit, SplitGradient
 
 
 def describe_plan(package: Package, source: str) -> str:
@@ -64,9 +64,15 @@ def _backward_kernel(op: Op, package: Package) -> list[str]:
     if not op.has_gradients:
         return []
     kernel = next((o for o in package.ops if o.backward_of == op.name), None)
+    if isinstance(getattr(kernel, "body", None), SplitGradient):
+        x = kernel.body.source.name
+        return [f"  backward kernel: {kernel.qualname}, one launch writing both halves of {x}'s gradient (no cat)"]
     if kernel is not None:
         return [f"  backward kernel: {kernel.qualname}, one launch for every gradient (then summed to broadcast shapes)"]
     why = why_eager(op) or "a formula is outside the pointwise language"
+    if isinstance(op.body, GatedSplit) and not why_eager(op):
+        why = (f"only {op.body.source.name}'s gradient, as torch.cat([A, B], -1) of two pointwise expressions "
+               "over grad and the halves, gets one")
     return [f"  backward kernel: none, the formulas run as torch ops: {why}"]
 
 

@@ -3,9 +3,11 @@ expressions, the formulas that call it, and what `kopgen check` says of each op.
 
 from __future__ import annotations
 
+from kopgen.backward_kernel import why_eager
 from kopgen.model import PointwiseCompute
 from kopgen.pipeline import load_spec_text
 from kopgen.report import describe_plan
+from kopgen.split import SplitGradient
 
 HEAD = """\
 kopgen: 1
@@ -106,3 +108,42 @@ def test_check_says_which_ops_get_a_backward_kernel():
     assert "  computes: the gradients of kbw::muladd (its backward kernel)\n" in plan
     assert ("  backward kernel: none, the formulas run as torch ops: the formula of a calls an op of the "
             "namespace\n") in plan
+
+
+SILU_AND_MUL = """\
+  - schema: "silu_and_mul(Tensor x) -> Tensor"
+    split: {x: [gate, up]}
+    compute: "silu(gate) * up"
+    backward:
+      x: "torch.cat([grad * up * torch.sigmoid(gate) * (1 + gate * (1 - torch.sigmoid(gate))), \
+grad * torch.nn.functional.silu(gate)], dim=-1)"
+"""
+
+
+def test_a_split_ops_cat_of_two_pointwise_halves_is_one_kernel_writing_both():
+    ops = ops_of(SILU_AND_MUL)
+    kernel = ops["silu_and_mul_backward"]
+    assert kernel.schema_text == "silu_and_mul_backward(Tensor grad, Tensor x) -> Tensor"
+    assert isinstance(kernel.body, SplitGradient) and kernel.body.source.name == "x"
+    # the kernel reads x's halves and writes its output's halves; it returns the one Tensor
+    assert [a.name for a in kernel.kernel_args] == ["grad", "gate", "up"]
+    assert [(w.name, w.expr.text) for w in kernel.body.writes] == [
+        ("grad_gate", "grad * up * sigmoid(gate) * (1 + gate * (1 - sigmoid(gate)))"), ("grad_up", "grad * silu(gate)")]
+    assert kernel.output_names == ("out",)
+    assert kernel.shapes[0]["grad"][-1] * 2 == kernel.shapes[0]["x"][-1]  # grad is half as wide
+    (gradient,) = ops["silu_and_mul"].backward.gradients
+    assert gradient.formula.text == "silu_and_mul_backward(grad, x)"
+    assert gradient.eager.text.startswith("torch.cat([")
+
+
+def test_a_split_op_keeps_its_formulas_where_they_are_no_cat_of_pointwise_halves_or_the_route_compiles():
+    not_cat = SILU_AND_MUL.replace("torch.cat([", "torch.stack([")
+    assert "silu_and_mul_backward" not in ops_of(not_cat)
+    other_dim = SILU_AND_MUL.replace("dim=-1", "dim=0")
+    assert "silu_and_mul_backward" not in ops_of(other_dim)
+    compiled = SILU_AND_MUL.replace("    split:", "    registration: torch_library\n    backends: {cpu: cpp}\n    split:")
+    ops = ops_of(compiled)
+    assert "silu_and_mul_backward" not in ops
+    assert "compiled kernels write dense outputs" in why_eager(ops["silu_and_mul"])
+    plan = describe_plan(load_spec_text(HEAD + SILU_AND_MUL, "kopgen.yaml"), "kopgen.yaml")
+    assert "  backward kernel: kbw::silu_and_mul_backward, one launch writing both halves of x's gradient (no cat)\n" in plan

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from ..model import Arg, CustomKernel, MutationReference, Op, Package, PointwiseCompute, RowNormalization, RowReduction
 from ..names import locals_for
-from ..split import GatedSplit
+from ..split import GatedSplit, SplitGradient
 from . import layout, norms, split, tests
 from .layout import wrap
 from .python import (
@@ -158,6 +158,13 @@ def _pointwise_return(op: Op) -> str:
     return wrap("return (", values, ")", 4, explode=True)
 
 
+def _joined_return(op: Op) -> str:
+    """A split op's backward kernel: the halves' gradients side by side, as the formula's cat has them
+    (broadcast to one shape first, where one half's gradient reads fewer tensors)."""
+    parts = [f"{layout.operand(w.expr.to_torch())}.to({locals_for(op).dtype})" for w in op.writes]
+    return wrap("return torch.cat(torch.broadcast_tensors(", parts, "), -1)", 4)
+
+
 # -- the `python` kernels (kernels/<op>.py): the reference, written into the outputs
 
 
@@ -267,6 +274,8 @@ _KINDS = {
     RowNormalization: _Kind(lambda op: op.read_args, norms.reference_return, _written_kernel_body),
     GatedSplit: _Kind(lambda op: op.read_args, _pointwise_return, _split_kernel_body,
                       dtype_lines=lambda op: _lead_dtype(op) + split.bind(op, 0, "")),
+    SplitGradient: _Kind(lambda op: op.read_args, _joined_return, _split_kernel_body,
+                         dtype_lines=lambda op: _lead_dtype(op) + split.bind(op, 0, "")),
     CustomKernel: _Kind(_custom_reference_inputs, _custom_return, _custom_kernel_body, dtype_lines=_custom_dtype),
 }
 
