@@ -154,9 +154,9 @@ def run_op(b: Bench, title: str, make, candidates: dict, calls: int, rounds: int
         rows.append((name, backward[name] * 1e3, step[name] * 1e3, count))
     what = "kernels" if b.device == "cuda" else "operators"
     print(f"\n## {title}\n")
-    print(f"{'candidate':<34}  {'backward ms':>11}  {'fwd+bwd ms':>10}  {what + ' per backward':>22}")
+    print(f"{'candidate':<44}  {'backward ms':>11}  {'fwd+bwd ms':>10}  {what + ' per backward':>22}")
     for name, bw, st, count in rows:
-        print(f"{name:<34}  {bw:>11.3f}  {st:>10.3f}  {count!s:>22}")
+        print(f"{name:<44}  {bw:>11.3f}  {st:>10.3f}  {count!s:>22}")
 
 
 def main() -> None:
