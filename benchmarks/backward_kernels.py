@@ -17,8 +17,10 @@ muladd(a, b, c) = a * b + c at 2^26 float32 elements (2^22 on the CPU); bias_rel
 relu(x + bias), x of 4096 x 4096 (1024 x 1024 on the CPU), bias of one row, broadcast;
 silu_and_mul(x) = silu(gate) * up over x's halves, x of 4096 x (2 * 4096) (256 x (2 * 1024) on the
 CPU) in float32 and bfloat16: its backward kernel writes both halves of x's gradient in one launch,
-where the formula is a torch.cat of the halves' gradients. A candidate is labelled with what its
-backward runs: a compiled route's split op keeps its formulas (`kopgen check` says why).
+where the formula is a torch.cat of the halves' gradients; rowsum and rowmax of x 4096 x 4096 float32
+(1024 x 1024 on the CPU): rowmax's backward kernel reads grad and result as columns, rowsum keeps its
+formula in both variants (grad expanded: a view). A candidate is labelled with what its backward runs:
+a compiled route's split and row ops keep their formulas (`kopgen check` says why).
 Routes: custom_op (cpu: python, cuda: triton; on the CPU its kernel is the PyTorch reference) and
 torch_library (cpu: cpp, cuda: cuda), both by default.
 """
@@ -39,11 +41,13 @@ from timing import interleaved_medians
 ROOT = Path(__file__).resolve().parent.parent
 BACKENDS = {"custom_op": "{cpu: python, cuda: triton}", "torch_library": "{cpu: cpp, cuda: cuda}"}
 SILU_GATE = "grad * up * torch.sigmoid(gate) * (1 + gate * (1 - torch.sigmoid(gate)))"
-FORMULAS = {  # variant: (muladd's a, b; bias_relu's x and bias; silu_and_mul's x)
+FORMULAS = {  # variant: (muladd's a, b; bias_relu's x and bias; silu_and_mul's x; rowmax's x)
     "kernel": ("grad * b", "grad * a", "torch.where(result > 0, grad, 0.0)",
-               f"torch.cat([{SILU_GATE}, grad * torch.nn.functional.silu(gate)], -1)"),
+               f"torch.cat([{SILU_GATE}, grad * torch.nn.functional.silu(gate)], -1)",
+               "torch.where(x == result.unsqueeze(-1), grad.unsqueeze(-1), 0.0)"),
     "eager": ("torch.mul(grad, b)", "torch.mul(grad, a)", "torch.where(result > 0, grad, torch.zeros_like(grad))",
-              f"torch.cat([{SILU_GATE}, torch.mul(grad, torch.nn.functional.silu(gate))], -1)"),
+              f"torch.cat([{SILU_GATE}, torch.mul(grad, torch.nn.functional.silu(gate))], -1)",
+              "grad.unsqueeze(-1) * (x == result.unsqueeze(-1))"),
 }
 SPEC = """\
 kopgen: 1
@@ -63,6 +67,12 @@ ops:
     split: {{x: [gate, up]}}
     compute: "silu(gate) * up"
     backward: {{x: "{3}"}}
+  - schema: "rowsum(Tensor x) -> Tensor"
+    reduce: {{op: sum}}
+    backward: {{x: "grad.unsqueeze(-1).expand(x.shape)"}}
+  - schema: "rowmax(Tensor x) -> Tensor"
+    reduce: {{op: max}}
+    backward: {{x: "{4}"}}
 """
 
 
@@ -213,6 +223,12 @@ def main() -> None:
     ]
     cases += [(f"silu_and_mul, x {tokens}x{2 * hidden} {dtype}", make_silu(getattr(torch, dtype)), eager_silu,
                "silu_and_mul") for dtype in ("float32", "bfloat16")]
+    def make_rows():
+        x = torch.randn(rows, cols, device=device, requires_grad=True)
+        return (x,), torch.randn(rows, device=device)
+
+    cases += [(f"{op}, x {rows}x{cols} float32", make_rows, eager, op)
+              for op, eager in (("rowsum", lambda x: x.sum(-1)), ("rowmax", lambda x: x.amax(-1)))]
     for title, make, eager, op in cases:
         candidates = {"eager PyTorch": eager, "torch.compile(eager)": torch.compile(eager)}
         for (route, variant), module in modules.items():

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+from dataclasses import dataclass
 
 from .backward import plan_backward
 from .expr import ExprError, FormulaContext, parse_formula, parse_pointwise
 from .expr.emitters import UNARY_FUNCS
-from .model import Arg, Gradient, Op, PointwiseCompute, Write
+from .model import Arg, Gradient, Op, PointwiseCompute, RowReduction, Write
 from .names import fresh, output_names
 from .schema import parse_schema
 from .split import GatedSplit, SplitGradient
@@ -27,6 +28,15 @@ from .split import GatedSplit, SplitGradient
 _POINTWISE_TORCH = frozenset((*UNARY_FUNCS, "minimum", "maximum", "pow", "where"))
 _TORCH_MODULES = ("torch", "torch.nn.functional")  # torch.nn.functional.silu(x) is silu(x) too
 _MAX_NAME = 64  # names.py's limit on an op name
+
+
+@dataclass(frozen=True)
+class RowGradient(PointwiseCompute):
+    """A row reduction's backward kernel: pointwise over the op's inputs and the per-row `grad` and
+    `result`, which its launchers, fake kernel and reference read as columns (unsqueeze(-1)), so that
+    they broadcast along each row in the kernel (stride 0), never expanded in memory."""
+
+    per_row: tuple[str, ...] = ("grad",)  # the arguments of one value per row
 
 
 def with_backward_kernels(ops: list[Op], namespace: str) -> list[Op]:
@@ -60,8 +70,11 @@ def pointwise_formula(text: str, kinds: dict[str, str]):
 
 def why_eager(op: Op) -> str | None:
     """Why the op's backward stays eager formulas (None: it can get a backward kernel)."""
-    if not isinstance(op.body, PointwiseCompute) or op.is_mutating:
-        return "only functional `compute` ops get one"
+    row = isinstance(op.body, RowReduction)
+    if not (isinstance(op.body, PointwiseCompute) or row) or op.is_mutating:
+        return "only functional `compute` and `reduce` ops get one"
+    if row and op.is_compiled:
+        return "a row reduction's backward kernel is generated for the Python routes (Triton, python) only"
     if len(op.output_names) != 1:
         return "it has several outputs, and grads[i] is not in the pointwise language"
     if any(a.is_optional for a in op.args) or {"grad", "result"} & {a.name for a in op.args}:
@@ -83,12 +96,19 @@ def backward_kernel(op: Op, taken: set[str]) -> Op | None:
     if isinstance(op.body, GatedSplit):
         return _split_kernel(op, name)
     gradients = _in_kernel(op)
-    exprs = _pointwise(op, gradients)
+    row = isinstance(op.body, RowReduction)
+    texts = [_per_row(g.formula.text) for g in gradients] if row else [g.formula.text for g in gradients]
+    if None in texts:
+        return None
+    exprs = _pointwise(op, gradients, texts)
     if not exprs or any(e is None or "grad" not in e.names for e in exprs):
         return None  # a formula outside the language (or one that ignores grad): eager
     # Gradients of one expression (x and a broadcast bias of relu(x + bias)) share an output.
     exprs = list({e.to_torch(): e for e in exprs}.values())
     used = {n for e in exprs for n in e.names}
+    tensors = {a.name for a in op.args if a.is_tensor}
+    if row and not all(tensors & set(e.names) for e in exprs):
+        return None  # grad broadcast alone (a row sum's): the formula's expand is a view, which no kernel beats
     order = ["grad", *(a.name for a in op.args if a.is_tensor), "result", *(a.name for a in op.args if not a.is_tensor)]
     types = {"grad": "Tensor", "result": "Tensor", **{a.name: str(a.schema.type) for a in op.args}}
     params = [n for n in order if n in used]
@@ -97,10 +117,17 @@ def backward_kernel(op: Op, taken: set[str]) -> Op | None:
     args = tuple(Arg(a, i) for i, a in enumerate(schema.arguments))
     outputs = output_names(params, len(exprs))
     lead_shape = op.shapes[0][op.lead.name] if op.shapes else ()
-    shapes = tuple({n: shape.get(n, lead_shape) for n in params if types[n] == "Tensor"} for shape in op.shapes)
+    row_shape = lead_shape[:-1] if row else lead_shape  # a row reduction's grad and result
+    shapes = tuple({n: shape.get(n, row_shape if n in ("grad", "result") else lead_shape)
+                    for n in params if types[n] == "Tensor"} for shape in op.shapes)
     readers = ", ".join(g.arg.name for g in gradients)
+    writes = tuple(map(Write, exprs, outputs))
+    if row:
+        body = RowGradient(writes, tuple(n for n in ("grad", "result") if n in params))
+    else:
+        body = PointwiseCompute(writes)
     return dataclasses.replace(
-        op, name=name, schema=schema, args=args, body=PointwiseCompute(tuple(map(Write, exprs, outputs))),
+        op, name=name, schema=schema, args=args, body=body,
         doc=f"The gradients of {readers} for {op.qualname}, in one pass.", shapes=shapes, backward=None,
         sample_args=(), stem="", module_names=(), backward_of=op.name,
     )
@@ -162,9 +189,31 @@ def cat_halves(text: str) -> tuple[str, str] | None:
     return ast.unparse(first), ast.unparse(second)
 
 
-def _pointwise(op: Op, gradients: list[Gradient]) -> list:
+def _pointwise(op: Op, gradients: list[Gradient], texts: list[str] | None = None) -> list:
     kinds = {"grad": "tensor", **{a.name: a.kind for a in op.args}, "result": "tensor"}
-    return [pointwise_formula(g.formula.text, kinds) for g in gradients]
+    return [pointwise_formula(text, kinds) for text in texts or [g.formula.text for g in gradients]]
+
+
+def _per_row(text: str) -> str | None:
+    """A row reduction's formula with each `grad.unsqueeze(-1)` and `result.unsqueeze(-1)` read as `grad`
+    and `result` (the kernel broadcasts them along the row); None where grad or result is read otherwise
+    (a row's value beside the row's elements)."""
+    tree = ast.parse(text, mode="eval")
+    per_row, columns = {"grad", "result"}, set()
+
+    class Columns(ast.NodeTransformer):
+        def visit_Call(self, node):
+            func = node.func
+            if (isinstance(func, ast.Attribute) and func.attr == "unsqueeze" and isinstance(func.value, ast.Name)
+                    and func.value.id in per_row and [ast.unparse(a) for a in node.args] == ["-1"]):
+                columns.add(id(func.value))
+                return func.value
+            return self.generic_visit(node)
+
+    tree = Columns().visit(tree)
+    if any(isinstance(n, ast.Name) and n.id in per_row and id(n) not in columns for n in ast.walk(tree)):
+        return None  # a row's value read without its column: not one value per element
+    return ast.unparse(tree)
 
 
 def _in_kernel(op: Op) -> list[Gradient]:
@@ -185,7 +234,8 @@ def _calling(op: Op, kernel: Op, namespace: str, own_ops: set[str]) -> Op:
     several = len(kernel.schema.returns) > 1
     outputs = [w.expr.to_torch() for w in kernel.body.writes]
     in_kernel = _in_kernel(op)
-    exprs = dict(zip((g.arg.name for g in in_kernel), _pointwise(op, in_kernel), strict=True))
+    texts = [_per_row(g.formula.text) for g in in_kernel] if isinstance(kernel.body, RowGradient) else None
+    exprs = dict(zip((g.arg.name for g in in_kernel), _pointwise(op, in_kernel, texts), strict=True))
     gradients = []
     for gradient in op.backward.gradients:
         if gradient.arg.name not in exprs:

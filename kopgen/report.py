@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .backward_kernel import why_eager
 from .lang.cpp_autograd import python_reason
-from .model import Op, Package
+from .model import Op, Package, RowReduction
 from .split import GatedSplit, SplitGradient
 
 
@@ -70,6 +70,9 @@ def _backward_kernel(op: Op, package: Package) -> list[str]:
     if kernel is not None:
         return [f"  backward kernel: {kernel.qualname}, one launch for every gradient (then summed to broadcast shapes)"]
     why = why_eager(op) or "a formula is outside the pointwise language"
+    if isinstance(op.body, RowReduction) and not why_eager(op):
+        why = ("a formula is not pointwise over the inputs with grad and result read as columns "
+               "(grad.unsqueeze(-1)), or it reads no input (grad broadcast: a view, which no kernel beats)")
     if isinstance(op.body, GatedSplit) and not why_eager(op):
         why = (f"only {op.body.source.name}'s gradient, as torch.cat([A, B], -1) of two pointwise expressions "
                "over grad and the halves, gets one")

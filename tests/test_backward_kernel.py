@@ -3,7 +3,7 @@ expressions, the formulas that call it, and what `kopgen check` says of each op.
 
 from __future__ import annotations
 
-from kopgen.backward_kernel import why_eager
+from kopgen.backward_kernel import RowGradient, why_eager
 from kopgen.model import PointwiseCompute
 from kopgen.pipeline import load_spec_text
 from kopgen.report import describe_plan
@@ -147,3 +147,30 @@ def test_a_split_op_keeps_its_formulas_where_they_are_no_cat_of_pointwise_halves
     assert "compiled kernels write dense outputs" in why_eager(ops["silu_and_mul"])
     plan = describe_plan(load_spec_text(HEAD + SILU_AND_MUL, "kopgen.yaml"), "kopgen.yaml")
     assert "  backward kernel: kbw::silu_and_mul_backward, one launch writing both halves of x's gradient (no cat)\n" in plan
+
+
+ROWS = """\
+  - schema: "rowmax(Tensor x) -> Tensor"
+    reduce: {op: max}
+    backward: {x: "torch.where(x == result.unsqueeze(-1), grad.unsqueeze(-1), 0.0)"}
+  - schema: "rowsum(Tensor x) -> Tensor"
+    reduce: {op: sum}
+    backward: {x: "grad.unsqueeze(-1).expand(x.shape)"}
+  - schema: "rowdot(Tensor a, Tensor b) -> Tensor"
+    reduce: {op: sum, expr: "a * b"}
+    backward: {a: "grad.unsqueeze(-1) * b", b: "grad * a.sum(-1)"}
+"""
+
+
+def test_a_row_reductions_gradient_is_one_pointwise_kernel_reading_grad_and_result_as_columns():
+    ops = ops_of(ROWS)
+    kernel = ops["rowmax_backward"]
+    assert kernel.schema_text == "rowmax_backward(Tensor grad, Tensor x, Tensor result) -> Tensor"
+    assert isinstance(kernel.body, RowGradient) and kernel.body.per_row == ("grad", "result")
+    assert [w.expr.text for w in kernel.body.writes] == ["where(x == result, grad, 0.0)"]
+    assert (kernel.shapes[0]["grad"], kernel.shapes[0]["result"]) == (kernel.shapes[0]["x"][:-1],) * 2
+    assert ops["rowmax"].backward.gradients[0].formula.text == "rowmax_backward(grad, x, result)"
+    # grad broadcast alone is a view (no kernel beats it); grad read as a row's value is not pointwise
+    assert "rowsum_backward" not in ops and "rowdot_backward" not in ops
+    plan = describe_plan(load_spec_text(HEAD + ROWS, "kopgen.yaml"), "kopgen.yaml")
+    assert "it reads no input (grad broadcast: a view, which no kernel beats)" in plan

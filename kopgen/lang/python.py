@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+from ..backward_kernel import RowGradient
 from ..expr import fake_source, is_dynamic
 from ..model import Arg, CustomKernel, FakeOutput, Kernel, Op, Package, PointwiseCompute, RowNormalization, RowReduction
 from ..names import locals_for, module_name
@@ -494,6 +495,7 @@ _KINDS = {
     RowNormalization: _Kind(lambda op: "normalization_output", _qualname_and_tensors),
     GatedSplit: _Kind(lambda op: "pointwise_output", _qualname_and_tensors),
     SplitGradient: _Kind(lambda op: "joined_output", _qualname_and_tensors),
+    RowGradient: _Kind(lambda op: "pointwise_output", _qualname_and_tensors),
     CustomKernel: _Kind(lambda op: f"{op.stem}_output", call_args, allocates_all=True),
 }
 

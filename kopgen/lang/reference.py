@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
+from ..backward_kernel import RowGradient
 from ..model import Arg, CustomKernel, MutationReference, Op, Package, PointwiseCompute, RowNormalization, RowReduction
 from ..names import locals_for
 from ..split import GatedSplit, SplitGradient
@@ -165,6 +166,17 @@ def _joined_return(op: Op) -> str:
     return wrap("return torch.cat(torch.broadcast_tensors(", parts, "), -1)", 4)
 
 
+def _row_gradient_kernel_body(op: Op) -> list[str]:
+    """The reference is fresh contiguous memory of the output's shape already: the launchers' binding of
+    grad (and result) as columns is the reference's own, so it takes them as they are."""
+    reference = call_text(f"reference.{op.name}", op)
+    lines = ['    """The PyTorch reference as a kernel: fresh contiguous output."""']
+    if op.num_outputs == 1:
+        return lines + ["    " + layout.assign("return", f"{layout.operand(reference)}.contiguous()", 4)]
+    output = locals_for(op).output
+    return lines + ["    " + layout.statement(f"return tuple({output}.contiguous() for {output} in {reference})", 4)]
+
+
 # -- the `python` kernels (kernels/<op>.py): the reference, written into the outputs
 
 
@@ -276,6 +288,8 @@ _KINDS = {
                       dtype_lines=lambda op: _lead_dtype(op) + split.bind(op, 0, "")),
     SplitGradient: _Kind(lambda op: op.read_args, _joined_return, _split_kernel_body,
                          dtype_lines=lambda op: _lead_dtype(op) + split.bind(op, 0, "")),
+    RowGradient: _Kind(lambda op: op.read_args, _pointwise_return, _row_gradient_kernel_body,
+                       dtype_lines=lambda op: _lead_dtype(op) + split.bind(op, 0, "")),
     CustomKernel: _Kind(_custom_reference_inputs, _custom_return, _custom_kernel_body, dtype_lines=_custom_dtype),
 }
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 
+from ..backward_kernel import RowGradient
 from ..model import Op, Package, Route
 from ..split import GatedSplit, SplitGradient
 from .layout import wrap
@@ -17,8 +18,12 @@ def is_split(op: Op) -> bool:
 
 
 def bind(op: Op, indent: int = 4, module: str = "_support.") -> list[str]:
-    """`gate, up = _support.split_halves("ns::op", x)`: the halves as views (none for other kinds);
+    """`gate, up = _support.split_halves("ns::op", x)`: the halves as views (none for other kinds; a row
+    reduction's backward kernel's `grad = grad.unsqueeze(-1)`, each row's value as a column);
     `indent` 0 for a template that indents the line itself."""
+    if isinstance(op.body, RowGradient):  # a row reduction's backward kernel: grad (and result) as columns
+        columns = op.body.per_row
+        return [" " * indent + f"{', '.join(columns)} = {', '.join(f'{n}.unsqueeze(-1)' for n in columns)}"]
     if not is_split(op):
         return []
     body = op.body

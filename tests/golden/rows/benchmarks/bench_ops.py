@@ -25,6 +25,7 @@ from krows.kernels import bias_leaky as bias_leaky_kernels
 from krows.kernels import bias_leaky_backward as bias_leaky_backward_kernels
 from krows.kernels import rowdot as rowdot_kernels
 from krows.kernels import rowmax as rowmax_kernels
+from krows.kernels import rowmax_backward as rowmax_backward_kernels
 from krows.kernels import rowsum as rowsum_kernels
 from krows.kernels import scale_shift as scale_shift_kernels
 from krows.kernels import weighted_rowsum as weighted_rowsum_kernels
@@ -120,6 +121,10 @@ def variants_of(op: str, device: str) -> dict:
             "cpu": rowmax_kernels.rowmax_triton,
             "cuda": rowmax_kernels.rowmax_triton,
         },
+        "rowmax_backward": {
+            "cpu": rowmax_backward_kernels.rowmax_backward_triton,
+            "cuda": rowmax_backward_kernels.rowmax_backward_triton,
+        },
         "rowdot": {
             "cpu": rowdot_kernels.rowdot_python,
             "cuda": rowdot_kernels.rowdot_triton,
@@ -196,6 +201,7 @@ def main() -> None:
 OPS = {
     "rowsum": ("cpu", "cuda"),
     "rowmax": ("cpu", "cuda"),
+    "rowmax_backward": ("cpu", "cuda"),
     "rowdot": ("cpu", "cuda"),
     "bias_leaky": ("cpu", "cuda"),
     "bias_leaky_backward": ("cpu", "cuda"),
@@ -205,6 +211,7 @@ OPS = {
 KEYWORD_ONLY = {
     "rowsum": (),
     "rowmax": (),
+    "rowmax_backward": (),
     "rowdot": (),
     "bias_leaky": ("alpha", "negate"),
     "bias_leaky_backward": (),
@@ -222,6 +229,11 @@ def make_args(op: str, numel: int, device: str) -> tuple:
     return {
         "rowsum": lambda: (make(),),
         "rowmax": lambda: (make(),),
+        "rowmax_backward": lambda: (
+            make()[:, 0].contiguous(),
+            make(),
+            make()[:, 0].contiguous(),
+        ),
         "rowdot": lambda: (make(), make(), 1.25),
         "bias_leaky": lambda: (make(), make(), 1.25, True),
         "bias_leaky_backward": lambda: (make(), make(), make(), 1.25, True),

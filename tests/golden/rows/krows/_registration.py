@@ -10,6 +10,7 @@ from .kernels import bias_leaky as bias_leaky_kernels
 from .kernels import bias_leaky_backward as bias_leaky_backward_kernels
 from .kernels import rowdot as rowdot_kernels
 from .kernels import rowmax as rowmax_kernels
+from .kernels import rowmax_backward as rowmax_backward_kernels
 from .kernels import rowsum as rowsum_kernels
 from .kernels import scale_shift as scale_shift_kernels
 from .kernels import weighted_rowsum as weighted_rowsum_kernels
@@ -117,19 +118,27 @@ def _rowmax_setup_context(ctx, inputs, output):
     )
 
 
-def _rowmax_backward(ctx, grad):
+def _rowmax_backward_(ctx, grad):
     x, result = ctx.saved_tensors
+    if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel
+        return (
+            torch.where(x == result.unsqueeze(-1), grad.unsqueeze(-1), 0.0).sum_to_size(
+                ctx.x_shape
+            )
+            if ctx.needs_input_grad[0]
+            else None,
+        )
     grad_x = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = (grad.unsqueeze(-1) * (x == result.unsqueeze(-1))).sum_to_size(
+        grad_x = torch.ops.krows.rowmax_backward.default(grad, x, result).sum_to_size(
             ctx.x_shape
         )
     return (grad_x,)
 
 
 torch.library.register_autograd(
-    "krows::rowmax", _rowmax_backward, setup_context=_rowmax_setup_context
+    "krows::rowmax", _rowmax_backward_, setup_context=_rowmax_setup_context
 )
 
 
@@ -156,7 +165,7 @@ class _RowmaxFunction(torch.autograd.Function):
         _rowmax_setup_context(ctx, (x,), output)
         return output
 
-    backward = staticmethod(_rowmax_backward)
+    backward = staticmethod(_rowmax_backward_)
 
 
 @torch.library.register_vmap("krows::rowmax")
@@ -164,6 +173,54 @@ def _rowmax_vmap(info, in_dims, *args, **kwargs):
     # One call for the batch: batch dimensions in front, the rest aligned at the right.
     args = _support.batch_in_front(in_dims, args)
     return torch.ops.krows.rowmax.default(*args, **kwargs), 0
+
+
+# krows::rowmax_backward ---------------------------------------------------------------
+
+_rowmax_backward = torch.library.custom_op(
+    "krows::rowmax_backward",
+    rowmax_backward_kernels.rowmax_backward_triton,
+    mutates_args=(),
+    device_types=("cpu", "cuda"),
+    schema="(Tensor grad, Tensor x, Tensor result) -> Tensor",
+    tags=(torch.Tag.pt2_compliant_tag,),
+)
+
+
+@torch.library.register_fake("krows::rowmax_backward")
+def _rowmax_backward_fake(grad, x, result):
+    grad, result = grad.unsqueeze(-1), result.unsqueeze(-1)
+    # Only metadata: the same output the launcher allocates, never reading data.
+    return _support.pointwise_output("krows::rowmax_backward", grad, x, result)
+
+
+def _rowmax_backward_setup_context(ctx, inputs, output):
+    pass  # backward only raises: nothing to keep
+
+
+def _rowmax_backward_backward(ctx, *grads):
+    raise RuntimeError(
+        "krows::rowmax_backward is not differentiable: it is the backward kernel of krows::rowmax"
+    )
+
+
+torch.library.register_autograd(
+    "krows::rowmax_backward",
+    _rowmax_backward_backward,
+    setup_context=_rowmax_backward_setup_context,
+)
+
+
+# torch.compile traces krows::rowmax_backward as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference("krows::rowmax_backward", reference.rowmax_backward)
+
+
+# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.
+_rowmax_backward_kernels = {
+    "cpu": rowmax_backward_kernels.rowmax_backward_triton,
+    "cuda": rowmax_backward_kernels.rowmax_backward_triton,
+}
 
 
 # krows::rowdot ------------------------------------------------------------------------

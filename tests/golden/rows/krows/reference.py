@@ -23,6 +23,14 @@ def rowmax(x: Tensor) -> Tensor:
     return row_max(x).to(dtype)
 
 
+def rowmax_backward(grad: Tensor, x: Tensor, result: Tensor) -> Tensor:
+    """krows::rowmax_backward in plain PyTorch, computed in float32 at least."""
+    dtype = grad.dtype
+    grad, result = grad.unsqueeze(-1), result.unsqueeze(-1)
+    grad, x, result = upcast(grad, x, result)
+    return torch.where(x == result, grad, 0.0).to(dtype)
+
+
 def rowdot(a: Tensor, b: Tensor, scale: float = 1.0) -> Tensor:
     """krows::rowdot in plain PyTorch, computed in float32 at least."""
     dtype = a.dtype

@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    BackwardKernel,
     Batched,
     Contract,
     Differentiable,
@@ -34,6 +35,7 @@ ROWMAX = OpData(
     gradgradcheck=True,
     backward_sample="normal",
     saved_tensors={(0,): 2},
+    backward_kernel=torch.ops.krows.rowmax_backward.default,
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
 )
@@ -41,6 +43,7 @@ ROWMAX = OpData(
 
 class TestRowmax(
     Differentiable,
+    BackwardKernel,
     OnCuda,
     Tagged,
     TracedAsReference,
