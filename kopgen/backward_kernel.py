@@ -8,6 +8,10 @@ are then rewritten to index its call (`muladd_backward(grad, a, b)[0]`), which b
 (lang/autograd.py's shared calls) and sums back to each input's shape (sum_to_size); the formulas as
 written stay beside them (`Gradient.eager`), for `kopgen check` and for a backward that must itself be
 differentiable (create_graph), which runs them as torch ops (lang/autograd.py, lang/cpp_autograd.py).
+
+Two kinds get a kernel of their own shape (Python routes): a `split` op whose gradient is
+`torch.cat([A, B], -1)` (SplitGradient: one launch writing both halves of one Tensor), and a `reduce`
+op whose formulas read grad and result as columns (RowGradient: grad.unsqueeze(-1) read with stride 0).
 """
 
 from __future__ import annotations
@@ -77,8 +81,8 @@ def why_eager(op: Op) -> str | None:
         return "a row reduction's backward kernel is generated for the Python routes (Triton, python) only"
     if len(op.output_names) != 1:
         return "it has several outputs, and grads[i] is not in the pointwise language"
-    if any(a.is_optional for a in op.args) or {"grad", "result"} & {a.name for a in op.args}:
-        return "it takes a Tensor? argument, or one named grad or result"
+    if {"grad", "result"} & {a.name for a in op.args}:
+        return "it takes an argument named grad or result"
     for gradient in op.backward.gradients:
         if gradient.formula is not None and gradient.formula.own_ops_called:
             return f"the formula of {gradient.arg.name} calls an op of the namespace"
@@ -103,6 +107,8 @@ def backward_kernel(op: Op, taken: set[str]) -> Op | None:
     exprs = _pointwise(op, gradients, texts)
     if not exprs or any(e is None or "grad" not in e.names for e in exprs):
         return None  # a formula outside the language (or one that ignores grad): eager
+    if {a.name for a in op.args if a.is_optional} & {n for e in exprs for n in e.names}:
+        return None  # a Tensor? read by a gradient: its formula tests it (`if w is not None`), outside the language
     # Gradients of one expression (x and a broadcast bias of relu(x + bias)) share an output.
     exprs = list({e.to_torch(): e for e in exprs}.values())
     used = {n for e in exprs for n in e.names}
@@ -138,7 +144,7 @@ def _split_kernel(op: Op, name: str) -> Op | None:
     pointwise over grad and the halves, as one kernel writing A and B into the halves of one Tensor."""
     body = op.body
     gradients = _in_kernel(op)
-    if [g.arg.name for g in gradients] != [body.source.name]:
+    if [g.arg.name for g in gradients] != [body.source.name] or any(a.is_optional for a in op.args):
         return None  # another input's gradient too: the formulas stay
     parts = cat_halves(gradients[0].formula.text)
     kinds = {"grad": "tensor", "result": "tensor", **{a.name: a.kind for a in op.args},

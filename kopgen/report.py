@@ -69,7 +69,7 @@ def _backward_kernel(op: Op, package: Package) -> list[str]:
         return [f"  backward kernel: {kernel.qualname}, one launch writing both halves of {x}'s gradient (no cat)"]
     if kernel is not None:
         return [f"  backward kernel: {kernel.qualname}, one launch for every gradient (then summed to broadcast shapes)"]
-    why = why_eager(op) or "a formula is outside the pointwise language"
+    why = why_eager(op) or "a formula is outside the pointwise language, or reads a Tensor? argument"
     if isinstance(op.body, RowReduction) and not why_eager(op):
         why = ("a formula is not pointwise over the inputs with grad and result read as columns "
                "(grad.unsqueeze(-1)), or it reads no input (grad broadcast: a view, which no kernel beats)")

@@ -174,3 +174,19 @@ def test_a_row_reductions_gradient_is_one_pointwise_kernel_reading_grad_and_resu
     assert "rowsum_backward" not in ops and "rowdot_backward" not in ops
     plan = describe_plan(load_spec_text(HEAD + ROWS, "kopgen.yaml"), "kopgen.yaml")
     assert "it reads no input (grad broadcast: a view, which no kernel beats)" in plan
+
+
+def test_a_tensor_optional_the_kernels_formulas_do_not_read_leaves_the_kernel_to_the_others():
+    ops = ops_of("""\
+  - schema: "scale_shift(Tensor x, Tensor scale, Tensor? shift=None) -> Tensor"
+    compute: "x * scale + (shift if present(shift) else 0.0)"
+    backward: {x: "grad * scale", scale: "grad * x", shift: "grad"}
+  - schema: "gated_scale(Tensor x, Tensor? gate=None) -> Tensor"
+    compute: "x * (gate if present(gate) else 1.0)"
+    backward: {x: "grad * gate if gate is not None else grad", gate: "grad * x"}
+""")
+    assert ops["scale_shift_backward"].schema_text == "scale_shift_backward(Tensor grad, Tensor x, Tensor scale) -> (Tensor, Tensor)"
+    # shift's gradient is grad itself: it stays a formula, summed to shift's shape where shift is given
+    assert [g.formula.text for g in ops["scale_shift"].backward.gradients] == [
+        "scale_shift_backward(grad, x, scale)[0]", "scale_shift_backward(grad, x, scale)[1]", "grad"]
+    assert "gated_scale_backward" not in ops  # its formula tests the Tensor?

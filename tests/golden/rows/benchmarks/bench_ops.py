@@ -28,6 +28,7 @@ from krows.kernels import rowmax as rowmax_kernels
 from krows.kernels import rowmax_backward as rowmax_backward_kernels
 from krows.kernels import rowsum as rowsum_kernels
 from krows.kernels import scale_shift as scale_shift_kernels
+from krows.kernels import scale_shift_backward as scale_shift_backward_kernels
 from krows.kernels import weighted_rowsum as weighted_rowsum_kernels
 
 
@@ -141,6 +142,10 @@ def variants_of(op: str, device: str) -> dict:
             "cpu": scale_shift_kernels.scale_shift_triton,
             "cuda": scale_shift_kernels.scale_shift_triton,
         },
+        "scale_shift_backward": {
+            "cpu": scale_shift_backward_kernels.scale_shift_backward_triton,
+            "cuda": scale_shift_backward_kernels.scale_shift_backward_triton,
+        },
         "weighted_rowsum": {
             "cpu": weighted_rowsum_kernels.weighted_rowsum_triton,
             "cuda": weighted_rowsum_kernels.weighted_rowsum_triton,
@@ -206,6 +211,7 @@ OPS = {
     "bias_leaky": ("cpu", "cuda"),
     "bias_leaky_backward": ("cpu", "cuda"),
     "scale_shift": ("cpu", "cuda"),
+    "scale_shift_backward": ("cpu", "cuda"),
     "weighted_rowsum": ("cpu", "cuda"),
 }
 KEYWORD_ONLY = {
@@ -216,6 +222,7 @@ KEYWORD_ONLY = {
     "bias_leaky": ("alpha", "negate"),
     "bias_leaky_backward": (),
     "scale_shift": (),
+    "scale_shift_backward": (),
     "weighted_rowsum": (),
 }
 
@@ -238,6 +245,7 @@ def make_args(op: str, numel: int, device: str) -> tuple:
         "bias_leaky": lambda: (make(), make(), 1.25, True),
         "bias_leaky_backward": lambda: (make(), make(), make(), 1.25, True),
         "scale_shift": lambda: (make(), make(), make()),
+        "scale_shift_backward": lambda: (make(), make(), make()),
         "weighted_rowsum": lambda: (make(), make()),
     }[op]()
 

@@ -13,6 +13,7 @@ from .ops import (
     rowmax_backward,
     rowsum,
     scale_shift,
+    scale_shift_backward,
     weighted_rowsum,
 )
 
@@ -24,5 +25,6 @@ __all__ = [
     "rowmax_backward",
     "rowsum",
     "scale_shift",
+    "scale_shift_backward",
     "weighted_rowsum",
 ]

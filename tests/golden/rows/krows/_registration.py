@@ -13,6 +13,7 @@ from .kernels import rowmax as rowmax_kernels
 from .kernels import rowmax_backward as rowmax_backward_kernels
 from .kernels import rowsum as rowsum_kernels
 from .kernels import scale_shift as scale_shift_kernels
+from .kernels import scale_shift_backward as scale_shift_backward_kernels
 from .kernels import weighted_rowsum as weighted_rowsum_kernels
 
 # A fragment of the namespace: the `library` route defines its ops on it.
@@ -460,23 +461,32 @@ def _scale_shift_setup_context(ctx, inputs, output):
     ctx.shift_shape = None if shift is None else shift.shape
     # Save only what the formulas read, and only when a gradient that reads it is wanted.
     ctx.save_for_backward(
-        x if needs_input_grad[1] else None,
-        scale if needs_input_grad[0] else None,
+        x if needs_input_grad[0] or needs_input_grad[1] else None,
+        scale if needs_input_grad[0] or needs_input_grad[1] else None,
     )
 
 
-def _scale_shift_backward(ctx, grad):
+def _scale_shift_backward_(ctx, grad):
     x, scale = ctx.saved_tensors
     # The dispatcher drops trailing arguments left at their defaults (None): they want no gradient.
     needs_input_grad = ctx.needs_input_grad + (False,) * (3 - len(ctx.needs_input_grad))
+    if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel
+        return (
+            (grad * scale).sum_to_size(ctx.x_shape) if needs_input_grad[0] else None,
+            (grad * x).sum_to_size(ctx.scale_shape) if needs_input_grad[1] else None,
+            grad.sum_to_size(ctx.shift_shape) if needs_input_grad[2] else None,
+        )
     grad_x = None
     grad_scale = None
     grad_shift = None
+    # One scale_shift_backward call serves the gradients of x and scale: it runs once, if one is wanted.
+    if needs_input_grad[0] or needs_input_grad[1]:
+        scale_shift_grads = torch.ops.krows.scale_shift_backward.default(grad, x, scale)
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if needs_input_grad[0]:
-        grad_x = (grad * scale).sum_to_size(ctx.x_shape)
+        grad_x = scale_shift_grads[0].sum_to_size(ctx.x_shape)
     if needs_input_grad[1]:
-        grad_scale = (grad * x).sum_to_size(ctx.scale_shape)
+        grad_scale = scale_shift_grads[1].sum_to_size(ctx.scale_shape)
     if needs_input_grad[2]:
         grad_shift = grad.sum_to_size(ctx.shift_shape)
     return grad_x, grad_scale, grad_shift
@@ -484,7 +494,7 @@ def _scale_shift_backward(ctx, grad):
 
 torch.library.register_autograd(
     "krows::scale_shift",
-    _scale_shift_backward,
+    _scale_shift_backward_,
     setup_context=_scale_shift_setup_context,
 )
 
@@ -512,7 +522,7 @@ class _ScaleShiftFunction(torch.autograd.Function):
         _scale_shift_setup_context(ctx, (x, scale, shift), output)
         return output
 
-    backward = staticmethod(_scale_shift_backward)
+    backward = staticmethod(_scale_shift_backward_)
 
 
 @torch.library.register_vmap("krows::scale_shift")
@@ -520,6 +530,63 @@ def _scale_shift_vmap(info, in_dims, *args, **kwargs):
     # One call for the batch: batch dimensions in front, the rest aligned at the right.
     args = _support.batch_in_front(in_dims, args)
     return torch.ops.krows.scale_shift.default(*args, **kwargs), 0
+
+
+# krows::scale_shift_backward ----------------------------------------------------------
+
+_lib.define(
+    "scale_shift_backward(Tensor grad, Tensor x, Tensor scale) -> (Tensor, Tensor)",
+    tags=(torch.Tag.pt2_compliant_tag,),
+)
+_lib.impl(
+    "scale_shift_backward",
+    scale_shift_backward_kernels.scale_shift_backward_triton,
+    "CPU",
+)
+_lib.impl(
+    "scale_shift_backward",
+    scale_shift_backward_kernels.scale_shift_backward_triton,
+    "CUDA",
+)
+
+
+@torch.library.register_fake("krows::scale_shift_backward")
+def _scale_shift_backward_fake(grad, x, scale):
+    # Only metadata: the same outputs the launcher allocates, never reading data.
+    out0 = _support.pointwise_output("krows::scale_shift_backward", grad, x, scale)
+    out1 = _support.pointwise_output("krows::scale_shift_backward", grad, x, scale)
+    return out0, out1
+
+
+def _scale_shift_backward_setup_context(ctx, inputs, output):
+    pass  # backward only raises: nothing to keep
+
+
+def _scale_shift_backward_backward(ctx, *grads):
+    raise RuntimeError(
+        "krows::scale_shift_backward is not differentiable: it is the backward kernel of krows::scale_shift"
+    )
+
+
+torch.library.register_autograd(
+    "krows::scale_shift_backward",
+    _scale_shift_backward_backward,
+    setup_context=_scale_shift_backward_setup_context,
+)
+
+
+# torch.compile traces krows::scale_shift_backward as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference(
+    "krows::scale_shift_backward", reference.scale_shift_backward
+)
+
+
+# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.
+_scale_shift_backward_kernels = {
+    "cpu": scale_shift_backward_kernels.scale_shift_backward_triton,
+    "cuda": scale_shift_backward_kernels.scale_shift_backward_triton,
+}
 
 
 # krows::weighted_rowsum ---------------------------------------------------------------

@@ -16,6 +16,7 @@ _rowdot = torch.ops.krows.rowdot.default
 _bias_leaky = torch.ops.krows.bias_leaky.default
 _bias_leaky_backward = torch.ops.krows.bias_leaky_backward.default
 _scale_shift = torch.ops.krows.scale_shift.default
+_scale_shift_backward = torch.ops.krows.scale_shift_backward.default
 _weighted_rowsum = torch.ops.krows.weighted_rowsum.default
 
 
@@ -92,6 +93,19 @@ def scale_shift(x: Tensor, scale: Tensor, shift: Tensor | None = None) -> Tensor
     if _support.grad_wanted(x, scale, shift):
         return _registration._ScaleShiftFunction.apply(x, scale, shift)
     return kernel(x, scale, shift)
+
+
+def scale_shift_backward(
+    grad: Tensor, x: Tensor, scale: Tensor
+) -> tuple[Tensor, Tensor]:
+    """The gradients of x, scale for krows::scale_shift, in one pass."""
+    kernel = _support.eager_kernel(
+        _registration._scale_shift_backward_kernels, grad, x, scale
+    )
+    # Anything unusual goes to the operator, as does grad (the op has no backward: it raises).
+    if kernel is None or _support.grad_wanted(grad, x, scale):
+        return _scale_shift_backward(grad, x, scale)
+    return kernel(grad, x, scale)
 
 
 def weighted_rowsum(x: Tensor, weight: Tensor | None = None) -> Tensor:

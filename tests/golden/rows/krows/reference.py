@@ -69,6 +69,18 @@ def scale_shift(x: Tensor, scale: Tensor, shift: Tensor | None = None) -> Tensor
     return (x * scale + (shift if shift is not None else 0.0)).to(dtype)
 
 
+def scale_shift_backward(
+    grad: Tensor, x: Tensor, scale: Tensor
+) -> tuple[Tensor, Tensor]:
+    """krows::scale_shift_backward in plain PyTorch, computed in float32 at least."""
+    dtype = grad.dtype
+    grad, x, scale = upcast(grad, x, scale)
+    return (
+        (grad * scale).to(dtype),
+        (grad * x).to(dtype),
+    )
+
+
 def weighted_rowsum(x: Tensor, weight: Tensor | None = None) -> Tensor:
     """krows::weighted_rowsum in plain PyTorch, computed in float32 at least."""
     dtype = x.dtype
