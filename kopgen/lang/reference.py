@@ -167,8 +167,8 @@ def _joined_return(op: Op) -> str:
 
 
 def _row_gradient_kernel_body(op: Op) -> list[str]:
-    """The reference is fresh contiguous memory of the output's shape already: the launchers' binding of
-    grad (and result) as columns is the reference's own, so it takes them as they are."""
+    """A row reduction's backward kernel: the reference, called on grad (and result) as given, since it binds
+    them as columns itself; its output is fresh memory of the output's shape, made contiguous."""
     reference = call_text(f"reference.{op.name}", op)
     lines = ['    """The PyTorch reference as a kernel: fresh contiguous output."""']
     if op.num_outputs == 1:
