@@ -10,8 +10,15 @@ from .layout import literal
 
 
 def imports(package: Package) -> list[str]:
-    lines = [f"from {package.name}.kernels import {op.name} as {python.kernels_module(op)}" for op in python.with_python_kernels(package)]
+    lines = [_import(f"{package.name}.kernels", f"{op.name} as {python.kernels_module(op)}")
+             for op in python.with_python_kernels(package)]
     return lines + python.bound_imports(package, f"{package.name}.")
+
+
+def _import(module: str, name: str) -> str:
+    """`from module import name`, in parentheses where it is too long for a line (as ruff's isort has it)."""
+    line = f"from {module} import {name}"
+    return line if len(line) <= layout.LINE_LENGTH else f"from {module} import (\n    {name},\n)"
 
 
 def launchers(op: Op) -> str:

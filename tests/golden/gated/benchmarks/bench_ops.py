@@ -22,7 +22,9 @@ import torch
 import kgated
 from kgated import reference
 from kgated.kernels import gelu_tanh_and_mul as gelu_tanh_and_mul_kernels
-from kgated.kernels import gelu_tanh_and_mul_backward as gelu_tanh_and_mul_backward_kernels
+from kgated.kernels import (
+    gelu_tanh_and_mul_backward as gelu_tanh_and_mul_backward_kernels,
+)
 from kgated.kernels import silu_and_mul as silu_and_mul_kernels
 from kgated.kernels import silu_and_mul_backward as silu_and_mul_backward_kernels
 
