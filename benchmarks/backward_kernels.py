@@ -1,6 +1,6 @@
 """Backward kernels (issue 16, Build 3): backward time and kernels launched per backward, with the
 generated backward kernel (`<op>_backward`, one launch for every gradient) and with today's eager
-formulas, side by side in one run, for muladd and a broadcast bias_relu.
+formulas, side by side in one run, for muladd, a broadcast bias_relu and the gated silu_and_mul.
 
     python benchmarks/backward_kernels.py [--device cpu|cuda] [--workdir DIR] [--routes ROUTE ...]
 
@@ -14,7 +14,13 @@ on the CPU, the operators that ran, as it has no kernel launches to count). Ever
 gradients are checked against eager PyTorch's first.
 
 muladd(a, b, c) = a * b + c at 2^26 float32 elements (2^22 on the CPU); bias_relu(x, bias) =
-relu(x + bias), x of 4096 x 4096 (1024 x 1024 on the CPU), bias of one row, broadcast.
+relu(x + bias), x of 4096 x 4096 (1024 x 1024 on the CPU), bias of one row, broadcast;
+silu_and_mul(x) = silu(gate) * up over x's halves, x of 4096 x (2 * 4096) (256 x (2 * 1024) on the
+CPU) in float32 and bfloat16: its backward kernel writes both halves of x's gradient in one launch,
+where the formula is a torch.cat of the halves' gradients; rowsum and rowmax of x 4096 x 4096 float32
+(1024 x 1024 on the CPU): rowmax's backward kernel reads grad and result as columns, rowsum keeps its
+formula in both variants (grad expanded: a view). A candidate is labelled with what its backward runs:
+a compiled route's split and row ops keep their formulas (`kopgen check` says why).
 Routes: custom_op (cpu: python, cuda: triton; on the CPU its kernel is the PyTorch reference) and
 torch_library (cpu: cpp, cuda: cuda), both by default.
 """
@@ -34,9 +40,14 @@ from timing import interleaved_medians
 
 ROOT = Path(__file__).resolve().parent.parent
 BACKENDS = {"custom_op": "{cpu: python, cuda: triton}", "torch_library": "{cpu: cpp, cuda: cuda}"}
-FORMULAS = {  # variant: (muladd's a, b; bias_relu's x and bias)
-    "kernel": ("grad * b", "grad * a", "torch.where(result > 0, grad, 0.0)"),
-    "eager": ("torch.mul(grad, b)", "torch.mul(grad, a)", "torch.where(result > 0, grad, torch.zeros_like(grad))"),
+SILU_GATE = "grad * up * torch.sigmoid(gate) * (1 + gate * (1 - torch.sigmoid(gate)))"
+FORMULAS = {  # variant: (muladd's a, b; bias_relu's x and bias; silu_and_mul's x; rowmax's x)
+    "kernel": ("grad * b", "grad * a", "torch.where(result > 0, grad, 0.0)",
+               f"torch.cat([{SILU_GATE}, grad * torch.nn.functional.silu(gate)], -1)",
+               "torch.where(x == result.unsqueeze(-1), grad.unsqueeze(-1), 0.0)"),
+    "eager": ("torch.mul(grad, b)", "torch.mul(grad, a)", "torch.where(result > 0, grad, torch.zeros_like(grad))",
+              f"torch.cat([{SILU_GATE}, torch.mul(grad, torch.nn.functional.silu(gate))], -1)",
+              "grad.unsqueeze(-1) * (x == result.unsqueeze(-1))"),
 }
 SPEC = """\
 kopgen: 1
@@ -44,7 +55,7 @@ package: {package}
 defaults:
   registration: {route}
   backends: {backends}
-  dtypes: [float32]
+  dtypes: [float32, bfloat16]
 ops:
   - schema: "muladd(Tensor a, Tensor b, float c) -> Tensor"
     compute: "a * b + c"
@@ -52,6 +63,16 @@ ops:
   - schema: "bias_relu(Tensor x, Tensor bias) -> Tensor"
     compute: "relu(x + bias)"
     backward: {{x: "{2}", bias: "{2}"}}
+  - schema: "silu_and_mul(Tensor x) -> Tensor"
+    split: {{x: [gate, up]}}
+    compute: "silu(gate) * up"
+    backward: {{x: "{3}"}}
+  - schema: "rowsum(Tensor x) -> Tensor"
+    reduce: {{op: sum}}
+    backward: {{x: "grad.unsqueeze(-1).expand(x.shape)"}}
+  - schema: "rowmax(Tensor x) -> Tensor"
+    reduce: {{op: max}}
+    backward: {{x: "{4}"}}
 """
 
 
@@ -124,13 +145,15 @@ def run_op(b: Bench, title: str, make, candidates: dict, calls: int, rounds: int
     torch = b.torch
     inputs, grad = make()
     want = torch.autograd.grad(candidates["eager PyTorch"](*inputs), inputs, grad)
+    # a broadcast's sum: any order; bfloat16 rounds each gradient's factors
+    tolerance = {"rtol": 2e-2, "atol": 2e-2} if grad.dtype == torch.bfloat16 else {"rtol": 1e-4, "atol": 1e-3}
     rows = []
     backward_of, step_of = {}, {}
     for name, fn in candidates.items():
         out = fn(*inputs)
         got = torch.autograd.grad(out, inputs, grad, retain_graph=True)
         for g, w in zip(got, want, strict=True):
-            torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-3)  # a broadcast's sum: any order
+            torch.testing.assert_close(g, w, **tolerance)
         backward_of[name] = lambda out=out: torch.autograd.grad(out, inputs, grad, retain_graph=True)
         step_of[name] = lambda fn=fn: torch.autograd.grad(fn(*inputs), inputs, grad)
     backward = interleaved_medians(list(candidates), lambda n: b.seconds(backward_of[n], calls), rounds)
@@ -141,9 +164,9 @@ def run_op(b: Bench, title: str, make, candidates: dict, calls: int, rounds: int
         rows.append((name, backward[name] * 1e3, step[name] * 1e3, count))
     what = "kernels" if b.device == "cuda" else "operators"
     print(f"\n## {title}\n")
-    print(f"{'candidate':<34}  {'backward ms':>11}  {'fwd+bwd ms':>10}  {what + ' per backward':>22}")
+    print(f"{'candidate':<44}  {'backward ms':>11}  {'fwd+bwd ms':>10}  {what + ' per backward':>22}")
     for name, bw, st, count in rows:
-        print(f"{name:<34}  {bw:>11.3f}  {st:>10.3f}  {count!s:>22}")
+        print(f"{name:<44}  {bw:>11.3f}  {st:>10.3f}  {count!s:>22}")
 
 
 def main() -> None:
@@ -183,14 +206,35 @@ def main() -> None:
     def eager_bias_relu(x, bias):
         return torch.relu(x + bias)
 
-    for title, make, eager, op in (
+    hidden, tokens = (4096, 4096) if device == "cuda" else (1024, 256)
+
+    def make_silu(dtype):
+        def make():
+            x = torch.randn(tokens, 2 * hidden, device=device, dtype=dtype, requires_grad=True)
+            return (x,), torch.randn(tokens, hidden, device=device, dtype=dtype)
+        return make
+
+    def eager_silu(x):
+        return torch.nn.functional.silu(x[..., :hidden]) * x[..., hidden:]
+
+    cases = [
         (f"muladd, {n} float32 elements, both inputs requiring grad", make_muladd, eager_muladd, "muladd"),
         (f"bias_relu, x {rows}x{cols} float32, bias [{cols}] broadcast", make_bias_relu, eager_bias_relu, "bias_relu"),
-    ):
+    ]
+    cases += [(f"silu_and_mul, x {tokens}x{2 * hidden} {dtype}", make_silu(getattr(torch, dtype)), eager_silu,
+               "silu_and_mul") for dtype in ("float32", "bfloat16")]
+    def make_rows():
+        x = torch.randn(rows, cols, device=device, requires_grad=True)
+        return (x,), torch.randn(rows, device=device)
+
+    cases += [(f"{op}, x {rows}x{cols} float32", make_rows, eager, op)
+              for op, eager in (("rowsum", lambda x: x.sum(-1)), ("rowmax", lambda x: x.amax(-1)))]
+    for title, make, eager, op in cases:
         candidates = {"eager PyTorch": eager, "torch.compile(eager)": torch.compile(eager)}
         for (route, variant), module in modules.items():
             fn = getattr(module, op)
-            label = f"{route}, {'backward kernel' if variant == 'kernel' else 'eager formulas'}"
+            has_kernel = hasattr(getattr(torch.ops, packages[route, variant]), f"{op}_backward")
+            label = f"{route}, {variant} spec: {'backward kernel' if has_kernel else 'eager formulas'}"
             candidates[label] = functools.partial(fn, c=1.25) if op == "muladd" else fn
         run_op(b, title, make, candidates, calls, args.rounds)
 

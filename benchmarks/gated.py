@@ -9,7 +9,9 @@ and a C++/CUDA route (stable_abi), builds and installs them into DIR (reused by 
 times every candidate side by side (timing.py's interleaved rounds, the median) on x of 4096 rows x
 2 * hidden. GB/s counts the bytes each pass must move: forward reads x and writes the output (half of
 x), 1.5 x's bytes; forward + backward adds reading x and grad and writing x's gradient, 4 x's bytes in
-all. `copy` is the device copying x (2 x's bytes): the roofline.
+all. `copy` is the device copying x (2 x's bytes): the roofline. On custom_op, backward runs the
+generated backward kernel (one launch writing both halves of x's gradient); stable_abi's runs the
+formulas (torch.cat). benchmarks/backward_kernels.py sets the two side by side on one route.
 """
 
 from __future__ import annotations

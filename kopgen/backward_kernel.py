@@ -8,23 +8,39 @@ are then rewritten to index its call (`muladd_backward(grad, a, b)[0]`), which b
 (lang/autograd.py's shared calls) and sums back to each input's shape (sum_to_size); the formulas as
 written stay beside them (`Gradient.eager`), for `kopgen check` and for a backward that must itself be
 differentiable (create_graph), which runs them as torch ops (lang/autograd.py, lang/cpp_autograd.py).
+
+Two kinds get a kernel of their own shape (Python routes): a `split` op whose gradient is
+`torch.cat([A, B], -1)` (SplitGradient: one launch writing both halves of one Tensor), and a `reduce`
+op whose formulas read grad and result as columns (RowGradient: grad.unsqueeze(-1) read with stride 0).
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+from dataclasses import dataclass
 
 from .backward import plan_backward
 from .expr import ExprError, FormulaContext, parse_formula, parse_pointwise
 from .expr.emitters import UNARY_FUNCS
-from .model import Arg, Gradient, Op, PointwiseCompute, Write
-from .names import output_names
+from .model import Arg, Gradient, Op, PointwiseCompute, RowReduction, Write
+from .names import fresh, output_names
 from .schema import parse_schema
+from .split import GatedSplit, SplitGradient
 
 # torch functions a formula may call that are the pointwise language's own (torch.exp(x) is exp(x)).
 _POINTWISE_TORCH = frozenset((*UNARY_FUNCS, "minimum", "maximum", "pow", "where"))
+_TORCH_MODULES = ("torch", "torch.nn.functional")  # torch.nn.functional.silu(x) is silu(x) too
 _MAX_NAME = 64  # names.py's limit on an op name
+
+
+@dataclass(frozen=True)
+class RowGradient(PointwiseCompute):
+    """A row reduction's backward kernel: pointwise over the op's inputs and the per-row `grad` and
+    `result`, which its launchers, fake kernel and reference read as columns (unsqueeze(-1)), so that
+    they broadcast along each row in the kernel (stride 0), never expanded in memory."""
+
+    per_row: tuple[str, ...] = ("grad",)  # the arguments of one value per row
 
 
 def with_backward_kernels(ops: list[Op], namespace: str) -> list[Op]:
@@ -47,7 +63,7 @@ def pointwise_formula(text: str, kinds: dict[str, str]):
     tree = ast.parse(text, mode="eval")
     for node in ast.walk(tree):
         func = node.func if isinstance(node, ast.Call) else None
-        if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "torch"
+        if (isinstance(func, ast.Attribute) and ast.unparse(func.value) in _TORCH_MODULES
                 and func.attr in _POINTWISE_TORCH):
             node.func = ast.Name(func.attr, ast.Load())
     try:
@@ -58,15 +74,21 @@ def pointwise_formula(text: str, kinds: dict[str, str]):
 
 def why_eager(op: Op) -> str | None:
     """Why the op's backward stays eager formulas (None: it can get a backward kernel)."""
-    if not isinstance(op.body, PointwiseCompute) or op.is_mutating:
-        return "only functional `compute` ops get one"
+    row = isinstance(op.body, RowReduction)
+    if not (isinstance(op.body, PointwiseCompute) or row) or op.is_mutating:
+        return "only functional `compute` and `reduce` ops get one"
+    if row and op.is_compiled:
+        return "a row reduction's backward kernel is generated for the Python routes (Triton, python) only"
     if len(op.output_names) != 1:
         return "it has several outputs, and grads[i] is not in the pointwise language"
-    if any(a.is_optional for a in op.args) or {"grad", "result"} & {a.name for a in op.args}:
-        return "it takes a Tensor? argument, or one named grad or result"
+    if {"grad", "result"} & {a.name for a in op.args}:
+        return "it takes an argument named grad or result"
     for gradient in op.backward.gradients:
         if gradient.formula is not None and gradient.formula.own_ops_called:
             return f"the formula of {gradient.arg.name} calls an op of the namespace"
+    if isinstance(op.body, GatedSplit) and op.is_compiled:
+        return (f"its compiled kernels write dense outputs, and {op.body.source.name}'s gradient is written "
+                "as two strided halves (a Triton or python kernel writes them in place)")
     return None
 
 
@@ -75,13 +97,24 @@ def backward_kernel(op: Op, taken: set[str]) -> Op | None:
     name = f"{op.name}_backward"
     if not op.has_gradients or why_eager(op) or name.lower() in taken or len(name) > _MAX_NAME:
         return None
+    if isinstance(op.body, GatedSplit):
+        return _split_kernel(op, name)
     gradients = _in_kernel(op)
-    exprs = _pointwise(op, gradients)
+    row = isinstance(op.body, RowReduction)
+    texts = [_per_row(g.formula.text) for g in gradients] if row else [g.formula.text for g in gradients]
+    if None in texts:
+        return None
+    exprs = _pointwise(op, gradients, texts)
     if not exprs or any(e is None or "grad" not in e.names for e in exprs):
         return None  # a formula outside the language (or one that ignores grad): eager
+    if {a.name for a in op.args if a.is_optional} & {n for e in exprs for n in e.names}:
+        return None  # a Tensor? read by a gradient: its formula tests it (`if w is not None`), outside the language
     # Gradients of one expression (x and a broadcast bias of relu(x + bias)) share an output.
     exprs = list({e.to_torch(): e for e in exprs}.values())
     used = {n for e in exprs for n in e.names}
+    tensors = {a.name for a in op.args if a.is_tensor}
+    if row and not all(tensors & set(e.names) for e in exprs):
+        return None  # grad broadcast alone (a row sum's): the formula's expand is a view, which no kernel beats
     order = ["grad", *(a.name for a in op.args if a.is_tensor), "result", *(a.name for a in op.args if not a.is_tensor)]
     types = {"grad": "Tensor", "result": "Tensor", **{a.name: str(a.schema.type) for a in op.args}}
     params = [n for n in order if n in used]
@@ -90,18 +123,103 @@ def backward_kernel(op: Op, taken: set[str]) -> Op | None:
     args = tuple(Arg(a, i) for i, a in enumerate(schema.arguments))
     outputs = output_names(params, len(exprs))
     lead_shape = op.shapes[0][op.lead.name] if op.shapes else ()
-    shapes = tuple({n: shape.get(n, lead_shape) for n in params if types[n] == "Tensor"} for shape in op.shapes)
+    row_shape = lead_shape[:-1] if row else lead_shape  # a row reduction's grad and result
+    shapes = tuple({n: shape.get(n, row_shape if n in ("grad", "result") else lead_shape)
+                    for n in params if types[n] == "Tensor"} for shape in op.shapes)
     readers = ", ".join(g.arg.name for g in gradients)
+    writes = tuple(map(Write, exprs, outputs))
+    if row:
+        body = RowGradient(writes, tuple(n for n in ("grad", "result") if n in params))
+    else:
+        body = PointwiseCompute(writes)
     return dataclasses.replace(
-        op, name=name, schema=schema, args=args, body=PointwiseCompute(tuple(map(Write, exprs, outputs))),
+        op, name=name, schema=schema, args=args, body=body,
         doc=f"The gradients of {readers} for {op.qualname}, in one pass.", shapes=shapes, backward=None,
         sample_args=(), stem="", module_names=(), backward_of=op.name,
     )
 
 
-def _pointwise(op: Op, gradients: list[Gradient]) -> list:
+def _split_kernel(op: Op, name: str) -> Op | None:
+    """A split op's: the gradient of its split argument, written `torch.cat([A, B], -1)` with A and B
+    pointwise over grad and the halves, as one kernel writing A and B into the halves of one Tensor."""
+    body = op.body
+    gradients = _in_kernel(op)
+    if [g.arg.name for g in gradients] != [body.source.name] or any(a.is_optional for a in op.args):
+        return None  # another input's gradient too: the formulas stay
+    parts = cat_halves(gradients[0].formula.text)
+    kinds = {"grad": "tensor", "result": "tensor", **{a.name: a.kind for a in op.args},
+             **{h.name: "tensor" for h in body.halves}}
+    exprs = [pointwise_formula(text, kinds) for text in parts or ()]
+    if not exprs or any(e is None for e in exprs) or not any("grad" in e.names for e in exprs):
+        return None
+    halves = {h.name: body.source.name for h in body.halves}
+    used = {halves.get(n, n) for e in exprs for n in e.names}
+    if "grad" in halves or "result" in halves:
+        return None
+    order = ["grad", *(a.name for a in op.args if a.is_tensor), "result", *(a.name for a in op.args if not a.is_tensor)]
+    types = {"grad": "Tensor", "result": "Tensor", **{a.name: str(a.schema.type) for a in op.args}}
+    params = [n for n in order if n in used | {body.source.name}]
+    schema = parse_schema(f"{name}({', '.join(f'{types[n]} {n}' for n in params)}) -> Tensor")
+    args = tuple(Arg(a, i) for i, a in enumerate(schema.arguments))
+    source = next(a for a in args if a.name == body.source.name)
+    new_halves = tuple(Arg(dataclasses.replace(source.schema, name=h.name), source.index) for h in body.halves)
+    taken = set(params) | set(halves)
+    writes = []
+    for expr, half in zip(exprs, body.halves, strict=True):
+        writes.append(Write(expr, fresh(f"grad_{half.name}", taken)))
+        taken.add(writes[-1].name)
+    (joined,) = output_names(taken, 1)
+    shapes = tuple({n: _half_width(shape[op.lead.name]) if n == "grad" else shape.get(n, shape[op.lead.name])
+                    for n in params if types[n] == "Tensor"} for shape in op.shapes)
+    return dataclasses.replace(
+        op, name=name, schema=schema, args=args, body=SplitGradient(tuple(writes), source, new_halves, joined),
+        doc=f"The gradient of {source.name} for {op.qualname}: both halves in one pass.", shapes=shapes,
+        backward=None, sample_args=(), stem="", module_names=(), backward_of=op.name,
+    )
+
+
+def _half_width(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return (*shape[:-1], shape[-1] // 2) if shape else shape
+
+
+def cat_halves(text: str) -> tuple[str, str] | None:
+    """`torch.cat([A, B], -1)` (or dim=-1) as its two parts' text, else None."""
+    call = ast.parse(text, mode="eval").body
+    if not (isinstance(call, ast.Call) and ast.unparse(call.func) == "torch.cat" and call.args
+            and isinstance(call.args[0], ast.List) and len(call.args[0].elts) == 2):
+        return None
+    dims = [*call.args[1:], *(k.value for k in call.keywords if k.arg == "dim")]
+    if len(dims) != 1 or len(call.args) + len(call.keywords) != 2 or ast.unparse(dims[0]) != "-1":
+        return None
+    first, second = call.args[0].elts
+    return ast.unparse(first), ast.unparse(second)
+
+
+def _pointwise(op: Op, gradients: list[Gradient], texts: list[str] | None = None) -> list:
     kinds = {"grad": "tensor", **{a.name: a.kind for a in op.args}, "result": "tensor"}
-    return [pointwise_formula(g.formula.text, kinds) for g in gradients]
+    return [pointwise_formula(text, kinds) for text in texts or [g.formula.text for g in gradients]]
+
+
+def _per_row(text: str) -> str | None:
+    """A row reduction's formula with each `grad.unsqueeze(-1)` and `result.unsqueeze(-1)` read as `grad`
+    and `result` (the kernel broadcasts them along the row); None where grad or result is read otherwise
+    (a row's value beside the row's elements)."""
+    tree = ast.parse(text, mode="eval")
+    per_row, columns = {"grad", "result"}, set()
+
+    class Columns(ast.NodeTransformer):
+        def visit_Call(self, node):
+            func = node.func
+            if (isinstance(func, ast.Attribute) and func.attr == "unsqueeze" and isinstance(func.value, ast.Name)
+                    and func.value.id in per_row and [ast.unparse(a) for a in node.args] == ["-1"]):
+                columns.add(id(func.value))
+                return func.value
+            return self.generic_visit(node)
+
+    tree = Columns().visit(tree)
+    if any(isinstance(n, ast.Name) and n.id in per_row and id(n) not in columns for n in ast.walk(tree)):
+        return None  # a row's value read without its column: not one value per element
+    return ast.unparse(tree)
 
 
 def _in_kernel(op: Op) -> list[Gradient]:
@@ -115,10 +233,15 @@ def _calling(op: Op, kernel: Op, namespace: str, own_ops: set[str]) -> Op:
     context = FormulaContext(arg_kinds={a.name: a.kind for a in op.args}, num_outputs=1, namespace=namespace,
                              own_ops=frozenset(own_ops), own_op_returns={kernel.name: len(kernel.schema.returns)})
     call = f"{kernel.name}({', '.join(a.name for a in kernel.args)})"
+    if isinstance(kernel.body, SplitGradient):  # one gradient, the split argument's: the call is it
+        gradients = [Gradient(g.arg, parse_formula(call, context), eager=g.formula) if g.arg == op.body.source else g
+                     for g in op.backward.gradients]
+        return dataclasses.replace(op, backward=plan_backward(tuple(gradients), op.args, num_outputs=1))
     several = len(kernel.schema.returns) > 1
     outputs = [w.expr.to_torch() for w in kernel.body.writes]
     in_kernel = _in_kernel(op)
-    exprs = dict(zip((g.arg.name for g in in_kernel), _pointwise(op, in_kernel), strict=True))
+    texts = [_per_row(g.formula.text) for g in in_kernel] if isinstance(kernel.body, RowGradient) else None
+    exprs = dict(zip((g.arg.name for g in in_kernel), _pointwise(op, in_kernel, texts), strict=True))
     gradients = []
     for gradient in op.backward.gradients:
         if gradient.arg.name not in exprs:

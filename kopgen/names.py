@@ -343,7 +343,9 @@ def locals_for(op: Op) -> Locals:
     results = ("result",) if count == 1 else tuple(DERIVED_NAMES["result"].format(i) for i in range(count))
     gradients = op.backward.gradients if op.backward else ()
     called = tuple(sorted({name for g in gradients if g.formula for name in g.formula.own_ops_called}))
-    return _locals(op.name, op.stem, args, op.output_names, results, called)
+    # and the tensors the kernels write besides (a split op's backward kernel writes its output's halves)
+    outputs = tuple(dict.fromkeys((*op.output_names, *(w.name for w in op.writes if w.arg is None))))
+    return _locals(op.name, op.stem, args, outputs, results, called)
 
 
 @lru_cache(maxsize=256)

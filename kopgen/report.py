@@ -5,8 +5,8 @@ from __future__ import annotations
 from .backward_kernel import why_eager
 from .lang import autocast
 from .lang.cpp_autograd import python_reason
-from .model import Op, Package
-from .split import GatedSplit
+from .model import Op, Package, RowReduction
+from .split import GatedSplit, SplitGradient
 
 
 def describe_plan(package: Package, source: str) -> str:
@@ -66,9 +66,18 @@ def _backward_kernel(op: Op, package: Package) -> list[str]:
     if not op.has_gradients:
         return []
     kernel = next((o for o in package.ops if o.backward_of == op.name), None)
+    if isinstance(getattr(kernel, "body", None), SplitGradient):
+        x = kernel.body.source.name
+        return [f"  backward kernel: {kernel.qualname}, one launch writing both halves of {x}'s gradient (no cat)"]
     if kernel is not None:
         return [f"  backward kernel: {kernel.qualname}, one launch for every gradient (then summed to broadcast shapes)"]
-    why = why_eager(op) or "a formula is outside the pointwise language"
+    why = why_eager(op) or "a formula is outside the pointwise language, or reads a Tensor? argument"
+    if isinstance(op.body, RowReduction) and not why_eager(op):
+        why = ("a formula is not pointwise over the inputs with grad and result read as columns "
+               "(grad.unsqueeze(-1)), or it reads no input (grad broadcast: a view, which no kernel beats)")
+    if isinstance(op.body, GatedSplit) and not why_eager(op):
+        why = (f"only {op.body.source.name}'s gradient, as torch.cat([A, B], -1) of two pointwise expressions "
+               "over grad and the halves, gets one")
     return [f"  backward kernel: none, the formulas run as torch ops: {why}"]
 
 

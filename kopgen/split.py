@@ -45,6 +45,21 @@ class GatedSplit(PointwiseCompute):
         return with_halves(tensor_args, self.source, self.halves)
 
 
+@dataclass(frozen=True)
+class SplitGradient(GatedSplit):
+    """A split op's backward kernel (backward_kernel.py): its writes are the gradients of the halves,
+    written in place into the two halves of one returned Tensor, the split argument's gradient (no cat)."""
+
+    joined: str = "out"  # the returned Tensor, as wide as the split argument
+    templates: ClassVar[Mapping[str, str]] = MappingProxyType(
+        {**PointwiseCompute.templates, "support": "package/_support/split_gradient.py.j2"}
+    )
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        return (self.joined,)
+
+
 def split_args(resolver: OpResolver, args: tuple[Arg, ...]) -> tuple[Arg, tuple[Arg, Arg]] | None:
     """`split: {x: [gate, up]}`: the argument split and its two halves (None where it has errors, reported)."""
     node = resolver.node.get("split")

@@ -3,9 +3,11 @@ expressions, the formulas that call it, and what `kopgen check` says of each op.
 
 from __future__ import annotations
 
+from kopgen.backward_kernel import RowGradient, why_eager
 from kopgen.model import PointwiseCompute
 from kopgen.pipeline import load_spec_text
 from kopgen.report import describe_plan
+from kopgen.split import SplitGradient
 
 HEAD = """\
 kopgen: 1
@@ -106,3 +108,85 @@ def test_check_says_which_ops_get_a_backward_kernel():
     assert "  computes: the gradients of kbw::muladd (its backward kernel)\n" in plan
     assert ("  backward kernel: none, the formulas run as torch ops: the formula of a calls an op of the "
             "namespace\n") in plan
+
+
+SILU_AND_MUL = """\
+  - schema: "silu_and_mul(Tensor x) -> Tensor"
+    split: {x: [gate, up]}
+    compute: "silu(gate) * up"
+    backward:
+      x: "torch.cat([grad * up * torch.sigmoid(gate) * (1 + gate * (1 - torch.sigmoid(gate))), \
+grad * torch.nn.functional.silu(gate)], dim=-1)"
+"""
+
+
+def test_a_split_ops_cat_of_two_pointwise_halves_is_one_kernel_writing_both():
+    ops = ops_of(SILU_AND_MUL)
+    kernel = ops["silu_and_mul_backward"]
+    assert kernel.schema_text == "silu_and_mul_backward(Tensor grad, Tensor x) -> Tensor"
+    assert isinstance(kernel.body, SplitGradient) and kernel.body.source.name == "x"
+    # the kernel reads x's halves and writes its output's halves; it returns the one Tensor
+    assert [a.name for a in kernel.kernel_args] == ["grad", "gate", "up"]
+    assert [(w.name, w.expr.text) for w in kernel.body.writes] == [
+        ("grad_gate", "grad * up * sigmoid(gate) * (1 + gate * (1 - sigmoid(gate)))"), ("grad_up", "grad * silu(gate)")]
+    assert kernel.output_names == ("out",)
+    assert kernel.shapes[0]["grad"][-1] * 2 == kernel.shapes[0]["x"][-1]  # grad is half as wide
+    (gradient,) = ops["silu_and_mul"].backward.gradients
+    assert gradient.formula.text == "silu_and_mul_backward(grad, x)"
+    assert gradient.eager.text.startswith("torch.cat([")
+
+
+def test_a_split_op_keeps_its_formulas_where_they_are_no_cat_of_pointwise_halves_or_the_route_compiles():
+    not_cat = SILU_AND_MUL.replace("torch.cat([", "torch.stack([")
+    assert "silu_and_mul_backward" not in ops_of(not_cat)
+    other_dim = SILU_AND_MUL.replace("dim=-1", "dim=0")
+    assert "silu_and_mul_backward" not in ops_of(other_dim)
+    compiled = SILU_AND_MUL.replace("    split:", "    registration: torch_library\n    backends: {cpu: cpp}\n    split:")
+    ops = ops_of(compiled)
+    assert "silu_and_mul_backward" not in ops
+    assert "compiled kernels write dense outputs" in why_eager(ops["silu_and_mul"])
+    plan = describe_plan(load_spec_text(HEAD + SILU_AND_MUL, "kopgen.yaml"), "kopgen.yaml")
+    assert "  backward kernel: kbw::silu_and_mul_backward, one launch writing both halves of x's gradient (no cat)\n" in plan
+
+
+ROWS = """\
+  - schema: "rowmax(Tensor x) -> Tensor"
+    reduce: {op: max}
+    backward: {x: "torch.where(x == result.unsqueeze(-1), grad.unsqueeze(-1), 0.0)"}
+  - schema: "rowsum(Tensor x) -> Tensor"
+    reduce: {op: sum}
+    backward: {x: "grad.unsqueeze(-1).expand(x.shape)"}
+  - schema: "rowdot(Tensor a, Tensor b) -> Tensor"
+    reduce: {op: sum, expr: "a * b"}
+    backward: {a: "grad.unsqueeze(-1) * b", b: "grad * a.sum(-1)"}
+"""
+
+
+def test_a_row_reductions_gradient_is_one_pointwise_kernel_reading_grad_and_result_as_columns():
+    ops = ops_of(ROWS)
+    kernel = ops["rowmax_backward"]
+    assert kernel.schema_text == "rowmax_backward(Tensor grad, Tensor x, Tensor result) -> Tensor"
+    assert isinstance(kernel.body, RowGradient) and kernel.body.per_row == ("grad", "result")
+    assert [w.expr.text for w in kernel.body.writes] == ["where(x == result, grad, 0.0)"]
+    assert (kernel.shapes[0]["grad"], kernel.shapes[0]["result"]) == (kernel.shapes[0]["x"][:-1],) * 2
+    assert ops["rowmax"].backward.gradients[0].formula.text == "rowmax_backward(grad, x, result)"
+    # grad broadcast alone is a view (no kernel beats it); grad read as a row's value is not pointwise
+    assert "rowsum_backward" not in ops and "rowdot_backward" not in ops
+    plan = describe_plan(load_spec_text(HEAD + ROWS, "kopgen.yaml"), "kopgen.yaml")
+    assert "it reads no input (grad broadcast: a view, which no kernel beats)" in plan
+
+
+def test_a_tensor_optional_the_kernels_formulas_do_not_read_leaves_the_kernel_to_the_others():
+    ops = ops_of("""\
+  - schema: "scale_shift(Tensor x, Tensor scale, Tensor? shift=None) -> Tensor"
+    compute: "x * scale + (shift if present(shift) else 0.0)"
+    backward: {x: "grad * scale", scale: "grad * x", shift: "grad"}
+  - schema: "gated_scale(Tensor x, Tensor? gate=None) -> Tensor"
+    compute: "x * (gate if present(gate) else 1.0)"
+    backward: {x: "grad * gate if gate is not None else grad", gate: "grad * x"}
+""")
+    assert ops["scale_shift_backward"].schema_text == "scale_shift_backward(Tensor grad, Tensor x, Tensor scale) -> (Tensor, Tensor)"
+    # shift's gradient is grad itself: it stays a formula, summed to shift's shape where shift is given
+    assert [g.formula.text for g in ops["scale_shift"].backward.gradients] == [
+        "scale_shift_backward(grad, x, scale)[0]", "scale_shift_backward(grad, x, scale)[1]", "grad"]
+    assert "gated_scale_backward" not in ops  # its formula tests the Tensor?

@@ -225,4 +225,4 @@ def _eager_when_differentiated(op: Op, needs: str) -> list[str]:
         summed = f"{layout.operand(_formula(op, written.python))}.sum_to_size({local.ctx}.{local.derived('shape', arg.name)})"
         values.append(f"{summed} if {needs}[{arg.index}] else None")
     return ["    if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel",
-            "        " + returns(values, 8)]
+            *split.bind_for_eager(op), "        " + returns(values, 8)]

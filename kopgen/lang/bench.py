@@ -5,13 +5,20 @@ Python kernels it times against the operators, and the arguments it calls them w
 from __future__ import annotations
 
 from ..model import Arg, Op, Package
-from . import layout, python, tests
+from . import layout, python, split, tests
 from .layout import literal
 
 
 def imports(package: Package) -> list[str]:
-    lines = [f"from {package.name}.kernels import {op.name} as {python.kernels_module(op)}" for op in python.with_python_kernels(package)]
+    lines = [_import(f"{package.name}.kernels", f"{op.name} as {python.kernels_module(op)}")
+             for op in python.with_python_kernels(package)]
     return lines + python.bound_imports(package, f"{package.name}.")
+
+
+def _import(module: str, name: str) -> str:
+    """`from module import name`, in parentheses where it is too long for a line (as ruff's isort has it)."""
+    line = f"from {module} import {name}"
+    return line if len(line) <= layout.LINE_LENGTH else f"from {module} import (\n    {name},\n)"
 
 
 def launchers(op: Op) -> str:
@@ -36,6 +43,10 @@ def keyword_only(package: Package) -> str:
 
 def _large(arg: Arg, op: Op) -> str:
     """A large Tensor (or list of them, as the tests' samples hold), else the tests' value."""
+    if arg.is_tensor and split.is_split(op) and arg != op.body.source:
+        return "make()[:, :512].contiguous()"  # as wide as a half of the split Tensor's rows
+    if arg.is_tensor and arg.name in getattr(op.body, "per_row", ()):  # a row reduction's backward kernel's
+        return "make()[:, 0].contiguous()"  # one value per row
     if arg.is_tensor:
         return "make()"
     if tests.is_tensor_list(arg):

@@ -14,11 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+from ..backward_kernel import RowGradient
 from ..expr import fake_source, is_dynamic
 from ..model import Arg, CustomKernel, FakeOutput, Kernel, Op, Package, PointwiseCompute, RowNormalization, RowReduction
 from ..names import locals_for, module_name
 from ..schema import python_annotation, python_default
-from ..split import GatedSplit
+from ..split import GatedSplit, SplitGradient
 from . import fusion, layout
 from .layout import LINE_LENGTH, literal, wrap
 
@@ -493,6 +494,8 @@ _KINDS = {
     RowReduction: _Kind(lambda op: "reduction_output", _qualname_and_tensors),
     RowNormalization: _Kind(lambda op: "normalization_output", _qualname_and_tensors),
     GatedSplit: _Kind(lambda op: "pointwise_output", _qualname_and_tensors),
+    SplitGradient: _Kind(lambda op: "joined_output", _qualname_and_tensors),
+    RowGradient: _Kind(lambda op: "pointwise_output", _qualname_and_tensors),
     CustomKernel: _Kind(lambda op: f"{op.stem}_output", call_args, allocates_all=True),
 }
 

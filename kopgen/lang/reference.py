@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
+from ..backward_kernel import RowGradient
 from ..model import Arg, CustomKernel, MutationReference, Op, Package, PointwiseCompute, RowNormalization, RowReduction
 from ..names import locals_for
-from ..split import GatedSplit
+from ..split import GatedSplit, SplitGradient
 from . import layout, norms, split, tests
 from .layout import wrap
 from .python import (
@@ -158,6 +159,24 @@ def _pointwise_return(op: Op) -> str:
     return wrap("return (", values, ")", 4, explode=True)
 
 
+def _joined_return(op: Op) -> str:
+    """A split op's backward kernel: the halves' gradients side by side, as the formula's cat has them
+    (broadcast to one shape first, where one half's gradient reads fewer tensors)."""
+    parts = [f"{layout.operand(w.expr.to_torch())}.to({locals_for(op).dtype})" for w in op.writes]
+    return wrap("return torch.cat(torch.broadcast_tensors(", parts, "), -1)", 4)
+
+
+def _row_gradient_kernel_body(op: Op) -> list[str]:
+    """A row reduction's backward kernel: the reference, called on grad (and result) as given, since it binds
+    them as columns itself; its output is fresh memory of the output's shape, made contiguous."""
+    reference = call_text(f"reference.{op.name}", op)
+    lines = ['    """The PyTorch reference as a kernel: fresh contiguous output."""']
+    if op.num_outputs == 1:
+        return lines + ["    " + layout.assign("return", f"{layout.operand(reference)}.contiguous()", 4)]
+    output = locals_for(op).output
+    return lines + ["    " + layout.statement(f"return tuple({output}.contiguous() for {output} in {reference})", 4)]
+
+
 # -- the `python` kernels (kernels/<op>.py): the reference, written into the outputs
 
 
@@ -267,6 +286,10 @@ _KINDS = {
     RowNormalization: _Kind(lambda op: op.read_args, norms.reference_return, _written_kernel_body),
     GatedSplit: _Kind(lambda op: op.read_args, _pointwise_return, _split_kernel_body,
                       dtype_lines=lambda op: _lead_dtype(op) + split.bind(op, 0, "")),
+    SplitGradient: _Kind(lambda op: op.read_args, _joined_return, _split_kernel_body,
+                         dtype_lines=lambda op: _lead_dtype(op) + split.bind(op, 0, "")),
+    RowGradient: _Kind(lambda op: op.read_args, _pointwise_return, _row_gradient_kernel_body,
+                       dtype_lines=lambda op: _lead_dtype(op) + split.bind(op, 0, "")),
     CustomKernel: _Kind(_custom_reference_inputs, _custom_return, _custom_kernel_body, dtype_lines=_custom_dtype),
 }
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import ast
 
+from ..backward_kernel import RowGradient
 from ..model import Op, Package, Route
-from ..split import GatedSplit
+from ..split import GatedSplit, SplitGradient
 from .layout import wrap
 
 
@@ -17,8 +18,12 @@ def is_split(op: Op) -> bool:
 
 
 def bind(op: Op, indent: int = 4, module: str = "_support.") -> list[str]:
-    """`gate, up = _support.split_halves("ns::op", x)`: the halves as views (none for other kinds);
+    """`gate, up = _support.split_halves("ns::op", x)`: the halves as views (none for other kinds; a row
+    reduction's backward kernel's `grad = grad.unsqueeze(-1)`, each row's value as a column);
     `indent` 0 for a template that indents the line itself."""
+    if isinstance(op.body, RowGradient):  # a row reduction's backward kernel: grad (and result) as columns
+        columns = op.body.per_row
+        return [" " * indent + f"{', '.join(columns)} = {', '.join(f'{n}.unsqueeze(-1)' for n in columns)}"]
     if not is_split(op):
         return []
     body = op.body
@@ -27,14 +32,33 @@ def bind(op: Op, indent: int = 4, module: str = "_support.") -> list[str]:
     return [" " * indent + call]
 
 
+def bind_for_eager(op: Op) -> list[str]:
+    """The halves bound for the formulas as written, which a differentiated backward runs in place of the
+    backward kernel (that reads the argument itself)."""
+    formulas = [g.eager.python for g in op.backward.gradients if g.eager]
+    return bind(op, 8) if is_split(op) and _reads_halves(op, formulas) else []
+
+
+def _reads_halves(op: Op, formulas: list[str]) -> bool:
+    read = {n.id for text in formulas for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Name)}
+    return bool({h.name for h in op.body.halves} & read)
+
+
+def bind_output(op: Op, indent: int = 4) -> list[str]:
+    """A split op's backward kernel: the halves of its output, which its kernel writes in place."""
+    if not isinstance(op.body, SplitGradient):
+        return []
+    target = ", ".join(w.name for w in op.body.writes)
+    call = wrap(f"{target} = _support.split_halves(", [f'"{op.qualname}"', op.body.joined], ")", max(indent, 4))
+    return [" " * indent + call]
+
+
 def bind_in_backward(op: Op) -> list[str]:
     """The halves bound in backward, where a formula reads them (from the saved argument)."""
     if not is_split(op):
         return []
-    halves = {h.name for h in op.body.halves}
     formulas = [g.formula.python for g in op.backward.gradients if g.formula]
-    read = {n.id for text in formulas for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Name)}
-    return bind(op) if halves & read else []
+    return bind(op) if _reads_halves(op, formulas) else []
 
 
 def cpp_bind(op: Op) -> list[str]:

@@ -6,7 +6,7 @@ reduction's output and row references, each custom op's output allocator).
 from __future__ import annotations
 
 from ..model import CustomKernel, Op, Package
-from ..split import GatedSplit
+from ..split import GatedSplit, SplitGradient
 from . import fusion, layout, python, sharding
 from .layout import wrap
 
@@ -14,7 +14,8 @@ from .layout import wrap
 def support_templates(package: Package) -> list[str]:
     """The helpers of the package's op kinds: each kind's "rows" and "support" templates, where it has them
     (once each: a row normalisation shares the row reduction's; a gated split is a pointwise kind of its own)."""
-    kinds = package.kinds + ((GatedSplit,) if any(isinstance(op.body, GatedSplit) for op in package.ops) else ())
+    split_kinds = (GatedSplit, SplitGradient)  # a split op's backward kernel adds joined_output
+    kinds = package.kinds + tuple(k for k in split_kinds if any(isinstance(op.body, k) for op in package.ops))
     templates = [kind.templates[role] for kind in kinds for role in ("rows", "support") if role in kind.templates]
     return list(dict.fromkeys(templates))
 

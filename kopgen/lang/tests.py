@@ -16,11 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ..backward_kernel import kernel_name
+from ..backward_kernel import RowGradient, kernel_name
 from ..expr import NOT_DIFFERENTIABLE_DTYPES, is_dynamic
 from ..model import Arg, CustomKernel, Op, Package, PointwiseCompute, RowNormalization, RowReduction, SampleArg
 from ..schema import python_default
-from ..split import GatedSplit
+from ..split import GatedSplit, SplitGradient
 from . import autocast, eager, fusion, sharding, split, vmap
 from .layout import requote
 
@@ -570,4 +570,6 @@ _KINDS = {
                              kept_dense=_dense_written, broadcasts=False),
     # Its other Tensors are drawn half as wide as the split one (split.half_width_samples), in every sample.
     GatedSplit: _KindTests(_nothing, _nothing, split.class_body, broadcasts=False),
+    SplitGradient: _KindTests(_nothing, _nothing, broadcasts=False),  # a backward kernel: its op's suite tests it
+    RowGradient: _KindTests(_nothing, _nothing, broadcasts=False),  # as SplitGradient
 }

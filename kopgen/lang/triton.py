@@ -214,7 +214,8 @@ def outputs(op: Op) -> list[str]:
     op's arguments checked."""
     if op.is_mutating:
         return [*split.bind(op), "    " + python.check_written(op, 4)]
-    return [*split.bind(op), *("    " + python.layout.assign(out, python.allocate(op), 4) for out in op.output_names)]
+    allocated = ("    " + python.layout.assign(out, python.allocate(op), 4) for out in op.output_names)
+    return [*split.bind(op), *allocated, *split.bind_output(op)]
 
 
 def empty_return(op: Op) -> str:

@@ -22,7 +22,11 @@ import torch
 import kgated
 from kgated import reference
 from kgated.kernels import gelu_tanh_and_mul as gelu_tanh_and_mul_kernels
+from kgated.kernels import (
+    gelu_tanh_and_mul_backward as gelu_tanh_and_mul_backward_kernels,
+)
 from kgated.kernels import silu_and_mul as silu_and_mul_kernels
+from kgated.kernels import silu_and_mul_backward as silu_and_mul_backward_kernels
 
 
 def seconds_per_call(fn, args, device: str, min_time: float = 0.2) -> float:
@@ -111,9 +115,17 @@ def variants_of(op: str, device: str) -> dict:
             "cpu": silu_and_mul_kernels.silu_and_mul_triton,
             "cuda": silu_and_mul_kernels.silu_and_mul_triton,
         },
+        "silu_and_mul_backward": {
+            "cpu": silu_and_mul_backward_kernels.silu_and_mul_backward_triton,
+            "cuda": silu_and_mul_backward_kernels.silu_and_mul_backward_triton,
+        },
         "gelu_tanh_and_mul": {
             "cpu": gelu_tanh_and_mul_kernels.gelu_tanh_and_mul_python,
             "cuda": gelu_tanh_and_mul_kernels.gelu_tanh_and_mul_triton,
+        },
+        "gelu_tanh_and_mul_backward": {
+            "cpu": gelu_tanh_and_mul_backward_kernels.gelu_tanh_and_mul_backward_python,
+            "cuda": gelu_tanh_and_mul_backward_kernels.gelu_tanh_and_mul_backward_triton,
         },
         "fatrelu_and_mul": {},
         "silu_and_mul_out": {},
@@ -172,13 +184,17 @@ def main() -> None:
 # The devices each op has a kernel for.
 OPS = {
     "silu_and_mul": ("cpu", "cuda"),
+    "silu_and_mul_backward": ("cpu", "cuda"),
     "gelu_tanh_and_mul": ("cpu", "cuda"),
+    "gelu_tanh_and_mul_backward": ("cpu", "cuda"),
     "fatrelu_and_mul": ("cpu", "cuda"),
     "silu_and_mul_out": ("cpu", "cuda"),
 }
 KEYWORD_ONLY = {
     "silu_and_mul": (),
+    "silu_and_mul_backward": (),
     "gelu_tanh_and_mul": (),
+    "gelu_tanh_and_mul_backward": (),
     "fatrelu_and_mul": (),
     "silu_and_mul_out": (),
 }
@@ -192,9 +208,11 @@ def make_args(op: str, numel: int, device: str) -> tuple:
 
     return {
         "silu_and_mul": lambda: (make(),),
+        "silu_and_mul_backward": lambda: (make()[:, :512].contiguous(), make()),
         "gelu_tanh_and_mul": lambda: (make(),),
+        "gelu_tanh_and_mul_backward": lambda: (make()[:, :512].contiguous(), make()),
         "fatrelu_and_mul": lambda: (make(), 1.25),
-        "silu_and_mul_out": lambda: (make(), make()),
+        "silu_and_mul_out": lambda: (make(), make()[:, :512].contiguous()),
     }[op]()
 
 

@@ -5,6 +5,20 @@ Importing this package registers the operators torch.ops.kgated.*, with their
 fake kernels and autograd formulas.
 """
 
-from .ops import fatrelu_and_mul, gelu_tanh_and_mul, silu_and_mul, silu_and_mul_out
+from .ops import (
+    fatrelu_and_mul,
+    gelu_tanh_and_mul,
+    gelu_tanh_and_mul_backward,
+    silu_and_mul,
+    silu_and_mul_backward,
+    silu_and_mul_out,
+)
 
-__all__ = ["fatrelu_and_mul", "gelu_tanh_and_mul", "silu_and_mul", "silu_and_mul_out"]
+__all__ = [
+    "fatrelu_and_mul",
+    "gelu_tanh_and_mul",
+    "gelu_tanh_and_mul_backward",
+    "silu_and_mul",
+    "silu_and_mul_backward",
+    "silu_and_mul_out",
+]

@@ -8,7 +8,9 @@ import torch
 # Importing _C loads the extension, whose STABLE_TORCH_LIBRARY block defines the compiled ops.
 from . import _C, _support, reference  # noqa: F401
 from .kernels import gelu_tanh_and_mul as gelu_tanh_and_mul_kernels
+from .kernels import gelu_tanh_and_mul_backward as gelu_tanh_and_mul_backward_kernels
 from .kernels import silu_and_mul as silu_and_mul_kernels
+from .kernels import silu_and_mul_backward as silu_and_mul_backward_kernels
 
 # A fragment of the namespace: the `library` route defines its ops on it.
 _lib = torch.library.Library("kgated", "FRAGMENT")
@@ -42,28 +44,36 @@ def _silu_and_mul_setup_context(ctx, inputs, output):
     )
 
 
-def _silu_and_mul_backward(ctx, grad):
+def _silu_and_mul_backward_(ctx, grad):
     (x,) = ctx.saved_tensors
-    gate, up = _support.split_halves("kgated::silu_and_mul", x)
+    if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel
+        gate, up = _support.split_halves("kgated::silu_and_mul", x)
+        return (
+            torch.cat(
+                [
+                    grad
+                    * up
+                    * torch.sigmoid(gate)
+                    * (1 + gate * (1 - torch.sigmoid(gate))),
+                    grad * torch.nn.functional.silu(gate),
+                ],
+                -1,
+            ).sum_to_size(ctx.x_shape)
+            if ctx.needs_input_grad[0]
+            else None,
+        )
     grad_x = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = torch.cat(
-            [
-                grad
-                * up
-                * torch.sigmoid(gate)
-                * (1 + gate * (1 - torch.sigmoid(gate))),
-                grad * torch.nn.functional.silu(gate),
-            ],
-            -1,
-        ).sum_to_size(ctx.x_shape)
+        grad_x = torch.ops.kgated.silu_and_mul_backward.default(grad, x).sum_to_size(
+            ctx.x_shape
+        )
     return (grad_x,)
 
 
 torch.library.register_autograd(
     "kgated::silu_and_mul",
-    _silu_and_mul_backward,
+    _silu_and_mul_backward_,
     setup_context=_silu_and_mul_setup_context,
 )
 
@@ -91,7 +101,7 @@ class _SiluAndMulFunction(torch.autograd.Function):
         _silu_and_mul_setup_context(ctx, (x,), output)
         return output
 
-    backward = staticmethod(_silu_and_mul_backward)
+    backward = staticmethod(_silu_and_mul_backward_)
 
 
 @torch.library.register_vmap("kgated::silu_and_mul")
@@ -109,6 +119,62 @@ _support.shard_as_inputs(
 
 # Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
 _support.register_autocast("kgated::silu_and_mul", "promote")
+
+
+# kgated::silu_and_mul_backward --------------------------------------------------------
+
+_silu_and_mul_backward = torch.library.custom_op(
+    "kgated::silu_and_mul_backward",
+    silu_and_mul_backward_kernels.silu_and_mul_backward_triton,
+    mutates_args=(),
+    device_types=("cpu", "cuda"),
+    schema="(Tensor grad, Tensor x) -> Tensor",
+    tags=(torch.Tag.pt2_compliant_tag,),
+)
+
+
+@torch.library.register_fake("kgated::silu_and_mul_backward")
+def _silu_and_mul_backward_fake(grad, x):
+    gate, up = _support.split_halves("kgated::silu_and_mul_backward", x)
+    # Only metadata: the same output the launcher allocates, never reading data.
+    return _support.joined_output("kgated::silu_and_mul_backward", grad, gate, up)
+
+
+def _silu_and_mul_backward_setup_context(ctx, inputs, output):
+    pass  # backward only raises: nothing to keep
+
+
+def _silu_and_mul_backward_backward(ctx, *grads):
+    raise RuntimeError(
+        "kgated::silu_and_mul_backward is not differentiable: it is the backward kernel of kgated::silu_and_mul"
+    )
+
+
+torch.library.register_autograd(
+    "kgated::silu_and_mul_backward",
+    _silu_and_mul_backward_backward,
+    setup_context=_silu_and_mul_backward_setup_context,
+)
+
+
+# torch.compile traces kgated::silu_and_mul_backward as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference(
+    "kgated::silu_and_mul_backward", reference.silu_and_mul_backward
+)
+
+
+# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.
+_silu_and_mul_backward_kernels = {
+    "cpu": silu_and_mul_backward_kernels.silu_and_mul_backward_triton,
+    "cuda": silu_and_mul_backward_kernels.silu_and_mul_backward_triton,
+}
+
+
+# DTensor shards kgated::silu_and_mul_backward as its inputs, never splitting a row.
+_support.shard_as_inputs(
+    torch.ops.kgated.silu_and_mul_backward.default, tensors=(0, 1), outputs=1, rows=True
+)
 
 
 # kgated::gelu_tanh_and_mul ------------------------------------------------------------
@@ -140,44 +206,53 @@ def _gelu_tanh_and_mul_setup_context(ctx, inputs, output):
     )
 
 
-def _gelu_tanh_and_mul_backward(ctx, grad):
+def _gelu_tanh_and_mul_backward_(ctx, grad):
     (x,) = ctx.saved_tensors
-    gate, up = _support.split_halves("kgated::gelu_tanh_and_mul", x)
+    if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel
+        gate, up = _support.split_halves("kgated::gelu_tanh_and_mul", x)
+        return (
+            torch.cat(
+                [
+                    grad
+                    * up
+                    * torch.sigmoid(
+                        1.5957691216057308 * (gate + 0.044715 * gate * gate * gate)
+                    )
+                    * (
+                        1
+                        + gate
+                        * (
+                            1
+                            - torch.sigmoid(
+                                1.5957691216057308
+                                * (gate + 0.044715 * gate * gate * gate)
+                            )
+                        )
+                        * (1.5957691216057308 + 0.21406444881780073 * gate * gate)
+                    ),
+                    grad
+                    * gate
+                    * torch.sigmoid(
+                        1.5957691216057308 * (gate + 0.044715 * gate * gate * gate)
+                    ),
+                ],
+                -1,
+            ).sum_to_size(ctx.x_shape)
+            if ctx.needs_input_grad[0]
+            else None,
+        )
     grad_x = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = torch.cat(
-            [
-                grad
-                * up
-                * torch.sigmoid(
-                    1.5957691216057308 * (gate + 0.044715 * gate * gate * gate)
-                )
-                * (
-                    1
-                    + gate
-                    * (
-                        1
-                        - torch.sigmoid(
-                            1.5957691216057308 * (gate + 0.044715 * gate * gate * gate)
-                        )
-                    )
-                    * (1.5957691216057308 + 0.21406444881780073 * gate * gate)
-                ),
-                grad
-                * gate
-                * torch.sigmoid(
-                    1.5957691216057308 * (gate + 0.044715 * gate * gate * gate)
-                ),
-            ],
-            -1,
+        grad_x = torch.ops.kgated.gelu_tanh_and_mul_backward.default(
+            grad, x
         ).sum_to_size(ctx.x_shape)
     return (grad_x,)
 
 
 torch.library.register_autograd(
     "kgated::gelu_tanh_and_mul",
-    _gelu_tanh_and_mul_backward,
+    _gelu_tanh_and_mul_backward_,
     setup_context=_gelu_tanh_and_mul_setup_context,
 )
 
@@ -205,7 +280,7 @@ class _GeluTanhAndMulFunction(torch.autograd.Function):
         _gelu_tanh_and_mul_setup_context(ctx, (x,), output)
         return output
 
-    backward = staticmethod(_gelu_tanh_and_mul_backward)
+    backward = staticmethod(_gelu_tanh_and_mul_backward_)
 
 
 @torch.library.register_vmap("kgated::gelu_tanh_and_mul")
@@ -223,6 +298,72 @@ _support.shard_as_inputs(
 
 # Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
 _support.register_autocast("kgated::gelu_tanh_and_mul", "promote")
+
+
+# kgated::gelu_tanh_and_mul_backward ---------------------------------------------------
+
+_lib.define(
+    "gelu_tanh_and_mul_backward(Tensor grad, Tensor x) -> Tensor",
+    tags=(torch.Tag.pt2_compliant_tag,),
+)
+_lib.impl(
+    "gelu_tanh_and_mul_backward",
+    gelu_tanh_and_mul_backward_kernels.gelu_tanh_and_mul_backward_python,
+    "CPU",
+)
+_lib.impl(
+    "gelu_tanh_and_mul_backward",
+    gelu_tanh_and_mul_backward_kernels.gelu_tanh_and_mul_backward_triton,
+    "CUDA",
+)
+
+
+@torch.library.register_fake("kgated::gelu_tanh_and_mul_backward")
+def _gelu_tanh_and_mul_backward_fake(grad, x):
+    gate, up = _support.split_halves("kgated::gelu_tanh_and_mul_backward", x)
+    # Only metadata: the same output the launcher allocates, never reading data.
+    return _support.joined_output("kgated::gelu_tanh_and_mul_backward", grad, gate, up)
+
+
+def _gelu_tanh_and_mul_backward_setup_context(ctx, inputs, output):
+    pass  # backward only raises: nothing to keep
+
+
+def _gelu_tanh_and_mul_backward_backward(ctx, *grads):
+    raise RuntimeError(
+        "kgated::gelu_tanh_and_mul_backward is not differentiable: it is the backward kernel of kgated::gelu_tanh_and_mul"
+    )
+
+
+torch.library.register_autograd(
+    "kgated::gelu_tanh_and_mul_backward",
+    _gelu_tanh_and_mul_backward_backward,
+    setup_context=_gelu_tanh_and_mul_backward_setup_context,
+)
+
+
+# torch.compile traces kgated::gelu_tanh_and_mul_backward as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference(
+    "kgated::gelu_tanh_and_mul_backward", reference.gelu_tanh_and_mul_backward
+)
+
+
+# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.
+_gelu_tanh_and_mul_backward_kernels = {
+    "cpu": gelu_tanh_and_mul_backward_kernels.gelu_tanh_and_mul_backward_python,
+    "cuda": gelu_tanh_and_mul_backward_kernels.gelu_tanh_and_mul_backward_triton,
+}
+
+
+# DTensor shards kgated::gelu_tanh_and_mul_backward as its inputs, never splitting a
+# row.
+_support.shard_as_inputs(
+    torch.ops.kgated.gelu_tanh_and_mul_backward.default,
+    tensors=(0, 1),
+    outputs=1,
+    rows=True,
+)
 
 
 # kgated::fatrelu_and_mul --------------------------------------------------------------

@@ -80,6 +80,15 @@ def split_halves(op: str, tensor: Tensor) -> tuple[Tensor, Tensor]:
     return tensor.narrow(-1, 0, half), tensor.narrow(-1, half, half)
 
 
+def joined_output(op: str, *tensors: Tensor) -> Tensor:
+    """The gradient of a `split` op's argument: its halves' broadcast shape, twice as wide (contiguous).
+
+    The backward kernel writes the two halves of its last dimension in place, so no cat is needed.
+    """
+    shape = pointwise_shape(op, *tensors)
+    return tensors[0].new_empty((*shape[:-1], 2 * shape[-1]))
+
+
 def check_written(op: str, written: dict[str, Tensor], *tensors: Tensor) -> None:
     """A mutating op's arguments: one dtype and device, written ones already of the result's shape."""
     shape = pointwise_shape(op, *tensors)

@@ -10,7 +10,9 @@ from torch import Tensor
 from . import _registration, _support
 
 _silu_and_mul = torch.ops.kgated.silu_and_mul.default
+_silu_and_mul_backward = torch.ops.kgated.silu_and_mul_backward.default
 _gelu_tanh_and_mul = torch.ops.kgated.gelu_tanh_and_mul.default
+_gelu_tanh_and_mul_backward = torch.ops.kgated.gelu_tanh_and_mul_backward.default
 _fatrelu_and_mul = torch.ops.kgated.fatrelu_and_mul.default
 _silu_and_mul_out = torch.ops.kgated.silu_and_mul_out.default
 
@@ -26,6 +28,17 @@ def silu_and_mul(x: Tensor) -> Tensor:
     return kernel(x)
 
 
+def silu_and_mul_backward(grad: Tensor, x: Tensor) -> Tensor:
+    """The gradient of x for kgated::silu_and_mul: both halves in one pass."""
+    kernel = _support.eager_kernel(
+        _registration._silu_and_mul_backward_kernels, grad, x
+    )
+    # Anything unusual goes to the operator, as does grad (the op has no backward: it raises).
+    if kernel is None or _support.grad_wanted(grad, x):
+        return _silu_and_mul_backward(grad, x)
+    return kernel(grad, x)
+
+
 def gelu_tanh_and_mul(x: Tensor) -> Tensor:
     """gelu(gate, approximate='tanh') * up, where gate and up are the halves of x's last dimension."""
     kernel = _support.eager_kernel(_registration._gelu_tanh_and_mul_kernels, x)
@@ -35,6 +48,17 @@ def gelu_tanh_and_mul(x: Tensor) -> Tensor:
     if _support.grad_wanted(x):
         return _registration._GeluTanhAndMulFunction.apply(x)
     return kernel(x)
+
+
+def gelu_tanh_and_mul_backward(grad: Tensor, x: Tensor) -> Tensor:
+    """The gradient of x for kgated::gelu_tanh_and_mul: both halves in one pass."""
+    kernel = _support.eager_kernel(
+        _registration._gelu_tanh_and_mul_backward_kernels, grad, x
+    )
+    # Anything unusual goes to the operator, as does grad (the op has no backward: it raises).
+    if kernel is None or _support.grad_wanted(grad, x):
+        return _gelu_tanh_and_mul_backward(grad, x)
+    return kernel(grad, x)
 
 
 def fatrelu_and_mul(x: Tensor, threshold: float = 0.0) -> Tensor:

@@ -17,12 +17,65 @@ def silu_and_mul(x: Tensor) -> Tensor:
     return (torch.nn.functional.silu(gate) * up).to(dtype)
 
 
+def silu_and_mul_backward(grad: Tensor, x: Tensor) -> Tensor:
+    """kgated::silu_and_mul_backward in plain PyTorch, computed in float32 at least."""
+    dtype = grad.dtype
+    gate, up = split_halves("kgated::silu_and_mul_backward", x)
+    grad, gate, up = upcast(grad, gate, up)
+    return torch.cat(
+        torch.broadcast_tensors(
+            (
+                grad * up * torch.sigmoid(gate) * (1 + gate * (1 - torch.sigmoid(gate)))
+            ).to(dtype),
+            (grad * torch.nn.functional.silu(gate)).to(dtype),
+        ),
+        -1,
+    )
+
+
 def gelu_tanh_and_mul(x: Tensor) -> Tensor:
     """kgated::gelu_tanh_and_mul in plain PyTorch, computed in float32 at least."""
     dtype = x.dtype
     gate, up = split_halves("kgated::gelu_tanh_and_mul", x)
     gate, up = upcast(gate, up)
     return (torch.nn.functional.gelu(gate, approximate="tanh") * up).to(dtype)
+
+
+def gelu_tanh_and_mul_backward(grad: Tensor, x: Tensor) -> Tensor:
+    """kgated::gelu_tanh_and_mul_backward in plain PyTorch, computed in float32 at least."""
+    dtype = grad.dtype
+    gate, up = split_halves("kgated::gelu_tanh_and_mul_backward", x)
+    grad, gate, up = upcast(grad, gate, up)
+    return torch.cat(
+        torch.broadcast_tensors(
+            (
+                grad
+                * up
+                * torch.sigmoid(
+                    1.5957691216057308 * (gate + 0.044715 * gate * gate * gate)
+                )
+                * (
+                    1
+                    + gate
+                    * (
+                        1
+                        - torch.sigmoid(
+                            1.5957691216057308 * (gate + 0.044715 * gate * gate * gate)
+                        )
+                    )
+                    * (1.5957691216057308 + 0.21406444881780073 * gate * gate)
+                )
+            ).to(dtype),
+            (
+                grad
+                * gate
+                * torch.sigmoid(
+                    1.5957691216057308 * (gate + 0.044715 * gate * gate * gate)
+                )
+            ).to(dtype),
+        ),
+        -1,
+    )
 
 
 def fatrelu_and_mul(x: Tensor, threshold: float = 0.0) -> Tensor:

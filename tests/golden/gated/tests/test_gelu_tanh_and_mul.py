@@ -4,6 +4,7 @@
 import torch
 from _contract import (
     Autocasts,
+    BackwardKernel,
     Batched,
     Contract,
     Differentiable,
@@ -36,6 +37,7 @@ GELU_TANH_AND_MUL = OpData(
     gradgradcheck=True,
     backward_sample="normal",
     saved_tensors={(0,): 1},
+    backward_kernel=torch.ops.kgated.gelu_tanh_and_mul_backward.default,
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
     autocast="promote",
@@ -44,6 +46,7 @@ GELU_TANH_AND_MUL = OpData(
 
 class TestGeluTanhAndMul(
     Differentiable,
+    BackwardKernel,
     OnCuda,
     Tagged,
     TracedAsReference,

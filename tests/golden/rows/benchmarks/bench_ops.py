@@ -25,8 +25,10 @@ from krows.kernels import bias_leaky as bias_leaky_kernels
 from krows.kernels import bias_leaky_backward as bias_leaky_backward_kernels
 from krows.kernels import rowdot as rowdot_kernels
 from krows.kernels import rowmax as rowmax_kernels
+from krows.kernels import rowmax_backward as rowmax_backward_kernels
 from krows.kernels import rowsum as rowsum_kernels
 from krows.kernels import scale_shift as scale_shift_kernels
+from krows.kernels import scale_shift_backward as scale_shift_backward_kernels
 from krows.kernels import weighted_rowsum as weighted_rowsum_kernels
 
 
@@ -120,6 +122,10 @@ def variants_of(op: str, device: str) -> dict:
             "cpu": rowmax_kernels.rowmax_triton,
             "cuda": rowmax_kernels.rowmax_triton,
         },
+        "rowmax_backward": {
+            "cpu": rowmax_backward_kernels.rowmax_backward_triton,
+            "cuda": rowmax_backward_kernels.rowmax_backward_triton,
+        },
         "rowdot": {
             "cpu": rowdot_kernels.rowdot_python,
             "cuda": rowdot_kernels.rowdot_triton,
@@ -135,6 +141,10 @@ def variants_of(op: str, device: str) -> dict:
         "scale_shift": {
             "cpu": scale_shift_kernels.scale_shift_triton,
             "cuda": scale_shift_kernels.scale_shift_triton,
+        },
+        "scale_shift_backward": {
+            "cpu": scale_shift_backward_kernels.scale_shift_backward_triton,
+            "cuda": scale_shift_backward_kernels.scale_shift_backward_triton,
         },
         "weighted_rowsum": {
             "cpu": weighted_rowsum_kernels.weighted_rowsum_triton,
@@ -196,19 +206,23 @@ def main() -> None:
 OPS = {
     "rowsum": ("cpu", "cuda"),
     "rowmax": ("cpu", "cuda"),
+    "rowmax_backward": ("cpu", "cuda"),
     "rowdot": ("cpu", "cuda"),
     "bias_leaky": ("cpu", "cuda"),
     "bias_leaky_backward": ("cpu", "cuda"),
     "scale_shift": ("cpu", "cuda"),
+    "scale_shift_backward": ("cpu", "cuda"),
     "weighted_rowsum": ("cpu", "cuda"),
 }
 KEYWORD_ONLY = {
     "rowsum": (),
     "rowmax": (),
+    "rowmax_backward": (),
     "rowdot": (),
     "bias_leaky": ("alpha", "negate"),
     "bias_leaky_backward": (),
     "scale_shift": (),
+    "scale_shift_backward": (),
     "weighted_rowsum": (),
 }
 
@@ -222,10 +236,16 @@ def make_args(op: str, numel: int, device: str) -> tuple:
     return {
         "rowsum": lambda: (make(),),
         "rowmax": lambda: (make(),),
+        "rowmax_backward": lambda: (
+            make()[:, 0].contiguous(),
+            make(),
+            make()[:, 0].contiguous(),
+        ),
         "rowdot": lambda: (make(), make(), 1.25),
         "bias_leaky": lambda: (make(), make(), 1.25, True),
         "bias_leaky_backward": lambda: (make(), make(), make(), 1.25, True),
         "scale_shift": lambda: (make(), make(), make()),
+        "scale_shift_backward": lambda: (make(), make(), make()),
         "weighted_rowsum": lambda: (make(), make()),
     }[op]()
 

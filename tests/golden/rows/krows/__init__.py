@@ -10,8 +10,10 @@ from .ops import (
     bias_leaky_backward,
     rowdot,
     rowmax,
+    rowmax_backward,
     rowsum,
     scale_shift,
+    scale_shift_backward,
     weighted_rowsum,
 )
 
@@ -20,7 +22,9 @@ __all__ = [
     "bias_leaky_backward",
     "rowdot",
     "rowmax",
+    "rowmax_backward",
     "rowsum",
     "scale_shift",
+    "scale_shift_backward",
     "weighted_rowsum",
 ]

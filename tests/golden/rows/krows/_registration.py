@@ -10,8 +10,10 @@ from .kernels import bias_leaky as bias_leaky_kernels
 from .kernels import bias_leaky_backward as bias_leaky_backward_kernels
 from .kernels import rowdot as rowdot_kernels
 from .kernels import rowmax as rowmax_kernels
+from .kernels import rowmax_backward as rowmax_backward_kernels
 from .kernels import rowsum as rowsum_kernels
 from .kernels import scale_shift as scale_shift_kernels
+from .kernels import scale_shift_backward as scale_shift_backward_kernels
 from .kernels import weighted_rowsum as weighted_rowsum_kernels
 
 # A fragment of the namespace: the `library` route defines its ops on it.
@@ -127,19 +129,27 @@ def _rowmax_setup_context(ctx, inputs, output):
     )
 
 
-def _rowmax_backward(ctx, grad):
+def _rowmax_backward_(ctx, grad):
     x, result = ctx.saved_tensors
+    if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel
+        return (
+            torch.where(x == result.unsqueeze(-1), grad.unsqueeze(-1), 0.0).sum_to_size(
+                ctx.x_shape
+            )
+            if ctx.needs_input_grad[0]
+            else None,
+        )
     grad_x = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = (grad.unsqueeze(-1) * (x == result.unsqueeze(-1))).sum_to_size(
+        grad_x = torch.ops.krows.rowmax_backward.default(grad, x, result).sum_to_size(
             ctx.x_shape
         )
     return (grad_x,)
 
 
 torch.library.register_autograd(
-    "krows::rowmax", _rowmax_backward, setup_context=_rowmax_setup_context
+    "krows::rowmax", _rowmax_backward_, setup_context=_rowmax_setup_context
 )
 
 
@@ -166,7 +176,7 @@ class _RowmaxFunction(torch.autograd.Function):
         _rowmax_setup_context(ctx, (x,), output)
         return output
 
-    backward = staticmethod(_rowmax_backward)
+    backward = staticmethod(_rowmax_backward_)
 
 
 @torch.library.register_vmap("krows::rowmax")
@@ -184,6 +194,60 @@ _support.shard_as_inputs(
 
 # Under torch.autocast: its floating inputs in float32, as autocast runs sums and norms, then the op.
 _support.register_autocast("krows::rowmax", "fp32")
+
+
+# krows::rowmax_backward ---------------------------------------------------------------
+
+_rowmax_backward = torch.library.custom_op(
+    "krows::rowmax_backward",
+    rowmax_backward_kernels.rowmax_backward_triton,
+    mutates_args=(),
+    device_types=("cpu", "cuda"),
+    schema="(Tensor grad, Tensor x, Tensor result) -> Tensor",
+    tags=(torch.Tag.pt2_compliant_tag,),
+)
+
+
+@torch.library.register_fake("krows::rowmax_backward")
+def _rowmax_backward_fake(grad, x, result):
+    grad, result = grad.unsqueeze(-1), result.unsqueeze(-1)
+    # Only metadata: the same output the launcher allocates, never reading data.
+    return _support.pointwise_output("krows::rowmax_backward", grad, x, result)
+
+
+def _rowmax_backward_setup_context(ctx, inputs, output):
+    pass  # backward only raises: nothing to keep
+
+
+def _rowmax_backward_backward(ctx, *grads):
+    raise RuntimeError(
+        "krows::rowmax_backward is not differentiable: it is the backward kernel of krows::rowmax"
+    )
+
+
+torch.library.register_autograd(
+    "krows::rowmax_backward",
+    _rowmax_backward_backward,
+    setup_context=_rowmax_backward_setup_context,
+)
+
+
+# torch.compile traces krows::rowmax_backward as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference("krows::rowmax_backward", reference.rowmax_backward)
+
+
+# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.
+_rowmax_backward_kernels = {
+    "cpu": rowmax_backward_kernels.rowmax_backward_triton,
+    "cuda": rowmax_backward_kernels.rowmax_backward_triton,
+}
+
+
+# DTensor shards krows::rowmax_backward as its inputs.
+_support.shard_as_inputs(
+    torch.ops.krows.rowmax_backward.default, tensors=(0, 1, 2), outputs=1
+)
 
 
 # krows::rowdot ------------------------------------------------------------------------
@@ -447,23 +511,32 @@ def _scale_shift_setup_context(ctx, inputs, output):
     ctx.shift_shape = None if shift is None else shift.shape
     # Save only what the formulas read, and only when a gradient that reads it is wanted.
     ctx.save_for_backward(
-        x if needs_input_grad[1] else None,
-        scale if needs_input_grad[0] else None,
+        x if needs_input_grad[0] or needs_input_grad[1] else None,
+        scale if needs_input_grad[0] or needs_input_grad[1] else None,
     )
 
 
-def _scale_shift_backward(ctx, grad):
+def _scale_shift_backward_(ctx, grad):
     x, scale = ctx.saved_tensors
     # The dispatcher drops trailing arguments left at their defaults (None): they want no gradient.
     needs_input_grad = ctx.needs_input_grad + (False,) * (3 - len(ctx.needs_input_grad))
+    if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel
+        return (
+            (grad * scale).sum_to_size(ctx.x_shape) if needs_input_grad[0] else None,
+            (grad * x).sum_to_size(ctx.scale_shape) if needs_input_grad[1] else None,
+            grad.sum_to_size(ctx.shift_shape) if needs_input_grad[2] else None,
+        )
     grad_x = None
     grad_scale = None
     grad_shift = None
+    # One scale_shift_backward call serves the gradients of x and scale: it runs once, if one is wanted.
+    if needs_input_grad[0] or needs_input_grad[1]:
+        scale_shift_grads = torch.ops.krows.scale_shift_backward.default(grad, x, scale)
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if needs_input_grad[0]:
-        grad_x = (grad * scale).sum_to_size(ctx.x_shape)
+        grad_x = scale_shift_grads[0].sum_to_size(ctx.x_shape)
     if needs_input_grad[1]:
-        grad_scale = (grad * x).sum_to_size(ctx.scale_shape)
+        grad_scale = scale_shift_grads[1].sum_to_size(ctx.scale_shape)
     if needs_input_grad[2]:
         grad_shift = grad.sum_to_size(ctx.shift_shape)
     return grad_x, grad_scale, grad_shift
@@ -471,7 +544,7 @@ def _scale_shift_backward(ctx, grad):
 
 torch.library.register_autograd(
     "krows::scale_shift",
-    _scale_shift_backward,
+    _scale_shift_backward_,
     setup_context=_scale_shift_setup_context,
 )
 
@@ -499,7 +572,7 @@ class _ScaleShiftFunction(torch.autograd.Function):
         _scale_shift_setup_context(ctx, (x, scale, shift), output)
         return output
 
-    backward = staticmethod(_scale_shift_backward)
+    backward = staticmethod(_scale_shift_backward_)
 
 
 @torch.library.register_vmap("krows::scale_shift")
@@ -517,6 +590,69 @@ _support.shard_as_inputs(
 
 # Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
 _support.register_autocast("krows::scale_shift", "promote")
+
+
+# krows::scale_shift_backward ----------------------------------------------------------
+
+_lib.define(
+    "scale_shift_backward(Tensor grad, Tensor x, Tensor scale) -> (Tensor, Tensor)",
+    tags=(torch.Tag.pt2_compliant_tag,),
+)
+_lib.impl(
+    "scale_shift_backward",
+    scale_shift_backward_kernels.scale_shift_backward_triton,
+    "CPU",
+)
+_lib.impl(
+    "scale_shift_backward",
+    scale_shift_backward_kernels.scale_shift_backward_triton,
+    "CUDA",
+)
+
+
+@torch.library.register_fake("krows::scale_shift_backward")
+def _scale_shift_backward_fake(grad, x, scale):
+    # Only metadata: the same outputs the launcher allocates, never reading data.
+    out0 = _support.pointwise_output("krows::scale_shift_backward", grad, x, scale)
+    out1 = _support.pointwise_output("krows::scale_shift_backward", grad, x, scale)
+    return out0, out1
+
+
+def _scale_shift_backward_setup_context(ctx, inputs, output):
+    pass  # backward only raises: nothing to keep
+
+
+def _scale_shift_backward_backward(ctx, *grads):
+    raise RuntimeError(
+        "krows::scale_shift_backward is not differentiable: it is the backward kernel of krows::scale_shift"
+    )
+
+
+torch.library.register_autograd(
+    "krows::scale_shift_backward",
+    _scale_shift_backward_backward,
+    setup_context=_scale_shift_backward_setup_context,
+)
+
+
+# torch.compile traces krows::scale_shift_backward as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference(
+    "krows::scale_shift_backward", reference.scale_shift_backward
+)
+
+
+# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.
+_scale_shift_backward_kernels = {
+    "cpu": scale_shift_backward_kernels.scale_shift_backward_triton,
+    "cuda": scale_shift_backward_kernels.scale_shift_backward_triton,
+}
+
+
+# DTensor shards krows::scale_shift_backward as its inputs.
+_support.shard_as_inputs(
+    torch.ops.krows.scale_shift_backward.default, tensors=(0, 1, 2), outputs=2
+)
 
 
 # krows::weighted_rowsum ---------------------------------------------------------------

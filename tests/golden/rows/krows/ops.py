@@ -11,10 +11,12 @@ from . import _registration, _support
 
 _rowsum = torch.ops.krows.rowsum.default
 _rowmax = torch.ops.krows.rowmax.default
+_rowmax_backward = torch.ops.krows.rowmax_backward.default
 _rowdot = torch.ops.krows.rowdot.default
 _bias_leaky = torch.ops.krows.bias_leaky.default
 _bias_leaky_backward = torch.ops.krows.bias_leaky_backward.default
 _scale_shift = torch.ops.krows.scale_shift.default
+_scale_shift_backward = torch.ops.krows.scale_shift_backward.default
 _weighted_rowsum = torch.ops.krows.weighted_rowsum.default
 
 
@@ -38,6 +40,17 @@ def rowmax(x: Tensor) -> Tensor:
     if _support.grad_wanted(x):
         return _registration._RowmaxFunction.apply(x)
     return kernel(x)
+
+
+def rowmax_backward(grad: Tensor, x: Tensor, result: Tensor) -> Tensor:
+    """The gradients of x for krows::rowmax, in one pass."""
+    kernel = _support.eager_kernel(
+        _registration._rowmax_backward_kernels, grad, x, result
+    )
+    # Anything unusual goes to the operator, as does grad (the op has no backward: it raises).
+    if kernel is None or _support.grad_wanted(grad, x, result):
+        return _rowmax_backward(grad, x, result)
+    return kernel(grad, x, result)
 
 
 def rowdot(a: Tensor, b: Tensor, scale: float = 1.0) -> Tensor:
@@ -80,6 +93,19 @@ def scale_shift(x: Tensor, scale: Tensor, shift: Tensor | None = None) -> Tensor
     if _support.grad_wanted(x, scale, shift):
         return _registration._ScaleShiftFunction.apply(x, scale, shift)
     return kernel(x, scale, shift)
+
+
+def scale_shift_backward(
+    grad: Tensor, x: Tensor, scale: Tensor
+) -> tuple[Tensor, Tensor]:
+    """The gradients of x, scale for krows::scale_shift, in one pass."""
+    kernel = _support.eager_kernel(
+        _registration._scale_shift_backward_kernels, grad, x, scale
+    )
+    # Anything unusual goes to the operator, as does grad (the op has no backward: it raises).
+    if kernel is None or _support.grad_wanted(grad, x, scale):
+        return _scale_shift_backward(grad, x, scale)
+    return kernel(grad, x, scale)
 
 
 def weighted_rowsum(x: Tensor, weight: Tensor | None = None) -> Tensor:

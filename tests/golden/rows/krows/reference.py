@@ -23,6 +23,14 @@ def rowmax(x: Tensor) -> Tensor:
     return row_max(x).to(dtype)
 
 
+def rowmax_backward(grad: Tensor, x: Tensor, result: Tensor) -> Tensor:
+    """krows::rowmax_backward in plain PyTorch, computed in float32 at least."""
+    dtype = grad.dtype
+    grad, result = grad.unsqueeze(-1), result.unsqueeze(-1)
+    grad, x, result = upcast(grad, x, result)
+    return torch.where(x == result, grad, 0.0).to(dtype)
+
+
 def rowdot(a: Tensor, b: Tensor, scale: float = 1.0) -> Tensor:
     """krows::rowdot in plain PyTorch, computed in float32 at least."""
     dtype = a.dtype
@@ -59,6 +67,18 @@ def scale_shift(x: Tensor, scale: Tensor, shift: Tensor | None = None) -> Tensor
     dtype = x.dtype
     x, scale, shift = upcast(x, scale, shift)
     return (x * scale + (shift if shift is not None else 0.0)).to(dtype)
+
+
+def scale_shift_backward(
+    grad: Tensor, x: Tensor, scale: Tensor
+) -> tuple[Tensor, Tensor]:
+    """krows::scale_shift_backward in plain PyTorch, computed in float32 at least."""
+    dtype = grad.dtype
+    grad, x, scale = upcast(grad, x, scale)
+    return (
+        (grad * scale).to(dtype),
+        (grad * x).to(dtype),
+    )
 
 
 def weighted_rowsum(x: Tensor, weight: Tensor | None = None) -> Tensor:

@@ -4,6 +4,7 @@
 import torch
 from _contract import (
     Autocasts,
+    BackwardKernel,
     Batched,
     Contract,
     Differentiable,
@@ -36,6 +37,7 @@ ROWMAX = OpData(
     gradgradcheck=True,
     backward_sample="normal",
     saved_tensors={(0,): 2},
+    backward_kernel=torch.ops.krows.rowmax_backward.default,
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
     autocast="fp32",
@@ -44,6 +46,7 @@ ROWMAX = OpData(
 
 class TestRowmax(
     Differentiable,
+    BackwardKernel,
     OnCuda,
     Tagged,
     TracedAsReference,

@@ -4,6 +4,7 @@
 import torch
 from _contract import (
     Autocasts,
+    BackwardKernel,
     Batched,
     Contract,
     Differentiable,
@@ -41,14 +42,15 @@ SCALE_SHIFT = OpData(
     gradgradcheck=True,
     backward_sample="broadcast",
     saved_tensors={
-        (0,): 1,
-        (1,): 1,
+        (0,): 2,
+        (1,): 2,
         (2,): 0,
         (0, 1): 2,
-        (0, 2): 1,
-        (1, 2): 1,
+        (0, 2): 2,
+        (1, 2): 2,
         (0, 1, 2): 2,
     },
+    backward_kernel=torch.ops.krows.scale_shift_backward.default,
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
     autocast="promote",
@@ -57,6 +59,7 @@ SCALE_SHIFT = OpData(
 
 class TestScaleShift(
     Differentiable,
+    BackwardKernel,
     OnCuda,
     Tagged,
     TracedAsReference,
