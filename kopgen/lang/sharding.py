@@ -9,16 +9,13 @@ importing it with the package would add half to the package's import time, torch
 here: torch.distributed.tensor 2.1-2.6 s, the muladd package with torch 5.2-5.7 s).
 
 Left without a rule (DTensor then refuses the op): mutating ops (a DTensor written in place keeps its placement,
-which the rule would have to follow), custom kernels (kopgen does not know their shapes) and a row reduction's
-backward kernel (its grad and result hold a value per row: they shard with the rows, which broadcasting at the
-right does not say).
+which the rule would have to follow) and custom kernels (kopgen does not know their shapes).
 """
 
 from __future__ import annotations
 
 import textwrap
 
-from ..backward_kernel import RowGradient
 from ..model import Device, Op, PointwiseCompute, RowNormalization, RowReduction
 from ..split import GatedSplit
 from .layout import literal, statement
@@ -30,11 +27,7 @@ _ROW_KINDS = (GatedSplit, RowReduction, RowNormalization)
 def shards(op: Op) -> bool:
     """Whether the op gets a sharding rule: a functional pointwise op, row reduction or row normalisation
     (backward kernels included: they are pointwise, and a DTensor's backward calls them)."""
-    return (
-        isinstance(op.body, (PointwiseCompute, *_ROW_KINDS))
-        and not isinstance(op.body, RowGradient)
-        and not op.is_mutating
-    )
+    return isinstance(op.body, (PointwiseCompute, *_ROW_KINDS)) and not op.is_mutating
 
 
 def tested(op: Op) -> bool:

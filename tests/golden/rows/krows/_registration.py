@@ -244,6 +244,12 @@ _rowmax_backward_kernels = {
 }
 
 
+# DTensor shards krows::rowmax_backward as its inputs.
+_support.shard_as_inputs(
+    torch.ops.krows.rowmax_backward.default, tensors=(0, 1, 2), outputs=1
+)
+
+
 # krows::rowdot ------------------------------------------------------------------------
 
 _lib.define(
