@@ -25,9 +25,11 @@ def ops_of(example: str) -> dict:
     ("example", "sharded", "not_sharded"),
     [
         ("muladd", {"muladd", "muladd_backward"}, set()),
-        ("rows", {"rowsum", "rowmax", "rowdot", "bias_leaky", "bias_leaky_backward", "scale_shift", "weighted_rowsum"}, set()),
+        ("rows", {"rowsum", "rowmax", "rowmax_backward", "rowdot", "bias_leaky", "bias_leaky_backward", "scale_shift",
+                  "scale_shift_backward", "weighted_rowsum"}, set()),
         ("norms", {"rms_norm", "layer_norm", "softmax", "log_softmax"}, {"fused_add_rms_norm"}),
-        ("gated", {"silu_and_mul", "gelu_tanh_and_mul", "fatrelu_and_mul"}, {"silu_and_mul_out"}),
+        ("gated", {"silu_and_mul", "silu_and_mul_backward", "gelu_tanh_and_mul", "gelu_tanh_and_mul_backward",
+                   "fatrelu_and_mul"}, {"silu_and_mul_out"}),
         ("fused", {"muladd", "muladd_backward", "mul", "square"}, {"muladd_out", "scale_"}),
         ("custom", set(), {"pairsum"}),
     ],
@@ -82,28 +84,31 @@ R, S0, S1 = "R", "S(0)", "S(1)"
 
 
 @pytest.mark.parametrize(
-    ("what", "tensors", "outputs", "rows", "args", "expected"),
+    ("what", "tensors", "outputs", "rows", "args", "expected", "per_row"),
     [
         # Pointwise: each output dimension, every input that holds it sharded along it.
         ("same shapes", (0, 1), 1, False, (Like(8, 6), Like(8, 6), 1.25),
-         [([R], [R, R, None]), ([S0], [S0, S0, None]), ([S1], [S1, S1, None])]),
+         [([R], [R, R, None]), ([S0], [S0, S0, None]), ([S1], [S1, S1, None])], ()),
         # An input of fewer dimensions is aligned at the right; a size-1 dimension broadcasts: replicated.
-        ("broadcast", (0, 1), 1, False, (Like(8, 6), Like(6)), [([R], [R, R]), ([S0], [S0, R]), ([S1], [S1, S0])]),
-        ("size 1", (0, 1), 1, False, (Like(1, 6), Like(8, 1)), [([R], [R, R]), ([S0], [R, S0]), ([S1], [S1, R])]),
-        ("two outputs", (0,), 2, False, (Like(4, 5),), [([R, R], [R]), ([S0, S0], [S0]), ([S1, S1], [S1])]),
+        ("broadcast", (0, 1), 1, False, (Like(8, 6), Like(6)), [([R], [R, R]), ([S0], [S0, R]), ([S1], [S1, S0])], ()),
+        ("size 1", (0, 1), 1, False, (Like(1, 6), Like(8, 1)), [([R], [R, R]), ([S0], [R, S0]), ([S1], [S1, R])], ()),
+        ("two outputs", (0,), 2, False, (Like(4, 5),), [([R, R], [R]), ([S0, S0], [S0]), ([S1, S1], [S1])], ()),
         # A 0-d input: one strategy, all replicated.
-        ("0-d", (0,), 1, False, (Like(),), [([R], [R])]),
+        ("0-d", (0,), 1, False, (Like(),), [([R], [R])], ()),
         # Row ops: never along the last dimension (rowdot's a and b; rms_norm's x and its weight of the rows' width).
-        ("reduce", (0, 1), 1, True, (Like(8, 6), Like(6), 1.0), [([R], [R, R, None]), ([S0], [S0, R, None])]),
+        ("reduce", (0, 1), 1, True, (Like(8, 6), Like(6), 1.0), [([R], [R, R, None]), ([S0], [S0, R, None])], ()),
         ("normalize", (0, 1, 2), 1, True, (Like(2, 4, 16), Like(16), None, 1e-5),
-         [([R], [R, R, None, None]), ([S0], [S0, R, None, None]), ([S1], [S1, R, None, None])]),
+         [([R], [R, R, None, None]), ([S0], [S0, R, None, None]), ([S1], [S1, R, None, None])], ()),
         # A split op's halves share x's last dimension: the same as a row op.
-        ("split", (0,), 1, True, (Like(8, 12),), [([R], [R]), ([S0], [S0])]),
+        ("split", (0,), 1, True, (Like(8, 12),), [([R], [R]), ([S0], [S0])], ()),
+        # A row reduction's backward kernel (grad, x, result): grad and result hold a value per row.
+        ("row gradient", (0, 1, 2), 1, True, (Like(2, 4), Like(2, 4, 16), Like(2, 4)),
+         [([R], [R, R, R]), ([S0], [S0, S0, S0]), ([S1], [S1, S1, S1])], (0, 2)),
     ],
 )
-def test_the_strategies_are_what_the_kind_implies(what, tensors, outputs, rows, args, expected):
+def test_the_strategies_are_what_the_kind_implies(what, tensors, outputs, rows, args, expected, per_row):
     shardings = support_helpers()["shardings"]
-    strategies = shardings(tensors, outputs, rows, args)
+    strategies = shardings(tensors, outputs, rows, args, per_row)
     assert [([short(p) for p in out], [short(p) for p in ins]) for out, ins in strategies] == expected, what
 
 

@@ -546,15 +546,17 @@ def shard_as_inputs(
     tensors: tuple[int, ...],
     outputs: int,
     rows: bool = False,
+    per_row: tuple[int, ...] = (),
 ) -> None:
     """Gives DTensor the sharding rule of `op`, whose Tensor arguments are at `tensors` and whose
-    `outputs` have their broadcast shape (rows: with the last dimension their own), once
+    `outputs` have their broadcast shape (rows: with the last dimension their own; the Tensors at
+    `per_row` hold a value per row, so all their dimensions are the rows'), once
     torch.distributed.tensor is imported: its import takes seconds, which a package not used on
     DTensors does not pay."""
 
     def rule(*args, **kwargs):
         # Keyword-only arguments are never Tensors: a None (no placement) for each.
-        return shardings(tensors, outputs, rows, (*args, *[None] * len(kwargs)))
+        return shardings(tensors, outputs, rows, (*args, *[None] * len(kwargs)), per_row)
 
     SHARDING_RULES[op] = rule
     if "torch.distributed.tensor" in sys.modules:
@@ -571,7 +573,7 @@ def register_sharding_rules(rules: dict) -> None:
 
 
 def shardings(
-    tensors: tuple[int, ...], outputs: int, rows: bool, args: tuple
+    tensors: tuple[int, ...], outputs: int, rows: bool, args: tuple, per_row: tuple[int, ...] = ()
 ) -> list[tuple[list, list]]:
     """register_sharding's strategies, (output placements, input placements), for a call on `args`
     (DTensor passes a spec with the shape of each Tensor; the Tensors themselves do too): all
@@ -581,8 +583,10 @@ def shardings(
     from torch.distributed.tensor import Replicate, Shard  # DTensor calls it: imported
 
     given = [arg if i in tensors else None for i, arg in enumerate(args)]
-    # Each Tensor's sizes that may be sharded: a row op's all but the last.
-    sizes = [() if t is None else tuple(t.shape)[: t.ndim - rows] for t in given]
+    # Each Tensor's sizes that may be sharded: a row op's all but the last (all of a value per row).
+    sizes = [
+        () if t is None else tuple(t.shape)[: t.ndim - (rows and i not in per_row)] for i, t in enumerate(given)
+    ]
     shape = torch.broadcast_shapes(*sizes)
     replicated = [None if t is None else Replicate() for t in given]
     strategies = [([Replicate()] * outputs, replicated)]

@@ -244,9 +244,13 @@ _rowmax_backward_kernels = {
 }
 
 
-# DTensor shards krows::rowmax_backward as its inputs.
+# DTensor shards krows::rowmax_backward as its inputs, never splitting a row.
 _support.shard_as_inputs(
-    torch.ops.krows.rowmax_backward.default, tensors=(0, 1, 2), outputs=1
+    torch.ops.krows.rowmax_backward.default,
+    tensors=(0, 1, 2),
+    outputs=1,
+    rows=True,
+    per_row=(0, 2),
 )
 
 
