@@ -12,6 +12,7 @@ from jinja2.sandbox import SandboxedEnvironment
 from . import __version__, names
 from .format import SPEC_SCHEMA
 from .lang import (
+    aoti,
     autograd,
     bench,
     cpp,
@@ -70,6 +71,7 @@ def render(file: OutputFile, package: Package) -> str:
         package=package,
         header=header(file.path, file.owner),
         schema_json=json.dumps(SPEC_SCHEMA, indent=2),
+        aoti=aoti,
         autograd=autograd,
         bench=bench,
         cpp=cpp,
