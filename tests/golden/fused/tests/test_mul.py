@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Batched,
     Contract,
     Differentiable,
     OnCuda,
@@ -36,5 +37,5 @@ MUL = OpData(
 )
 
 
-class TestMul(Differentiable, OnCuda, Tagged, TracedAsReference, Contract):
+class TestMul(Differentiable, OnCuda, Tagged, TracedAsReference, Batched, Contract):
     data = MUL

@@ -4,6 +4,7 @@
 import torch
 from _contract import (
     BackwardKernel,
+    Batched,
     Contract,
     Differentiable,
     OnCuda,
@@ -39,6 +40,6 @@ MULADD = OpData(
 
 
 class TestMuladd(
-    Differentiable, BackwardKernel, OnCuda, Tagged, TracedAsReference, Contract
+    Differentiable, BackwardKernel, OnCuda, Tagged, TracedAsReference, Batched, Contract
 ):
     data = MULADD

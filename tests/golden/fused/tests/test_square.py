@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Batched,
     Contract,
     Differentiable,
     OnCuda,
@@ -35,5 +36,5 @@ SQUARE = OpData(
 )
 
 
-class TestSquare(Differentiable, OnCuda, Tagged, TracedAsReference, Contract):
+class TestSquare(Differentiable, OnCuda, Tagged, TracedAsReference, Batched, Contract):
     data = SQUARE

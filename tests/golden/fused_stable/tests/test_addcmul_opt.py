@@ -2,7 +2,14 @@
 """The contract of kstable::addcmul_opt (tests/_contract.py), run on the op's data."""
 
 import torch
-from _contract import Contract, Differentiable, OnCuda, OpData, TracedAsReference
+from _contract import (
+    Batched,
+    Contract,
+    Differentiable,
+    OnCuda,
+    OpData,
+    TracedAsReference,
+)
 
 import kstable.reference
 
@@ -42,5 +49,5 @@ ADDCMUL_OPT = OpData(
 )
 
 
-class TestAddcmulOpt(Differentiable, OnCuda, TracedAsReference, Contract):
+class TestAddcmulOpt(Differentiable, OnCuda, TracedAsReference, Batched, Contract):
     data = ADDCMUL_OPT

@@ -2,7 +2,14 @@
 """The contract of kstable::mul (tests/_contract.py), run on the op's data."""
 
 import torch
-from _contract import Contract, Differentiable, OnCuda, OpData, TracedAsReference
+from _contract import (
+    Batched,
+    Contract,
+    Differentiable,
+    OnCuda,
+    OpData,
+    TracedAsReference,
+)
 
 import kstable.reference
 
@@ -28,5 +35,5 @@ MUL = OpData(
 )
 
 
-class TestMul(Differentiable, OnCuda, TracedAsReference, Contract):
+class TestMul(Differentiable, OnCuda, TracedAsReference, Batched, Contract):
     data = MUL

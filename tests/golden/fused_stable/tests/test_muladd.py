@@ -4,6 +4,7 @@
 import torch
 from _contract import (
     BackwardKernel,
+    Batched,
     Contract,
     Differentiable,
     OnCuda,
@@ -36,5 +37,7 @@ MULADD = OpData(
 )
 
 
-class TestMuladd(Differentiable, BackwardKernel, OnCuda, TracedAsReference, Contract):
+class TestMuladd(
+    Differentiable, BackwardKernel, OnCuda, TracedAsReference, Batched, Contract
+):
     data = MULADD

@@ -2,7 +2,14 @@
 """The contract of kstable::square (tests/_contract.py), run on the op's data."""
 
 import torch
-from _contract import Contract, Differentiable, OnCuda, OpData, TracedAsReference
+from _contract import (
+    Batched,
+    Contract,
+    Differentiable,
+    OnCuda,
+    OpData,
+    TracedAsReference,
+)
 
 import kstable.reference
 
@@ -27,5 +34,5 @@ SQUARE = OpData(
 )
 
 
-class TestSquare(Differentiable, OnCuda, TracedAsReference, Contract):
+class TestSquare(Differentiable, OnCuda, TracedAsReference, Batched, Contract):
     data = SQUARE

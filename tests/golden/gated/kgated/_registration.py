@@ -256,6 +256,13 @@ torch.library.register_autograd(
 _support.trace_as_reference("kgated::fatrelu_and_mul", reference.fatrelu_and_mul)
 
 
+@torch.library.register_vmap("kgated::fatrelu_and_mul")
+def _fatrelu_and_mul_vmap(info, in_dims, *args, **kwargs):
+    # One call for the batch: batch dimensions in front, the rest aligned at the right.
+    args = _support.batch_in_front(in_dims, args)
+    return torch.ops.kgated.fatrelu_and_mul.default(*args, **kwargs), 0
+
+
 # kgated::silu_and_mul_out -------------------------------------------------------------
 
 # Defined by the extension, with its C++ CPU kernel and CUDA kernel.

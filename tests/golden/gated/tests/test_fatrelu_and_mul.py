@@ -3,6 +3,7 @@
 
 import torch
 from _contract import (
+    Batched,
     Contract,
     Differentiable,
     OnCuda,
@@ -35,7 +36,7 @@ FATRELU_AND_MUL = OpData(
 
 
 class TestFatreluAndMul(
-    Differentiable, OnCuda, TracedAsReference, SplitInHalves, Contract
+    Differentiable, OnCuda, TracedAsReference, SplitInHalves, Batched, Contract
 ):
     split_input = 0  # x: its last dimension is split in halves
     # torch 2.11 crashes on an error raised in a stable ABI kernel
