@@ -3,8 +3,10 @@
 
 torch.export records each op as one node (test_export_round_trip); AOTInductor compiles such a
 program into a package (.pt2) of native code, which calls each op's kernel through the C shim's
-proxy executor. One program holds every op that export keeps as it is (not the ops that write
-their arguments): a compile costs tens of seconds, once per device.
+proxy executor, by name: where a .pt2 runs, import kcustom first, which registers the ops
+(and loads the extension that defines the compiled ones). One program holds every op that export
+keeps as it is (not the ops that write their arguments): a compile costs tens of seconds, once per
+device.
 """
 
 import pytest
