@@ -6,10 +6,10 @@ generated tests/test_aoti.py loads that package and compares what it gives with 
 One program holds every such op: an AOTInductor compile costs tens of seconds (a C++ build), so a suite
 makes one per device, not one per op or sample.
 
-Left out of the program: mutating ops (AOTInductor would run them on copies that export's functional
-form makes), custom kernels whose output size only the data decides (a new symbol that the program's
-static shapes cannot hold), and backward kernels (no test class of their own: BackwardKernel checks them
-with their op).
+An op that writes its arguments is in the program too: export records it functionally and AOTInductor
+writes the program's inputs in place, as the eager call does. Left out: custom kernels whose output size
+only the data decides (a new symbol that the program's static shapes cannot hold), and backward kernels
+(no test class of their own: BackwardKernel checks them with their op).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from . import python, tests
 
 def compiles(op: Op) -> bool:
     """Whether the op is in the package's AOTInductor program."""
-    return not op.is_mutating and not python.sized_by_data(op) and not op.backward_of
+    return not python.sized_by_data(op) and not op.backward_of
 
 
 def any_compiled(package: Package) -> bool:
