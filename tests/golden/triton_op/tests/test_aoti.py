@@ -73,7 +73,8 @@ def test_aoti_package_matches_eager(tmp_path, device):
             exported, package_path=str(tmp_path / "ops.pt2")
         )
     package = torch._inductor.aoti_load_package(path)
-    with Calls() as calls_made:  # on copies: an op that writes its arguments writes them in place
+    # On copies: an op that writes its arguments writes them in place.
+    with Calls() as calls_made:
         got = package(*(tensor.clone() for tensor in tensors))
     counts = {str(test.data.op): calls_made.seen.count(test.data.op) for test in tests}
     assert set(counts.values()) == {1}, counts
