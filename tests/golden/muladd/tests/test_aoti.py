@@ -65,11 +65,15 @@ def test_aoti_package_matches_eager(tmp_path, device):
             exported, package_path=str(tmp_path / "ops.pt2")
         )
     package = torch._inductor.aoti_load_package(path)
-    # On copies: an op that writes its arguments writes them in place.
+    # Copies: an op that writes its arguments writes them in place.
+    inputs = [tensor.clone() for tensor in tensors]
     with Calls() as calls_made:
-        got = package(*(tensor.clone() for tensor in tensors))
+        got = package(*inputs)
     counts = {str(test.data.op): calls_made.seen.count(test.data.op) for test in tests}
     assert set(counts.values()) == {1}, counts
-    for (test, args), outputs in zip(calls, got, strict=True):
-        want = test.run(test.data.op, test.copy_args(args))
-        assert_all_close(outputs, want, **test.data.tolerances)
+    eager = [(test, test.copy_args(args)) for test, args in calls]
+    for (test, args), outputs in zip(eager, got, strict=True):
+        assert_all_close(outputs, test.run(test.data.op, args), **test.data.tolerances)
+    # and the package wrote into its inputs what the eager calls wrote into theirs
+    written = [a for _, args in eager for a in args if isinstance(a, torch.Tensor)]
+    assert_all_close(inputs, written)
