@@ -18,6 +18,7 @@ import test_weighted_rowsum
 import torch
 from _contract import DEVICES, assert_all_close
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_unflatten
 
 # The test classes of the ops in the program: each op's samples, devices and tolerances.
 PROGRAM = (
@@ -42,6 +43,18 @@ class Calls(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+def tensors_of(args) -> list[torch.Tensor]:
+    """The Tensors of a sample's arguments, those in lists too, in order."""
+    return [leaf for leaf in tree_flatten(args)[0] if isinstance(leaf, torch.Tensor)]
+
+
+def with_tensors(args, given) -> list:
+    """A sample's arguments with each Tensor, those in lists too, taken in order from `given`."""
+    leaves, spec = tree_flatten(list(args))
+    leaves = [next(given) if isinstance(a, torch.Tensor) else a for a in leaves]
+    return tree_unflatten(leaves, spec)
+
+
 # torch.export's pytree code warns of its own deprecated LeafSpec check when AOTInductor pickles
 # the program's input and output specs (torch 2.13).
 @pytest.mark.filterwarnings(r"ignore:`isinstance\(treespec, LeafSpec\)`:FutureWarning")
@@ -53,7 +66,7 @@ def test_aoti_package_matches_eager(tmp_path, device):
     if not tests:
         pytest.skip(f"no op of the program runs on {device}")
     calls = [(test, test.normal_args(device)) for test in tests]
-    tensors = tuple(a for _, args in calls for a in args if isinstance(a, torch.Tensor))
+    tensors = tuple(tensor for _, args in calls for tensor in tensors_of(args))
 
     class Program(torch.nn.Module):
         """Each op on its sample, the sample's Tensors taken in order from the inputs."""
@@ -61,10 +74,7 @@ def test_aoti_package_matches_eager(tmp_path, device):
         def forward(self, *tensors):
             given = iter(tensors)
             return tuple(
-                test.run(
-                    test.data.op,
-                    [next(given) if isinstance(a, torch.Tensor) else a for a in args],
-                )
+                test.run(test.data.op, with_tensors(args, given))
                 for test, args in calls
             )
 
@@ -87,5 +97,5 @@ def test_aoti_package_matches_eager(tmp_path, device):
     for (test, args), outputs in zip(eager, got, strict=True):
         assert_all_close(outputs, test.run(test.data.op, args), **test.data.tolerances)
     # and the package wrote into its inputs what the eager calls wrote into theirs
-    written = [a for _, args in eager for a in args if isinstance(a, torch.Tensor)]
+    written = [tensor for _, args in eager for tensor in tensors_of(args)]
     assert_all_close(inputs, written)
