@@ -319,10 +319,11 @@ RESERVED_NAMESPACES = {
     "higher_order": "PyTorch's higher-order operators",
 }
 # Op names the generated package uses itself: its modules, and the module-level names of ops.py
-# and reference.py, which define a function per op beside them.
+# and reference.py, which define a function per op beside them; `aoti`, whose tests/test_aoti.py is
+# the AOTInductor test's (lang/aoti.py) and not an op's.
 OP_RESERVED_NAMES = frozenset(
     {
-        *("ops", "reference", "kernels", "functors", "_registration", "_support", "_C"),
+        *("ops", "reference", "kernels", "functors", "_registration", "_support", "_C", "aoti"),
         *("torch", "math", "triton", "tl", "Tensor", "Sequence", "upcast", "row_sum", "row_mean", "row_max", "row_min"),
     }
 )
@@ -404,7 +405,7 @@ def check_op_name(name: str, at: Position, report: Report) -> None:
         report(at, f"op name '{name}' is a Python special name (__x__): its module kernels/{name}.py "
                    "would replace or break the package's own; rename the op")
     elif name in OP_RESERVED_NAMES:
-        report(at, f"op name '{name}' is taken by the generated package (a module of it, or a name "
+        report(at, f"op name '{name}' is taken by the generated package (a module or test file of it, or a name "
                    "ops.py and reference.py import); rename the op")
 
 

@@ -12,6 +12,7 @@ from jinja2.sandbox import SandboxedEnvironment
 from . import __version__, names
 from .format import SPEC_SCHEMA
 from .lang import (
+    aoti,
     autocast,
     autograd,
     bench,
@@ -72,6 +73,7 @@ def render(file: OutputFile, package: Package) -> str:
         package=package,
         header=header(file.path, file.owner),
         schema_json=json.dumps(SPEC_SCHEMA, indent=2),
+        aoti=aoti,
         autocast=autocast,
         autograd=autograd,
         bench=bench,

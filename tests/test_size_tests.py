@@ -31,9 +31,13 @@ def test_a_second_pointwise_op_adds_at_most_60_lines_to_the_tests():
     print(f"tests/ of two pointwise ops: {sum(two.values())} lines {two}")
     print(f"the second op adds {sum(two.values()) - sum(one.values())} lines")
     assert set(two) - set(one) == {"tests/test_mul.py"}
-    assert all(two[path] == lines for path, lines in one.items())  # the contract does not grow
+    # The AOTInductor program (tests/test_aoti.py) imports the op's test module and names its class.
+    aoti = two["tests/test_aoti.py"] - one["tests/test_aoti.py"]
+    assert aoti <= 2
+    # the contract does not grow
+    assert all(two[path] == lines for path, lines in one.items() if path != "tests/test_aoti.py")
     # Its data (about 30 lines), and the import and class header that name its contract's checks,
     # one line each once they wrap (issue 15 added TracedAsReference and the two DirectInEager ones;
     # issue 16 BackwardKernel, with the data line naming the op's backward kernel; issue 17 Batched,
     # Sharded, and Autocasts with the data line naming the op's autocast policy).
-    assert sum(two.values()) - sum(one.values()) <= 60
+    assert sum(two.values()) - sum(one.values()) - aoti <= 60

@@ -321,6 +321,11 @@ def contract_imports(op: Op) -> str:
     return "(\n" + "".join(f"    {name},\n" for name in names) + ")"
 
 
+def class_name(op: Op) -> str:
+    """The op's test class: TestMuladd."""
+    return "Test" + "".join(part[:1].upper() + part[1:] for part in op.name.split("_"))
+
+
 def data_name(op: Op) -> str:
     """The module constant holding the op's OpData."""
     return op.name.upper()
@@ -328,8 +333,7 @@ def data_name(op: Op) -> str:
 
 def class_statement(op: Op) -> tuple[str, ...]:
     """`class TestMuladd(Differentiable, OnCuda, Tagged, Contract):`: the op's checks as bases."""
-    name = "Test" + "".join(part[:1].upper() + part[1:] for part in op.name.split("_"))
-    statement = tuple(_call(f"class {name}(", checks(op), "):", 0))
+    statement = tuple(_call(f"class {class_name(op)}(", checks(op), "):", 0))
     return (*statement, *_KINDS[type(op.body)].class_body(op))
 
 

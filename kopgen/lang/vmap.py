@@ -1,29 +1,30 @@
 """This module writes the vmap rules of the ops whose kind makes batching known (issue 17): a pointwise op
-(`compute`, `split` included) or a row reduction (`reduce`) on a Python route runs a batch in one call with
-each batched Tensor's batch dimension in front, as its broadcasting and its last-dimension rows allow. It
-writes the rule of each such op (_registration.py), the helper it calls (_support.py) and the contract's
+(`compute`, `split` included) or a row reduction (`reduce`) runs a batch in one call with each batched
+Tensor's batch dimension in front, as its broadcasting and its last-dimension rows allow. It writes the rule of each such op (_registration.py), the helper it calls (_support.py) and the contract's
 check that torch.vmap gives what a loop of calls gives.
 
+On the compiled routes (torch_library, stable_abi) the rule is registered from Python too, in the
+FuncTorchBatched key of the op that the extension defines: vmap runs it above the op's autograd and
+kernels, which then see one call on the whole batch.
+
 Left without a rule (torch.vmap then refuses the op): mutating ops, custom kernels (kopgen does not know
-their shapes), row normalisations, backward kernels and the compiled routes (torch_library, stable_abi).
+their shapes), row normalisations and backward kernels.
 """
 
 from __future__ import annotations
 
-from ..model import Op, PointwiseCompute, Route, RowReduction
+from ..model import Op, PointwiseCompute, RowReduction
 from ..names import module_name
 from ..split import GatedSplit
 
-_PYTHON_ROUTES = (Route.CUSTOM_OP, Route.LIBRARY, Route.TRITON_OP)
 _BATCHED_KINDS = (PointwiseCompute, GatedSplit, RowReduction)
 
 
 def batches(op: Op) -> bool:
-    """Whether the op gets a vmap rule: a functional pointwise op or row reduction on a Python route
-    (not a backward kernel: a gradient summed over a broadcast input's batch has no batch dimension)."""
+    """Whether the op gets a vmap rule: a functional pointwise op or row reduction (not a backward
+    kernel: a gradient summed over a broadcast input's batch has no batch dimension)."""
     return (
-        op.registration in _PYTHON_ROUTES
-        and isinstance(op.body, _BATCHED_KINDS)
+        isinstance(op.body, _BATCHED_KINDS)
         and not op.is_mutating
         and not op.backward_of  # a backward kernel sums an input's gradient to that input's shape
     )

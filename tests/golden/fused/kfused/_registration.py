@@ -33,6 +33,13 @@ def _muladd_fake(a, b, c):
 _support.trace_as_reference("kfused::muladd", reference.muladd)
 
 
+@torch.library.register_vmap("kfused::muladd")
+def _muladd_vmap(info, in_dims, *args, **kwargs):
+    # One call for the batch: batch dimensions in front, the rest aligned at the right.
+    args = _support.batch_in_front(in_dims, args)
+    return torch.ops.kfused.muladd.default(*args, **kwargs), 0
+
+
 # DTensor shards kfused::muladd as its inputs.
 _support.shard_as_inputs(torch.ops.kfused.muladd.default, tensors=(0, 1), outputs=1)
 
@@ -124,6 +131,13 @@ def _mul_fake(a, b):
 _support.trace_as_reference("kfused::mul", reference.mul)
 
 
+@torch.library.register_vmap("kfused::mul")
+def _mul_vmap(info, in_dims, *args, **kwargs):
+    # One call for the batch: batch dimensions in front, the rest aligned at the right.
+    args = _support.batch_in_front(in_dims, args)
+    return torch.ops.kfused.mul.default(*args, **kwargs), 0
+
+
 # DTensor shards kfused::mul as its inputs.
 _support.shard_as_inputs(torch.ops.kfused.mul.default, tensors=(0, 1), outputs=1)
 
@@ -151,6 +165,13 @@ def _square_fake(x):
 # torch.compile traces kfused::square as its PyTorch reference, which Inductor fuses with the
 # operations around it; eager calls run the kernel, and torch.export keeps the op.
 _support.trace_as_reference("kfused::square", reference.square)
+
+
+@torch.library.register_vmap("kfused::square")
+def _square_vmap(info, in_dims, *args, **kwargs):
+    # One call for the batch: batch dimensions in front, the rest aligned at the right.
+    args = _support.batch_in_front(in_dims, args)
+    return torch.ops.kfused.square.default(*args, **kwargs), 0
 
 
 # DTensor shards kfused::square as its inputs.

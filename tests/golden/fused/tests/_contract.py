@@ -618,6 +618,57 @@ class TracedAsReference(Contract):
         assert calls and self.data.op not in calls, graph
 
 
+class CallsOf(torch.utils._python_dispatch.TorchDispatchMode):
+    """Counts the calls of one operator under it: vmap's rule makes one, its fallback one a sample."""
+
+    def __init__(self, op):
+        super().__init__()
+        self.op, self.calls = op, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.calls += func is self.op
+        return func(*args, **(kwargs or {}))
+
+
+class Batched(Contract):
+    """An op with a vmap rule: torch.vmap runs a batch in one call of the op, with the values a
+    loop of calls gives."""
+
+    def vmapped(self, calls: list[tuple], dims: list[int | None]) -> tuple:
+        """The op under torch.vmap, in one call, on `calls` stacked: argument i along dims[i]
+        (None: unbatched, the first call's)."""
+        args = tuple(
+            arg if dim is None else torch.stack([call[i] for call in calls], dim)
+            for i, (arg, dim) in enumerate(zip(calls[0], dims, strict=True))
+        )
+        positional, keywords = self.split(args)
+
+        def op(*positional):
+            return self.data.op(*positional, **keywords)
+
+        with CallsOf(self.data.op) as seen:
+            outputs = torch.vmap(op, tuple(dims[: len(positional)]))(*positional)
+        assert seen.calls == 1, f"{seen.calls} calls for a batch of 3: no vmap rule ran"
+        return as_tuple(outputs)
+
+    def test_vmap_matches_a_loop(self):
+        samples = [self.normal_args() for _ in range(3)]
+        tensors = [i for i, a in enumerate(samples[0]) if isinstance(a, torch.Tensor)]
+        first = tensors[0]
+        # The first Tensor batched in its last dimension and the others in front; then the
+        # first Tensor alone, the others shared by the calls.
+        everything = {i: samples[0][i].dim() if i == first else 0 for i in tensors}
+        for batched in (everything, {first: 0}):
+            calls = [
+                tuple(arg if i in batched else samples[0][i] for i, arg in enumerate(s))
+                for s in samples
+            ]
+            got = self.vmapped(calls, [batched.get(i) for i in range(len(calls[0]))])
+            outputs = [self.run(self.data.op, call) for call in calls]
+            want = [torch.stack(column) for column in zip(*outputs, strict=True)]
+            assert_all_close(got, want, **self.data.tolerances)
+
+
 class Sharded(Contract):
     """An op with a DTensor sharding rule (lang/sharding.py): each strategy it gives computes the
     op's output from shards of its inputs, and DTensor runs the op under it."""

@@ -4,6 +4,7 @@
 import torch
 from _contract import (
     Autocasts,
+    Batched,
     Contract,
     Differentiable,
     OnCuda,
@@ -40,6 +41,13 @@ MUL = OpData(
 
 
 class TestMul(
-    Differentiable, OnCuda, Tagged, TracedAsReference, Sharded, Autocasts, Contract
+    Differentiable,
+    OnCuda,
+    Tagged,
+    TracedAsReference,
+    Batched,
+    Sharded,
+    Autocasts,
+    Contract,
 ):
     data = MUL

@@ -5,6 +5,7 @@ import torch
 from _contract import (
     Autocasts,
     BackwardKernel,
+    Batched,
     Contract,
     Differentiable,
     OnCuda,
@@ -47,6 +48,7 @@ class TestMuladd(
     OnCuda,
     Tagged,
     TracedAsReference,
+    Batched,
     Sharded,
     Autocasts,
     Contract,

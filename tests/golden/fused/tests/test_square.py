@@ -4,6 +4,7 @@
 import torch
 from _contract import (
     Autocasts,
+    Batched,
     Contract,
     Differentiable,
     OnCuda,
@@ -39,6 +40,13 @@ SQUARE = OpData(
 
 
 class TestSquare(
-    Differentiable, OnCuda, Tagged, TracedAsReference, Sharded, Autocasts, Contract
+    Differentiable,
+    OnCuda,
+    Tagged,
+    TracedAsReference,
+    Batched,
+    Sharded,
+    Autocasts,
+    Contract,
 ):
     data = SQUARE

@@ -66,6 +66,13 @@ torch.library.register_autograd(
 _support.trace_as_reference("kstable::muladd", reference.muladd)
 
 
+@torch.library.register_vmap("kstable::muladd")
+def _muladd_vmap(info, in_dims, *args, **kwargs):
+    # One call for the batch: batch dimensions in front, the rest aligned at the right.
+    args = _support.batch_in_front(in_dims, args)
+    return torch.ops.kstable.muladd.default(*args, **kwargs), 0
+
+
 # DTensor shards kstable::muladd as its inputs.
 _support.shard_as_inputs(torch.ops.kstable.muladd.default, tensors=(0, 1), outputs=1)
 
@@ -181,6 +188,13 @@ torch.library.register_autograd(
 _support.trace_as_reference("kstable::mul", reference.mul)
 
 
+@torch.library.register_vmap("kstable::mul")
+def _mul_vmap(info, in_dims, *args, **kwargs):
+    # One call for the batch: batch dimensions in front, the rest aligned at the right.
+    args = _support.batch_in_front(in_dims, args)
+    return torch.ops.kstable.mul.default(*args, **kwargs), 0
+
+
 # DTensor shards kstable::mul as its inputs.
 _support.shard_as_inputs(torch.ops.kstable.mul.default, tensors=(0, 1), outputs=1)
 
@@ -227,6 +241,13 @@ torch.library.register_autograd(
 # torch.compile traces kstable::square as its PyTorch reference, which Inductor fuses with the
 # operations around it; eager calls run the kernel, and torch.export keeps the op.
 _support.trace_as_reference("kstable::square", reference.square)
+
+
+@torch.library.register_vmap("kstable::square")
+def _square_vmap(info, in_dims, *args, **kwargs):
+    # One call for the batch: batch dimensions in front, the rest aligned at the right.
+    args = _support.batch_in_front(in_dims, args)
+    return torch.ops.kstable.square.default(*args, **kwargs), 0
 
 
 # DTensor shards kstable::square as its inputs.
@@ -293,6 +314,13 @@ torch.library.register_autograd(
 # torch.compile traces kstable::addcmul_opt as its PyTorch reference, which Inductor fuses with the
 # operations around it; eager calls run the kernel, and torch.export keeps the op.
 _support.trace_as_reference("kstable::addcmul_opt", reference.addcmul_opt)
+
+
+@torch.library.register_vmap("kstable::addcmul_opt")
+def _addcmul_opt_vmap(info, in_dims, *args, **kwargs):
+    # One call for the batch: batch dimensions in front, the rest aligned at the right.
+    args = _support.batch_in_front(in_dims, args)
+    return torch.ops.kstable.addcmul_opt.default(*args, **kwargs), 0
 
 
 # DTensor shards kstable::addcmul_opt as its inputs.

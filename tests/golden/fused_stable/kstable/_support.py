@@ -114,6 +114,22 @@ def trace_as_reference(op: str, reference: Callable[..., object]) -> None:
     torch.library.register_torch_dispatch(op, FunctionalTensorMode, rule)
 
 
+def batch_in_front(in_dims: tuple, args: tuple) -> tuple:
+    """vmap's arguments with each batched Tensor's batch dimension moved in front and size-1
+    dimensions after it up to the others' rank, so that broadcasting pairs batch with batch and
+    aligns the rest at the right as unbatched calls do; other arguments as they are."""
+    pairs = list(zip(args, in_dims, strict=True))
+    rank = max(a.dim() - (d is not None) for a, d in pairs if isinstance(a, Tensor))
+    moved = []
+    for arg, dim in pairs:
+        if dim is not None:
+            arg = arg.movedim(dim, 0)
+            for _ in range(rank + 1 - arg.dim()):
+                arg = arg.unsqueeze(1)
+        moved.append(arg)
+    return tuple(moved)
+
+
 # The package's DTensor sharding rules, by op (shard_as_inputs); the suite checks them.
 SHARDING_RULES: dict[torch._ops.OpOverload, Callable[..., list]] = {}
 

@@ -4,6 +4,7 @@
 import torch
 from _contract import (
     Autocasts,
+    Batched,
     Contract,
     Differentiable,
     OnCuda,
@@ -52,6 +53,6 @@ ADDCMUL_OPT = OpData(
 
 
 class TestAddcmulOpt(
-    Differentiable, OnCuda, TracedAsReference, Sharded, Autocasts, Contract
+    Differentiable, OnCuda, TracedAsReference, Batched, Sharded, Autocasts, Contract
 ):
     data = ADDCMUL_OPT

@@ -4,6 +4,7 @@
 import torch
 from _contract import (
     Autocasts,
+    Batched,
     Contract,
     Differentiable,
     OnCuda,
@@ -37,5 +38,7 @@ MUL = OpData(
 )
 
 
-class TestMul(Differentiable, OnCuda, TracedAsReference, Sharded, Autocasts, Contract):
+class TestMul(
+    Differentiable, OnCuda, TracedAsReference, Batched, Sharded, Autocasts, Contract
+):
     data = MUL

@@ -5,6 +5,7 @@ import torch
 from _contract import (
     Autocasts,
     BackwardKernel,
+    Batched,
     Contract,
     Differentiable,
     OnCuda,
@@ -44,6 +45,7 @@ class TestMuladd(
     BackwardKernel,
     OnCuda,
     TracedAsReference,
+    Batched,
     Sharded,
     Autocasts,
     Contract,

@@ -4,6 +4,7 @@
 import torch
 from _contract import (
     Autocasts,
+    Batched,
     Contract,
     Differentiable,
     OnCuda,
@@ -37,6 +38,6 @@ SQUARE = OpData(
 
 
 class TestSquare(
-    Differentiable, OnCuda, TracedAsReference, Sharded, Autocasts, Contract
+    Differentiable, OnCuda, TracedAsReference, Batched, Sharded, Autocasts, Contract
 ):
     data = SQUARE

@@ -417,6 +417,13 @@ torch.library.register_autograd(
 _support.trace_as_reference("kgated::fatrelu_and_mul", reference.fatrelu_and_mul)
 
 
+@torch.library.register_vmap("kgated::fatrelu_and_mul")
+def _fatrelu_and_mul_vmap(info, in_dims, *args, **kwargs):
+    # One call for the batch: batch dimensions in front, the rest aligned at the right.
+    args = _support.batch_in_front(in_dims, args)
+    return torch.ops.kgated.fatrelu_and_mul.default(*args, **kwargs), 0
+
+
 # DTensor shards kgated::fatrelu_and_mul as its inputs, never splitting a row.
 _support.shard_as_inputs(
     torch.ops.kgated.fatrelu_and_mul.default, tensors=(0,), outputs=1, rows=True

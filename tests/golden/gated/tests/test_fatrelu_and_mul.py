@@ -4,6 +4,7 @@
 import torch
 from _contract import (
     Autocasts,
+    Batched,
     Contract,
     Differentiable,
     OnCuda,
@@ -42,6 +43,7 @@ class TestFatreluAndMul(
     OnCuda,
     TracedAsReference,
     SplitInHalves,
+    Batched,
     Sharded,
     Autocasts,
     Contract,

@@ -1,0 +1,40 @@
+"""This module writes the AOTInductor test of a package (issue 17): the ops that torch.export keeps as
+they are, called on their normal samples from one program, which AOTInductor compiles ahead of time into
+a package (.pt2) of native code that calls each op's kernel through its C shim's proxy executor. The
+generated tests/test_aoti.py loads that package and compares what it gives with eager calls.
+
+One program holds every such op: an AOTInductor compile costs tens of seconds (a C++ build), so a suite
+makes one per device, not one per op or sample.
+
+An op that writes its arguments is in the program too: export records it functionally and AOTInductor
+writes the program's inputs in place, as the eager call does. Left out: custom kernels whose output size
+only the data decides (a new symbol that the program's static shapes cannot hold), and backward kernels
+(no test class of their own: BackwardKernel checks them with their op).
+"""
+
+from __future__ import annotations
+
+from ..model import Op, Package
+from . import python, tests
+
+
+def compiles(op: Op) -> bool:
+    """Whether the op is in the package's AOTInductor program."""
+    return not python.sized_by_data(op) and not op.backward_of
+
+
+def any_compiled(package: Package) -> bool:
+    """Whether the package has tests/test_aoti.py."""
+    return any(compiles(op) for op in package.ops)
+
+
+def imports(package: Package) -> tuple[str, ...]:
+    """The test modules of the ops in the program, which hold their data and test classes."""
+    return tuple(f"import test_{op.name}" for op in sorted(package.ops, key=lambda op: op.name) if compiles(op))
+
+
+def program(package: Package) -> tuple[str, ...]:
+    """`PROGRAM = (test_muladd.TestMuladd, ...)`: the test classes of the ops in the program, as ruff
+    formats the tuple."""
+    classes = [f"test_{op.name}.{tests.class_name(op)}" for op in package.ops if compiles(op)]
+    return tuple(tests._collection("PROGRAM = (", classes, ")", 0))

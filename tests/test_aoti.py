@@ -1,0 +1,40 @@
+"""The generated AOTInductor test's program (kopgen/lang/aoti.py) and the vmap rules of the compiled routes
+(kopgen/lang/vmap.py): which ops get them. The generated suites run both (tests/test_end_to_end.py)."""
+
+from __future__ import annotations
+
+import re
+
+from kopgen.pipeline import load_spec, render_files
+
+from .conftest import EXAMPLES, ROOT
+
+SPECS = ROOT / "tests" / "specs"
+
+
+def rendered(package) -> dict[str, str]:
+    return {path: text for path, (_, text) in render_files(package).items()}
+
+
+def test_the_aoti_program_holds_every_op_with_a_test_class():
+    """fused.yaml (torch_library): every op, those that write an argument too, but not muladd's backward
+    kernel, which has no test class of its own."""
+    files = rendered(load_spec(EXAMPLES / "fused.yaml"))
+    program = re.search(r"^PROGRAM = \((.*?)\)$", files["tests/test_aoti.py"], re.MULTILINE | re.DOTALL).group(1)
+    classes = ["muladd.TestMuladd", "muladd_out.TestMuladdOut", "scale_.TestScale", "mul.TestMul", "square.TestSquare"]
+    assert re.findall(r"\w+\.\w+", program) == [f"test_{name}" for name in classes]
+
+
+def test_an_op_sized_by_its_data_is_left_out():
+    """A custom kernel whose output size only the data decides: the program's static shapes cannot hold it."""
+    assert "tests/test_aoti.py" not in rendered(load_spec(SPECS / "custom_dynamic.yaml"))
+
+
+def test_compiled_routes_register_vmap_rules():
+    """torch_library and stable_abi ops get the rule from Python, as the Python routes do: the functional
+    pointwise ops, not the mutating ones nor backward kernels."""
+    for example, package in (("fused.yaml", "kfused"), ("fused_stable.yaml", "kstable")):
+        registration = rendered(load_spec(EXAMPLES / example))[f"{package}/_registration.py"]
+        ruled = re.findall(r'^@torch\.library\.register_vmap\("\w+::(\w+)"\)$', registration, re.MULTILINE)
+        assert {"muladd", "mul", "square"} <= set(ruled), ruled
+        assert not {"muladd_out", "scale_", "muladd_backward"} & set(ruled), ruled
