@@ -70,7 +70,7 @@ def test_generated_suite_passes(installed, example):
         cwd=repo, env=env, capture_output=True, text=True, check=True,
     )
     assert where.stdout.startswith(str(site)), where.stdout  # the built package, not the sources
-    result = run_suite(repo, env)
+    result = run_suite(repo, env, aoti=True)
     print(result.stdout[-3000:])
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
     passed = re.search(r"(\d+) passed", result.stdout)
