@@ -75,6 +75,15 @@ def resolve_normalization(resolver: OpResolver, schema: FunctionSchema, args: tu
     return RowNormalization(tuple(stats), tuple(writes))
 
 
+def stat_names(resolver: OpResolver) -> tuple[str, ...]:
+    """The names of a `normalize` op's statistics (none for other ops), which its backward formulas may read."""
+    node = resolver.node.get("normalize")
+    stats = node.get("stats") if node is not None and hasattr(node, "get") else None
+    if stats is None or not hasattr(stats, "entries"):
+        return ()
+    return tuple(name for name in stats.entries if name.isidentifier() and not keyword.iskeyword(name))
+
+
 def _refuse_compiled_backends(resolver: OpResolver) -> None:
     """The C++ and CUDA kernels of a normalisation are not written yet: refused at the backend that asks."""
     node = resolver.setting("backends")

@@ -69,6 +69,17 @@ for form in (one_pass, looped):
     _support.norm_blocks = form
     for name, (kernel, oracle, args) in cases.items():
         torch.testing.assert_close(kernel(*args), oracle(*args), msg=lambda m: f"{name}, {form.__name__}: {m}")
+    # The launchers of _<op>_forward: the same output, and each row's statistics as backward reads them.
+    mu = x.mean(-1, keepdim=True)
+    stats = {
+        "rms_norm": (rms_norm.rms_norm_forward_triton(x, w), (torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6),)),
+        "layer_norm": (layer_norm.layer_norm_forward_triton(x, w, b),
+                       (mu, torch.rsqrt(((x - mu) ** 2).mean(-1, keepdim=True) + 1e-5))),
+    }
+    for name, ((out, *got), want) in stats.items():
+        torch.testing.assert_close(out, cases[name][1](*cases[name][2]))
+        torch.testing.assert_close(tuple(got), want, msg=lambda m: f"{name}'s statistics, {form.__name__}: {m}")
+        assert all(s.dtype == torch.float32 and s.shape == (5, 1) for s in got)
     assert form is looped or BLOCKS(5, 40, 4)[2], "rows of 40 take one pass"
 print("ok")
 """

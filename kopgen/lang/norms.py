@@ -13,9 +13,9 @@ import re
 
 from ..model import Op
 from ..model_kinds import RowStat
-from ..names import locals_for
+from ..names import DERIVED_NAMES, locals_for, module_name
 from . import python, triton
-from .layout import wrap
+from .layout import literal, wrap
 
 # What a masked-out element holds in each reduction: its identity.
 _IDENTITY = {"sum": "0.0", "mean": "0.0", "max": 'float("-inf")', "min": 'float("inf")'}
@@ -28,6 +28,11 @@ _COMBINE = {"sum": "tl.standard._sum_combine", "mean": "tl.standard._sum_combine
 def _substitute(text: str, name: str, value: str) -> str:
     """`text` with the statistic's name (not an attribute, as in torch.exp) replaced by `value`, an operand."""
     return re.sub(rf"(?<![.\w]){re.escape(name)}\b", lambda _: value, text)
+
+
+def saved_stats(op: Op) -> tuple[str, ...]:
+    """A normalisation's statistics its backward formulas read: its forward saves them for backward."""
+    return op.backward.stats if op.backward is not None else ()
 
 
 # -- the reference
@@ -76,6 +81,7 @@ def one_pass_stats(op: Op, indent: int) -> list[str]:
         lines.append(pad + wrap(f"{stat.name} = tl.reduce(", [masked, "1", _COMBINE[stat.reduction.kind]],
                                 ")[:, None]", indent))
         lines += _finish(op, stat, indent)
+        lines += _save(op, stat, indent)
     return lines
 
 
@@ -90,6 +96,21 @@ def _finish(op: Op, stat: RowStat, indent: int) -> list[str]:
         value = f"{python.layout.operand(stat.outer.to_triton())}.to({local.COMPUTE_DTYPE})"
         lines.append(pad + python.layout.assign(stat.name, value, indent))
     return lines
+
+
+def _save(op: Op, stat: RowStat, indent: int) -> list[str]:
+    """A statistic the backward reads, stored per row (in COMPUTE_DTYPE) where the launch asks for it."""
+    if stat.name not in saved_stats(op):
+        return []
+    local, pad = locals_for(op), " " * indent
+    store = wrap("tl.store(", [f"{stat_pointer(stat.name)} + {local.rows}[:, None]", stat.name,
+                               f"mask={local.row_mask}[:, None]"], ")", indent + 4)
+    return [f"{pad}if {local.SAVE_STATS}:", f"{pad}    {store}"]
+
+
+def stat_pointer(name: str) -> str:
+    """A saved statistic's kernel parameter (statistics are named off the generated locals: normalize.py)."""
+    return DERIVED_NAMES["pointer"].format(name)
 
 
 def looped(op: Op, indent: int) -> list[str]:
@@ -110,6 +131,7 @@ def looped(op: Op, indent: int) -> list[str]:
         lines.append(pad + wrap(f"{stat.name} = tl.reduce(", [total, "1", _COMBINE[stat.reduction.kind]],
                                 ")[:, None]", indent))
         lines += _finish(op, stat, indent)
+        lines += _save(op, stat, indent)
     lines += _column_loop(op, {n for w in op.writes for n in (*w.expr.names, *w.expr.tested)}, indent)
     return lines + [f"{pad}    {line}" for line in store(op, indent + 4)]
 
@@ -165,3 +187,179 @@ def constants(op: Op) -> list[tuple[str, str]]:
     not, and the warps that run it."""
     local = locals_for(op)
     return [*triton.row_constants(op)[:3], ("ONE_PASS", local.one_pass), ("num_warps", local.num_warps)]
+
+
+# -- the statistics saved for backward: the launcher of `_<op>_forward` beside the op's own
+
+
+def kernel_define(op: Op) -> str:
+    """The kernel's `def`: a pointer per saved statistic after the tensors, and SAVE_STATS, whether to write them."""
+    saves = ("SAVE_STATS",) if saved_stats(op) else ()
+    sizes = ("n_rows", "n_cols", "strides", "BLOCK_ROWS", "BLOCK_COLS", "CONST_COLS", "ONE_PASS", *saves)
+    return triton.kernel_define(op, *sizes, pointers=[stat_pointer(n) for n in saved_stats(op)])
+
+
+def forward_launcher(op: Op) -> str:
+    """The launcher of the internal op `_<op>_forward`: the output and the saved statistics."""
+    return f"{op.stem}_forward_triton"
+
+
+def _launch_function(op: Op) -> str:
+    return f"_{triton.launcher(op)}"
+
+
+def launcher_head(op: Op) -> list[str]:
+    """The launcher's `def` and docstring; with saved statistics, the op's launcher and `_<op>_forward`'s,
+    both calling one that launches the kernel, writing the statistics or not."""
+    doc = f'    """The bare launcher of {triton.kernel(op)}; the operator calls it on real tensors."""'
+    if not saved_stats(op):
+        return [python.define(triton.launcher(op), op), doc]
+    local, stats, count = locals_for(op), ", ".join(saved_stats(op)), len(saved_stats(op))
+    launch = _launch_function(op)
+    return [python.define(triton.launcher(op), op), doc,
+            "    " + python.layout.statement(f"return {python.call_text(launch, op, ['False'])}[0]", 4),
+            "", "",
+            python.define(forward_launcher(op), op, returns=f"tuple[{', '.join(['Tensor'] * (1 + count))}]"),
+            f'    """The launcher of {forward_qualname(op)}: the output and each row\'s {stats}, in float32',
+            '    (float64 for float64 inputs), which the backward formulas read."""',
+            "    " + python.layout.statement(f"return {python.call_text(launch, op, ['True'])}", 4),
+            "", "",
+            python.define(launch, op, first=[f"{local.save_stats}: bool"],
+                          returns=f"tuple[Tensor, {', '.join(['Tensor | None'] * count)}]"),
+            f'    """Launches {triton.kernel(op)}: the output, and each row\'s {stats} where {local.save_stats} (else None)."""']
+
+
+def forward_qualname(op: Op) -> str:
+    """The internal op that also returns the saved statistics."""
+    return f"{op.namespace}::_{op.name}_forward"
+
+
+def launcher_template(op: Op) -> str:
+    """The launcher's head: with saved statistics, that of the op and of `_<op>_forward` (launcher_head)."""
+    return "package/kernels/_norm_launchers.py.j2" if saved_stats(op) else triton.launcher_template(op)
+
+
+def outputs(op: Op) -> list[str]:
+    """The launcher's output, then each saved statistic (None where not asked for)."""
+    local, first = locals_for(op), triton.first_written(op)
+    return [*triton.outputs(op), *(f"    {name} = _support.norm_stat({first}) if {local.save_stats} else None"
+                                   for name in saved_stats(op))]
+
+
+def empty_return(op: Op) -> str:
+    """What the launcher returns without launching: the output, and the saved statistics."""
+    return f"return {', '.join([python.returned(op), *saved_stats(op)])}" if saved_stats(op) else triton.empty_return(op)
+
+
+def epilogue(op: Op) -> list[str]:
+    return ["    " + empty_return(op)] if saved_stats(op) else triton.epilogue(op)
+
+
+def launch(op: Op) -> list[str]:
+    saves = [("SAVE_STATS", locals_for(op).save_stats)] if saved_stats(op) else []
+    return triton.launch(op, ["n_rows", "n_cols", "strides"], [*constants(op), *saves], pointers=saved_stats(op))
+
+
+def any_saved_stats(package) -> bool:
+    return any(saved_stats(op) for op in package.ops)
+
+
+# -- _registration.py: the op that saves the statistics, and the autograd kernel that calls it
+
+
+def setup_context_define(op: Op) -> str:
+    """setup_context, called by the op's autograd.Function with the statistics after the output."""
+    keyword_only = ["keyword_only_inputs"] if op.keyword_only_names else []
+    return wrap(f"def {python.setup_context_function(op)}(", ["ctx", "inputs", *keyword_only, "output", *saved_stats(op)],
+                "):")
+
+
+def backward_guard(op: Op) -> list[str]:
+    """The saved statistics are constants to autograd: a backward differentiated again would miss their
+    derivatives, so it refuses (torch.compile traces backward with grad mode off, as plain backward)."""
+    message = f"{op.qualname} is differentiable once: its backward reads statistics saved by its forward"
+    return ["    if torch.is_grad_enabled():  # create_graph=True",
+            "        " + python.layout.statement(f"raise RuntimeError({literal(message)})", 8)]
+
+
+def _forward_schema(op: Op) -> str:
+    arguments = op.schema_signature.rsplit(" -> ", 1)[0]
+    return f"_{op.name}_forward{arguments} -> ({', '.join(['Tensor'] * (1 + len(saved_stats(op))))})"
+
+
+def _forward_kernel(op: Op, kernel: str) -> str:
+    """The internal op's kernel beside `kernel`, the op's: rms_norm_triton -> rms_norm_forward_triton."""
+    module, _, name = kernel.rpartition(".")
+    return f"{module}.{name.replace(op.stem + '_', op.stem + '_forward_', 1)}"
+
+
+def saved_stats_registration(op: Op) -> list[str]:
+    """`_<op>_forward` defined with its kernels and fake kernel; the autograd.Function that saves its
+    statistics; the op's autograd kernel, at the Autograd keys of the devices it has kernels for."""
+    local = locals_for(op)
+    name, forward, stats = f"_{op.name}_forward", module_name(op, "forward_op"), list(saved_stats(op))
+    kernels = [wrap("_lib.impl(", [literal(name), _forward_kernel(op, python.registered_kernel(op, k)),
+                                   literal(k.dispatch_key)]) for k in op.kernels]
+    fake = python.fake_define(op).replace(module_name(op, "fake"), module_name(op, "forward_fake"), 1)
+    allocate = python.layout.assign(local.output, python.allocate(op), 4)
+    inputs = f"({', '.join(a.name for a in op.args)}{',' if len(op.args) == 1 else ''})"
+    function, kernel = saving_function(op), module_name(op, "autograd_kernel")
+    tensors = ", ".join(a.name for a in op.tensor_args)
+    return [
+        "", "",
+        f"# {op.qualname} with grad runs {op.namespace}::{name}, which also returns each row's {', '.join(stats)}",
+        "# for the backward formulas: an op of its own, so that torch.compile and export see it.",
+        wrap("_lib.define(", [literal(_forward_schema(op)), f"tags={python.tags_literal(op)}"] if op.tags
+             else [literal(_forward_schema(op))]),
+        *kernels, "", "",
+        wrap("@torch.library.register_fake(", [literal(f"{op.namespace}::{name}")]),
+        fake,
+        f"    # The output as {python.fake_target(op)}'s fake kernel describes it, and a float statistic per row.",
+        "    " + allocate,
+        f"    return {local.output}, " + ", ".join(f"_support.norm_stat({local.output})" for _ in stats),
+        "", "",
+        f"{forward} = torch.ops.{op.namespace}.{name}.default",
+        "", "",
+        f"class {function}(torch.autograd.Function):",
+        f'    """{op.qualname} with grad: {name}, its statistics saved for backward."""',
+        "", "    @staticmethod",
+        "    " + wrap("def forward(", [local.ctx, *(a.name for a in op.args)], "):", 4),
+        "        " + python.layout.assign(f"{local.output}, {', '.join(stats)}", python.call_text(forward, op), 8),
+        "        " + python.layout.statement(f"{python.setup_context_function(op)}({local.ctx}, {inputs}, "
+                                              f"{local.output}, {', '.join(stats)})", 8),
+        f"        return {local.output}", "",
+        f"    backward = staticmethod({python.backward_function(op)})",
+        "", "",
+        wrap(f"def {kernel}(", [local.keyset, *_untyped_parameters(op)], "):"),
+        f'    """{op.qualname}\'s autograd kernel, where torch.library would register the formulas."""',
+        f"    if torch.is_grad_enabled() and torch._C._any_requires_grad({tensors}):",
+        "        " + python.call(f"{function}.apply", op, 8, prefix="return "),
+        "    with torch._C._AutoDispatchBelowAutograd():",
+        "        " + python.call(f"torch.ops.{op.namespace}.{op.name}.default.redispatch", op, 8,
+                                first=[f"{local.keyset} & torch._C._after_autograd_keyset"], prefix="return "),
+        "", "",
+        *(wrap("_lib.impl(", [literal(op.name), kernel, literal(f"Autograd{k.dispatch_key}"), "with_keyset=True"])
+          for k in op.kernels),
+    ]
+
+
+def _untyped_parameters(op: Op) -> list[str]:
+    """The op's parameters as its fake kernel takes them: untyped, with the schema's defaults."""
+    parts = []
+    for arg in op.args:
+        default = python.python_default(arg.schema)
+        parts.append(arg.name if default is None else f"{arg.name}={python.layout.requote(default)}")
+    return python._with_star(op, parts)
+
+
+def eager_forward(op: Op, kernel: str) -> str:
+    """What the typed API's autograd.Function calls for the output and the statistics: the launcher
+    beside the op's one kernel, or `_<op>_forward` where the devices' kernels differ."""
+    if kernel.endswith("]"):  # looked up per device type
+        return module_name(op, "forward_op")
+    return _forward_kernel(op, kernel)
+
+
+def saving_function(op: Op) -> str:
+    """The autograd.Function that runs `_<op>_forward` and saves its statistics: `_RmsNormSavingStats`."""
+    return "_" + "".join(part.capitalize() for part in op.stem.split("_")) + "SavingStats"
