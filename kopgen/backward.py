@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from .expr import ExprError, FormulaContext, parse_formula
 from .model import Arg, Backward, Gradient, Op, Saved
-from .normalize import stat_names
+from .normalize import check_saved_stats, stat_names
 from .schema import FunctionSchema
 from .split import read_through_source, split_sources
 
@@ -55,7 +55,9 @@ def resolve_backward(resolver: OpResolver, schema: FunctionSchema, args: tuple[A
                 f"(write one, or '{arg.name}: {NON_DIFFERENTIABLE}')",
             )
     gradients.sort(key=lambda g: g.arg.index)
-    return plan_backward(tuple(gradients), args, num_outputs=len(schema.returns), stats=stats)
+    backward = plan_backward(tuple(gradients), args, num_outputs=len(schema.returns), stats=stats)
+    check_saved_stats(resolver, backward)
+    return backward
 
 
 def plan_backward(gradients: tuple[Gradient, ...], args: tuple[Arg, ...], num_outputs: int,

@@ -38,7 +38,9 @@ from triton.runtime.interpreter import InterpretedFunction
 from knorms import _support, reference
 from knorms.kernels import fused_add_rms_norm, layer_norm, log_softmax, rms_norm, softmax
 
-# log_softmax runs its `python` kernel on the CPU: its Triton kernel is interpreted here by hand.
+# layer_norm and log_softmax run their `python` kernels on the CPU: their Triton kernels are
+# interpreted here by hand.
+layer_norm.layer_norm_kernel = InterpretedFunction(layer_norm.layer_norm_kernel.fn)
 log_softmax.log_softmax_kernel = InterpretedFunction(log_softmax.log_softmax_kernel.fn)
 
 def one_pass(n_rows, n_cols, element_size):

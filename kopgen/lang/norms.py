@@ -41,15 +41,38 @@ def saved_stats(op: Op) -> tuple[str, ...]:
 def reference_return(op: Op) -> str:
     """The statistics, one line each (rows of one value, kept as a last dimension of 1), then `compute`."""
     dtype = locals_for(op).dtype
-    lines = []
-    for stat in op.body.stats:
-        reduced = f"row_{stat.reduction.kind}({stat.reduced.to_torch()}).unsqueeze(-1)"
-        value = reduced if stat.outer is None else _substitute(stat.outer.to_torch(), stat.name, reduced)
-        lines.append(python.layout.assign(stat.name, value, 4))
+    lines = _stat_lines(op, "")
     values = [f"{python.layout.operand(w.expr.to_torch())}.to({dtype})" for w in op.writes]
     returned = python.layout.assign("return", values[0], 4) if len(values) == 1 else \
         wrap("return (", values, ")", 4, explode=True)
     return "\n    ".join([*lines, returned])
+
+
+def _stat_lines(op: Op, helpers: str) -> list[str]:
+    """Each statistic in torch, one line each (`helpers`: where row_mean and the others are, `_support.`)."""
+    lines = []
+    for stat in op.body.stats:
+        reduced = f"{helpers}row_{stat.reduction.kind}({stat.reduced.to_torch()}).unsqueeze(-1)"
+        value = reduced if stat.outer is None else _substitute(stat.outer.to_torch(), stat.name, reduced)
+        lines.append(python.layout.assign(stat.name, value, 4))
+    return lines
+
+
+def python_forward_kernel(op: Op) -> list[str]:
+    """After a `python` kernel (lines that follow its body): `_<op>_forward`'s, which also returns the
+    statistics backward reads, computed as the reference computes them."""
+    if not saved_stats(op):
+        return []
+    stats, count = saved_stats(op), len(saved_stats(op))
+    read = [a.name for a in op.tensor_args if a.name in op.body.reads]
+    kernel = f"{op.stem}_python"
+    return ["", "", python.define(f"{op.stem}_forward_python", op, returns=f"tuple[{', '.join(['Tensor'] * (1 + count))}]"),
+            f'    """{forward_qualname(op)}\'s python kernel: {kernel}\'s output and each row\'s {", ".join(stats)},',
+            '    in float32 (float64 for float64 inputs), as the reference computes them."""',
+            "    " + python.layout.assign(locals_for(op).output, python.call_text(kernel, op), 4),
+            "    " + wrap(f"{python.tuple_target(read)} = _support.upcast(", read, ")", 4),
+            *("    " + line for line in _stat_lines(op, "_support.")),
+            f"    return {', '.join([locals_for(op).output, *stats])}"]
 
 
 # -- the Triton kernel
@@ -363,3 +386,65 @@ def eager_forward(op: Op, kernel: str) -> str:
 def saving_function(op: Op) -> str:
     """The autograd.Function that runs `_<op>_forward` and saves its statistics: `_RmsNormSavingStats`."""
     return "_" + "".join(part.capitalize() for part in op.stem.split("_")) + "SavingStats"
+
+
+# -- the generated suite: the contract's check of a normalisation that saves statistics (after two blank lines)
+
+CONTRACT = '''
+
+class SavesStatistics(Contract):
+    """A normalisation whose backward formulas read the statistics its forward saved: with grad,
+    the op runs _<op>_forward (an op of its own, with its fake kernel) once, and a backward
+    differentiated again refuses; _<op>_forward passes opcheck, torch.compile and torch.export."""
+
+    def forward_op(self):
+        namespace, name = self.data.op._schema.name.split("::")
+        return getattr(getattr(torch.ops, namespace), f"_{name}_forward").default
+
+    def test_grad_runs_the_forward_op_that_saves_the_statistics(self, device):
+        seen = []
+
+        class Calls(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                seen.append(func)
+                return func(*args, **(kwargs or {}))
+
+        args = self.normal_args(device, requires_grad=True)
+        with Calls():
+            output = self.call(self.data.op, args)
+            torch.autograd.grad(total(output), requiring_grad(args))
+        assert seen.count(self.forward_op()) == 1 and self.data.op not in seen, seen
+        output = self.call(self.data.op, args)
+        with pytest.raises(RuntimeError, match="differentiable once"):
+            torch.autograd.grad(total(output), requiring_grad(args), create_graph=True)
+
+    def test_forward_op_opcheck_compile_and_export(self, device):
+        args = self.normal_args(device)
+        positional, keywords = self.split(args)
+        forward = self.forward_op()
+        results = torch.library.opcheck(forward, positional, keywords, raise_exception=False)
+        failed = {test: got for test, got in results.items() if got != "SUCCESS"}
+        assert not failed, failed
+        want = forward(*positional, **keywords)
+        assert_all_close(want[0], self.call(self.data.op, args), rtol=0, atol=0)
+        torch._dynamo.reset()
+        compiled = torch.compile(forward, backend="aot_eager", fullgraph=True)
+        assert_all_close(compiled(*positional, **keywords), want, rtol=0, atol=0)
+        where = [i for i, arg in enumerate(positional) if isinstance(arg, torch.Tensor)]
+
+        class Model(torch.nn.Module):
+            def forward(self, *tensors):
+                inputs = list(positional)
+                for i, tensor in zip(where, tensors, strict=True):
+                    inputs[i] = tensor
+                return forward(*inputs, **keywords)
+
+        exported = torch.export.export(Model(), tuple(positional[i] for i in where))
+        calls = [n.target for n in exported.graph.nodes if n.op == "call_function"]
+        assert calls.count(forward) == 1, calls
+        got = exported.module()(*(positional[i] for i in where))
+        assert_all_close(got, want, rtol=0, atol=0)'''
+
+
+def contract(package) -> tuple[str, ...]:
+    return tuple(CONTRACT.split("\n")) if any_saved_stats(package) else ()

@@ -21,7 +21,7 @@ from ..expr import NOT_DIFFERENTIABLE_DTYPES, is_dynamic
 from ..model import Arg, CustomKernel, Op, Package, PointwiseCompute, RowNormalization, RowReduction, SampleArg
 from ..schema import python_default
 from ..split import GatedSplit
-from . import eager, fusion, split, vmap
+from . import eager, fusion, norms, split, vmap
 from .layout import requote
 
 LINE_LENGTH = 88  # ruff format's default
@@ -275,6 +275,7 @@ def checks(op: Op) -> tuple[str, ...]:
         ("DirectInEagerWithGrad", eager.direct(op) and op.has_gradients),
         ("SplitInHalves", split.is_split(op)),
         ("Batched", vmap.batches(op)),
+        ("SavesStatistics", bool(norms.saved_stats(op))),
     ]
     return (*(name for name, applies in mixins if applies), "Contract")
 

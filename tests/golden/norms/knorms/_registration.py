@@ -142,14 +142,12 @@ class _RmsNormFunction(torch.autograd.Function):
 
 # knorms::layer_norm -------------------------------------------------------------------
 
-_layer_norm = torch.library.custom_op(
-    "knorms::layer_norm",
-    layer_norm_kernels.layer_norm_triton,
-    mutates_args=(),
-    device_types=("cpu", "cuda"),
-    schema="(Tensor x, Tensor weight, Tensor? bias=None, float eps=1e-5) -> Tensor",
+_lib.define(
+    "layer_norm(Tensor x, Tensor weight, Tensor? bias=None, float eps=1e-5) -> Tensor",
     tags=(torch.Tag.pt2_compliant_tag,),
 )
+_lib.impl("layer_norm", layer_norm_kernels.layer_norm_python, "CPU")
+_lib.impl("layer_norm", layer_norm_kernels.layer_norm_triton, "CUDA")
 
 
 @torch.library.register_fake("knorms::layer_norm")
@@ -210,7 +208,7 @@ _lib.define(
     "_layer_norm_forward(Tensor x, Tensor weight, Tensor? bias=None, float eps=1e-5) -> (Tensor, Tensor, Tensor)",
     tags=(torch.Tag.pt2_compliant_tag,),
 )
-_lib.impl("_layer_norm_forward", layer_norm_kernels.layer_norm_forward_triton, "CPU")
+_lib.impl("_layer_norm_forward", layer_norm_kernels.layer_norm_forward_python, "CPU")
 _lib.impl("_layer_norm_forward", layer_norm_kernels.layer_norm_forward_triton, "CUDA")
 
 
@@ -257,7 +255,7 @@ _support.trace_as_reference("knorms::layer_norm", reference.layer_norm)
 
 # The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.
 _layer_norm_kernels = {
-    "cpu": layer_norm_kernels.layer_norm_triton,
+    "cpu": layer_norm_kernels.layer_norm_python,
     "cuda": layer_norm_kernels.layer_norm_triton,
 }
 
@@ -267,9 +265,7 @@ class _LayerNormFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, weight, bias, eps):
-        output, mu, rstd = layer_norm_kernels.layer_norm_forward_triton(
-            x, weight, bias, eps
-        )
+        output, mu, rstd = _layer_norm_forward(x, weight, bias, eps)
         # setup_context called here, as torch.library calls it: a Function with a setup_context
         # of its own binds its arguments through inspect.signature on every call.
         _layer_norm_setup_context(ctx, (x, weight, bias, eps), output, mu, rstd)

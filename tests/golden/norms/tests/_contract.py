@@ -646,3 +646,57 @@ class DirectInEager(Contract):
         with Log():
             self.call(self.data.python_api, args)
         assert self.data.op in seen, seen
+
+
+class SavesStatistics(Contract):
+    """A normalisation whose backward formulas read the statistics its forward saved: with grad,
+    the op runs _<op>_forward (an op of its own, with its fake kernel) once, and a backward
+    differentiated again refuses; _<op>_forward passes opcheck, torch.compile and torch.export."""
+
+    def forward_op(self):
+        namespace, name = self.data.op._schema.name.split("::")
+        return getattr(getattr(torch.ops, namespace), f"_{name}_forward").default
+
+    def test_grad_runs_the_forward_op_that_saves_the_statistics(self, device):
+        seen = []
+
+        class Calls(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                seen.append(func)
+                return func(*args, **(kwargs or {}))
+
+        args = self.normal_args(device, requires_grad=True)
+        with Calls():
+            output = self.call(self.data.op, args)
+            torch.autograd.grad(total(output), requiring_grad(args))
+        assert seen.count(self.forward_op()) == 1 and self.data.op not in seen, seen
+        output = self.call(self.data.op, args)
+        with pytest.raises(RuntimeError, match="differentiable once"):
+            torch.autograd.grad(total(output), requiring_grad(args), create_graph=True)
+
+    def test_forward_op_opcheck_compile_and_export(self, device):
+        args = self.normal_args(device)
+        positional, keywords = self.split(args)
+        forward = self.forward_op()
+        results = torch.library.opcheck(forward, positional, keywords, raise_exception=False)
+        failed = {test: got for test, got in results.items() if got != "SUCCESS"}
+        assert not failed, failed
+        want = forward(*positional, **keywords)
+        assert_all_close(want[0], self.call(self.data.op, args), rtol=0, atol=0)
+        torch._dynamo.reset()
+        compiled = torch.compile(forward, backend="aot_eager", fullgraph=True)
+        assert_all_close(compiled(*positional, **keywords), want, rtol=0, atol=0)
+        where = [i for i, arg in enumerate(positional) if isinstance(arg, torch.Tensor)]
+
+        class Model(torch.nn.Module):
+            def forward(self, *tensors):
+                inputs = list(positional)
+                for i, tensor in zip(where, tensors, strict=True):
+                    inputs[i] = tensor
+                return forward(*inputs, **keywords)
+
+        exported = torch.export.export(Model(), tuple(positional[i] for i in where))
+        calls = [n.target for n in exported.graph.nodes if n.op == "call_function"]
+        assert calls.count(forward) == 1, calls
+        got = exported.module()(*(positional[i] for i in where))
+        assert_all_close(got, want, rtol=0, atol=0)

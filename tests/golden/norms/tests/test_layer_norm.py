@@ -9,6 +9,7 @@ from _contract import (
     DirectInEagerWithGrad,
     OnCuda,
     OpData,
+    SavesStatistics,
     Tagged,
     TracedAsReference,
 )
@@ -60,6 +61,7 @@ class TestLayerNorm(
     TracedAsReference,
     DirectInEager,
     DirectInEagerWithGrad,
+    SavesStatistics,
     Contract,
 ):
     data = LAYER_NORM

@@ -9,6 +9,7 @@ from _contract import (
     DirectInEagerWithGrad,
     OnCuda,
     OpData,
+    SavesStatistics,
     Tagged,
     TracedAsReference,
 )
@@ -46,6 +47,7 @@ class TestRmsNorm(
     TracedAsReference,
     DirectInEager,
     DirectInEagerWithGrad,
+    SavesStatistics,
     Contract,
 ):
     data = RMS_NORM

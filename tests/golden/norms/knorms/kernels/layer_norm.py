@@ -7,9 +7,8 @@ import torch
 import triton
 import triton.language as tl
 from torch import Tensor
-from triton.runtime.interpreter import InterpretedFunction
 
-from .. import _support
+from .. import _support, reference
 
 
 @triton.jit
@@ -155,11 +154,6 @@ def layer_norm_kernel(
             )
 
 
-# CPU tensors run the same kernel in Triton's interpreter (NumPy on the host): slow, but it
-# needs no GPU and no TRITON_INTERPRET=1, so CPU and CUDA tensors work in one process.
-layer_norm_kernel_interpreted = InterpretedFunction(layer_norm_kernel.fn)
-
-
 def layer_norm_triton(
     x: Tensor, weight: Tensor, bias: Tensor | None = None, eps: float = 1e-5
 ) -> Tensor:
@@ -194,7 +188,7 @@ def _layer_norm_triton(
         x, weight, bias = _support.broadcast_contiguous(out.shape, x, weight, bias)
         layout = _support.row_layout(out.shape, x, weight, bias, out)
     n_rows, n_cols, strides = layout
-    kernel = layer_norm_kernel if out.is_cuda else layer_norm_kernel_interpreted
+    kernel = layer_norm_kernel
     compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
     # One pass where a row fits in a block; longer rows a pass per statistic and one that writes.
     block_rows, block_cols, one_pass, num_warps = _support.norm_blocks(
@@ -224,3 +218,23 @@ def _layer_norm_triton(
         HAS_bias=bias is not None,
     )
     return out, mu, rstd
+
+
+def layer_norm_python(
+    x: Tensor, weight: Tensor, bias: Tensor | None = None, eps: float = 1e-5
+) -> Tensor:
+    """The PyTorch reference as a kernel, written into fresh contiguous output."""
+    out = _support.normalization_output("knorms::layer_norm", x, weight, bias)
+    return out.copy_(reference.layer_norm(x, weight, bias, eps))
+
+
+def layer_norm_forward_python(
+    x: Tensor, weight: Tensor, bias: Tensor | None = None, eps: float = 1e-5
+) -> tuple[Tensor, Tensor, Tensor]:
+    """knorms::_layer_norm_forward's python kernel: layer_norm_python's output and each row's mu, rstd,
+    in float32 (float64 for float64 inputs), as the reference computes them."""
+    output = layer_norm_python(x, weight, bias, eps)
+    (x,) = _support.upcast(x)
+    mu = _support.row_mean(x).unsqueeze(-1)
+    rstd = torch.rsqrt(_support.row_mean((x - mu) * (x - mu)).unsqueeze(-1) + eps)
+    return output, mu, rstd
