@@ -99,5 +99,8 @@ def test_check_prints_the_statistics():
     from kopgen.report import describe_plan
 
     text = describe_plan(load_spec(EXAMPLES / "norms.yaml"), "norms.yaml")
-    assert "  stats:    rstd = rsqrt(mean(x * x) + eps) (per row, float32; float64 for float64 inputs)" in text
+    assert ("  stats:    rstd = rsqrt(mean(x * x) + eps) (per row, float32; float64 for float64 inputs, saved for "
+            "backward by _rms_norm_forward)") in text
     assert "            rstd = rsqrt(mean((x - mu) * (x - mu)) + eps)" in text  # layer_norm's second
+    # softmax's backward reads its result, not its statistics: they are not saved
+    assert "  stats:    x_max = max(x) (per row, float32; float64 for float64 inputs)\n" in text
