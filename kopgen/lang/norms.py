@@ -58,21 +58,40 @@ def _stat_lines(op: Op, helpers: str) -> list[str]:
     return lines
 
 
-def python_forward_kernel(op: Op) -> list[str]:
-    """After a `python` kernel (lines that follow its body): `_<op>_forward`'s, which also returns the
-    statistics backward reads, computed as the reference computes them."""
-    if not saved_stats(op):
+def reference_forward(op: Op) -> list[str]:
+    """reference.py's `<op>_forward` (after the op's reference), where the op saves statistics: the
+    output and each saved statistic, as `_<op>_forward` returns them."""
+    stats = saved_stats(op)
+    if not stats:
         return []
-    stats, count = saved_stats(op), len(saved_stats(op))
-    read = [a.name for a in op.tensor_args if a.name in op.body.reads]
-    kernel = f"{op.stem}_python"
-    return ["", "", python.define(f"{op.stem}_forward_python", op, returns=f"tuple[{', '.join(['Tensor'] * (1 + count))}]"),
-            f'    """{forward_qualname(op)}\'s python kernel: {kernel}\'s output and each row\'s {", ".join(stats)},',
-            '    in float32 (float64 for float64 inputs), as the reference computes them."""',
-            "    " + python.layout.assign(locals_for(op).output, python.call_text(kernel, op), 4),
-            "    " + wrap(f"{python.tuple_target(read)} = _support.upcast(", read, ")", 4),
-            *("    " + line for line in _stat_lines(op, "_support.")),
-            f"    return {', '.join([locals_for(op).output, *stats])}"]
+    local, names = locals_for(op), [a.name for a in op.read_args]
+    values = [f"{python.layout.operand(w.expr.to_torch())}.to({local.dtype})" for w in op.writes]
+    return ["", "", python.define(forward_reference(op), op, returns=f"tuple[{', '.join(['Tensor'] * (1 + len(stats)))}]"),
+            f'    """{forward_qualname(op)} in plain PyTorch: the output, and each row\'s {", ".join(stats)}',
+            '    computed in float32 at least."""',
+            f"    {local.dtype} = {op.lead.name}.dtype",
+            "    " + wrap(f"{python.tuple_target(names)} = upcast(", names, ")", 4),
+            *("    " + line for line in _stat_lines(op, "")),
+            "    " + python.layout.statement(f"return {', '.join([*values, *stats])}", 4)]
+
+
+def forward_reference(op: Op) -> str:
+    return f"{op.stem}_forward"
+
+
+def python_forward_kernel(op: Op) -> list[str]:
+    """After a `python` kernel (lines that follow its body): `_<op>_forward`'s, its reference's values
+    with the output written into fresh contiguous memory."""
+    stats = saved_stats(op)
+    if not stats:
+        return []
+    local = locals_for(op)
+    return ["", "", python.define(f"{op.stem}_forward_python", op, returns=f"tuple[{', '.join(['Tensor'] * (1 + len(stats)))}]"),
+            f'    """{forward_qualname(op)}\'s python kernel: its reference, the output written into',
+            '    fresh contiguous output."""',
+            "    " + python.layout.assign(local.expected, python.call_text(f"reference.{forward_reference(op)}", op), 4),
+            "    " + python.layout.assign(triton.first_written(op), python.allocate(op), 4),
+            f"    return {triton.first_written(op)}.copy_({local.expected}[0]), *{local.expected}[1:]"]
 
 
 # -- the Triton kernel
@@ -342,6 +361,8 @@ def saved_stats_registration(op: Op) -> list[str]:
         f"    return {local.output}, " + ", ".join(f"_support.norm_stat({local.output})" for _ in stats),
         "", "",
         f"{forward} = torch.ops.{op.namespace}.{name}.default",
+        "# torch.compile traces it as its PyTorch reference too, which Inductor fuses (fusion.py).",
+        wrap("_support.trace_as_reference(", [literal(f"{op.namespace}::{name}"), f"reference.{forward_reference(op)}"]),
         "", "",
         f"class {function}(torch.autograd.Function):",
         f'    """{op.qualname} with grad: {name}, its statistics saved for backward."""',
@@ -428,8 +449,8 @@ class SavesStatistics(Contract):
         want = forward(*positional, **keywords)
         assert_all_close(want[0], self.call(self.data.op, args), rtol=0, atol=0)
         torch._dynamo.reset()
-        compiled = torch.compile(forward, backend="aot_eager", fullgraph=True)
-        assert_all_close(compiled(*positional, **keywords), want, rtol=0, atol=0)
+        compiled = torch.compile(forward, backend="aot_eager", fullgraph=True)  # traces the reference
+        assert_all_close(compiled(*positional, **keywords), want, **self.data.tolerances)
         where = [i for i, arg in enumerate(positional) if isinstance(arg, torch.Tensor)]
 
         class Model(torch.nn.Module):

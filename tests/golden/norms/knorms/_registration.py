@@ -86,6 +86,8 @@ def _rms_norm_forward_fake(x, weight, eps=1e-6):
 
 
 _rms_norm_forward = torch.ops.knorms._rms_norm_forward.default
+# torch.compile traces it as its PyTorch reference too, which Inductor fuses (fusion.py).
+_support.trace_as_reference("knorms::_rms_norm_forward", reference.rms_norm_forward)
 
 
 class _RmsNormSavingStats(torch.autograd.Function):
@@ -220,6 +222,8 @@ def _layer_norm_forward_fake(x, weight, bias=None, eps=1e-5):
 
 
 _layer_norm_forward = torch.ops.knorms._layer_norm_forward.default
+# torch.compile traces it as its PyTorch reference too, which Inductor fuses (fusion.py).
+_support.trace_as_reference("knorms::_layer_norm_forward", reference.layer_norm_forward)
 
 
 class _LayerNormSavingStats(torch.autograd.Function):
