@@ -35,9 +35,10 @@ def _rms_norm_fake(x, weight, eps=1e-6):
 
 
 def _rms_norm_setup_context(ctx, inputs, output, rstd):
-    x, weight, _ = inputs
+    x, weight, eps = inputs
     ctx.x_shape = x.shape
     ctx.weight_shape = weight.shape
+    ctx.eps = eps
     # Save only what the formulas read, and only when a gradient that reads it is wanted.
     ctx.save_for_backward(
         x if ctx.needs_input_grad[0] or ctx.needs_input_grad[1] else None,
@@ -47,11 +48,11 @@ def _rms_norm_setup_context(ctx, inputs, output, rstd):
 
 
 def _rms_norm_backward(ctx, grad):
-    if torch.is_grad_enabled():  # create_graph=True
-        raise RuntimeError(
-            "knorms::rms_norm is differentiable once: its backward reads statistics saved by its forward"
-        )
     x, weight, rstd = ctx.saved_tensors
+    eps = ctx.eps
+    if torch.is_grad_enabled():  # create_graph: statistics that autograd differentiates
+        (x,) = _support.upcast(x)
+        rstd = torch.rsqrt(_support.row_mean(x * x).unsqueeze(-1) + eps)
     grad_x = None
     grad_weight = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
@@ -159,12 +160,13 @@ def _layer_norm_fake(x, weight, bias=None, eps=1e-5):
 
 
 def _layer_norm_setup_context(ctx, inputs, output, mu, rstd):
-    x, weight, bias, _ = inputs
+    x, weight, bias, eps = inputs
     # The dispatcher drops trailing arguments left at their defaults (None): they want no gradient.
     needs_input_grad = ctx.needs_input_grad + (False,) * (4 - len(ctx.needs_input_grad))
     ctx.x_shape = x.shape
     ctx.weight_shape = weight.shape
     ctx.bias_shape = None if bias is None else bias.shape
+    ctx.eps = eps
     # Save only what the formulas read, and only when a gradient that reads it is wanted.
     ctx.save_for_backward(
         x if needs_input_grad[0] or needs_input_grad[1] else None,
@@ -175,13 +177,14 @@ def _layer_norm_setup_context(ctx, inputs, output, mu, rstd):
 
 
 def _layer_norm_backward(ctx, grad):
-    if torch.is_grad_enabled():  # create_graph=True
-        raise RuntimeError(
-            "knorms::layer_norm is differentiable once: its backward reads statistics saved by its forward"
-        )
     x, weight, mu, rstd = ctx.saved_tensors
+    eps = ctx.eps
     # The dispatcher drops trailing arguments left at their defaults (None): they want no gradient.
     needs_input_grad = ctx.needs_input_grad + (False,) * (4 - len(ctx.needs_input_grad))
+    if torch.is_grad_enabled():  # create_graph: statistics that autograd differentiates
+        (x,) = _support.upcast(x)
+        mu = _support.row_mean(x).unsqueeze(-1)
+        rstd = torch.rsqrt(_support.row_mean((x - mu) * (x - mu)).unsqueeze(-1) + eps)
     grad_x = None
     grad_weight = None
     grad_bias = None

@@ -650,8 +650,8 @@ class DirectInEager(Contract):
 
 class SavesStatistics(Contract):
     """A normalisation whose backward formulas read the statistics its forward saved: with grad,
-    the op runs _<op>_forward (an op of its own, with its fake kernel) once, and a backward
-    differentiated again refuses; _<op>_forward passes opcheck, torch.compile and torch.export."""
+    the op runs _<op>_forward (an op of its own, with its fake kernel) once, and no kernel of
+    the op itself; _<op>_forward passes opcheck, torch.compile and torch.export."""
 
     def forward_op(self):
         namespace, name = self.data.op._schema.name.split("::")
@@ -670,9 +670,6 @@ class SavesStatistics(Contract):
             output = self.call(self.data.op, args)
             torch.autograd.grad(total(output), requiring_grad(args))
         assert seen.count(self.forward_op()) == 1 and self.data.op not in seen, seen
-        output = self.call(self.data.op, args)
-        with pytest.raises(RuntimeError, match="differentiable once"):
-            torch.autograd.grad(total(output), requiring_grad(args), create_graph=True)
 
     def test_forward_op_opcheck_compile_and_export(self, device):
         args = self.normal_args(device)

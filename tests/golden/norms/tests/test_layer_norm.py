@@ -38,7 +38,7 @@ LAYER_NORM = OpData(
     normal_sample="normal",
     gradient_inputs=(0, 1, 2),
     gradient_samples=("normal", "noncontiguous", "broadcast", "without_bias"),
-    gradgradcheck=False,
+    gradgradcheck=True,
     backward_sample="broadcast",
     saved_tensors={
         (0,): 4,
