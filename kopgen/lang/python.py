@@ -11,6 +11,7 @@ as they are written.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -219,8 +220,8 @@ def library_fragment(package: Package) -> list[str]:
         purposes.append("normalisations define the op that saves their statistics on it")
     if not purposes:
         return []
-    return ["", f"# A fragment of the namespace: {'; '.join(purposes)}.",
-            f'_lib = torch.library.Library("{package.namespace}", "FRAGMENT")']
+    comment = textwrap.wrap(f"A fragment of the namespace: {'; '.join(purposes)}.", 97)
+    return ["", *(f"# {line}" for line in comment), f'_lib = torch.library.Library("{package.namespace}", "FRAGMENT")']
 
 
 def definition_template(op: Op) -> str:

@@ -12,7 +12,8 @@ from .kernels import log_softmax as log_softmax_kernels
 from .kernels import rms_norm as rms_norm_kernels
 from .kernels import softmax as softmax_kernels
 
-# A fragment of the namespace: the `library` route defines its ops on it; normalisations define the op that saves their statistics on it.
+# A fragment of the namespace: the `library` route defines its ops on it; normalisations define the
+# op that saves their statistics on it.
 _lib = torch.library.Library("knorms", "FRAGMENT")
 
 
