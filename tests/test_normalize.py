@@ -104,3 +104,45 @@ def test_check_prints_the_statistics():
     assert "            rstd = rsqrt(mean((x - mu) * (x - mu)) + eps)" in text  # layer_norm's second
     # softmax's backward reads its result, not its statistics: they are not saved
     assert "  stats:    x_max = max(x) (per row, float32; float64 for float64 inputs)\n" in text
+
+
+# A keyword-only argument, statistics read by backward, `cpu: python`: forward, backward and a backward
+# differentiated again, against autograd through the reference.
+KEYWORD_ONLY = """\
+kopgen: 1
+package: ksx
+ops:
+  - schema: "softmax2(Tensor x, *, float scale=1.0) -> Tensor"
+    registration: library
+    backends: {cpu: python}
+    normalize:
+      stats: {x_max: "max(x * scale)", sum_exp: "sum(exp(x * scale - x_max))"}
+      compute: "exp(x * scale - x_max) / sum_exp"
+    backward:
+      x: "scale * torch.exp(x * scale - x_max) / sum_exp * (grad - (grad * torch.exp(x * scale - x_max) / sum_exp).sum(-1, keepdim=True))"
+"""
+KEYWORD_ONLY_CHECK = """
+import torch
+import ksx
+from ksx import reference
+x = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
+op = lambda x: torch.ops.ksx.softmax2(x, scale=0.5)
+grad = torch.randn(3, 5, dtype=torch.float64)
+got = torch.autograd.grad(op(x), x, grad)
+want = torch.autograd.grad(reference.softmax2(x, scale=0.5), x, grad)
+torch.testing.assert_close(got, want)
+assert torch.autograd.gradgradcheck(op, (x,))
+print("ok")
+"""
+
+
+@pytest.mark.slow
+def test_saved_statistics_with_a_keyword_only_argument(tmp_path):
+    spec = tmp_path / "ksx.yaml"
+    spec.write_text(KEYWORD_ONLY)
+    repo = generate(spec, tmp_path / "repo")
+    assert '_softmax2_setup_context(ctx, (x,), {"scale": scale}, output, x_max, sum_exp)' in (
+        repo / "ksx" / "_registration.py").read_text()
+    result = subprocess.run([sys.executable, "-c", KEYWORD_ONLY_CHECK], cwd=repo, capture_output=True, text=True,
+                            check=False, timeout=300)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]

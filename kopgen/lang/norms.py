@@ -355,7 +355,11 @@ def saved_stats_registration(op: Op) -> list[str]:
                                    literal(k.dispatch_key)]) for k in op.kernels]
     fake = python.fake_define(op).replace(module_name(op, "fake"), module_name(op, "forward_fake"), 1)
     allocate = python.layout.assign(local.output, python.allocate(op), 4)
-    inputs = f"({', '.join(a.name for a in op.args)}{',' if len(op.args) == 1 else ''})"
+    # setup_context's inputs as torch.library passes them: the positional ones, then the keyword-only ones
+    positional = [a.name for a in op.args if not a.schema.kwarg_only]
+    inputs = f"({', '.join(positional)}{',' if len(positional) == 1 else ''})"
+    if op.keyword_only_names:
+        inputs += ", {" + ", ".join(f'"{name}": {name}' for name in op.keyword_only_names) + "}"
     function, kernel = saving_function(op), module_name(op, "autograd_kernel")
     tensors = ", ".join(a.name for a in op.tensor_args)
     return [
@@ -383,12 +387,13 @@ def saved_stats_registration(op: Op) -> list[str]:
         "        " + python.layout.statement(f"{python.setup_context_function(op)}({local.ctx}, {inputs}, "
                                               f"{local.output}, {', '.join(stats)})", 8),
         f"        return {local.output}", "",
-        f"    backward = staticmethod({python.backward_function(op)})",
+        *_function_backward(op),
         "", "",
         wrap(f"def {kernel}(", [local.keyset, *_untyped_parameters(op)], "):"),
         f'    """{op.qualname}\'s autograd kernel, where torch.library would register the formulas."""',
         f"    if torch.is_grad_enabled() and torch._C._any_requires_grad({tensors}):",
-        "        " + python.call(f"{function}.apply", op, 8, prefix="return "),
+        # autograd.Function.apply takes its arguments by position
+        "        " + python.layout.statement(f"return {function}.apply({', '.join(a.name for a in op.args)})", 8),
         "    with torch._C._AutoDispatchBelowAutograd():",
         "        " + python.call(f"torch.ops.{op.namespace}.{op.name}.default.redispatch", op, 8,
                                 first=[f"{local.keyset} & torch._C._after_autograd_keyset"], prefix="return "),
@@ -396,6 +401,15 @@ def saved_stats_registration(op: Op) -> list[str]:
         *(wrap("_lib.impl(", [literal(op.name), kernel, literal(f"Autograd{k.dispatch_key}"), "with_keyset=True"])
           for k in op.kernels),
     ]
+
+
+def _function_backward(op: Op) -> list[str]:
+    """The Function's backward: the op's, and a None for each keyword-only argument it was applied to."""
+    if not op.keyword_only_names:
+        return [f"    backward = staticmethod({python.backward_function(op)})"]
+    local, nones = locals_for(op), ", None" * len(op.keyword_only_names)
+    return ["    @staticmethod", f"    def backward({local.ctx}, {local.grad}):",
+            f"        return *{python.backward_function(op)}({local.ctx}, {local.grad}){nones}"]
 
 
 def _untyped_parameters(op: Op) -> list[str]:
