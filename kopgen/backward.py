@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from .expr import ExprError, FormulaContext, parse_formula
 from .model import Arg, Backward, Gradient, Op, Saved
+from .normalize import check_saved_stats, stat_names
 from .schema import FunctionSchema
 from .split import read_through_source, split_sources
 
@@ -16,14 +17,16 @@ if TYPE_CHECKING:
 NON_DIFFERENTIABLE = "non_differentiable"
 
 
-def resolve_backward(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, ...]) -> Backward | None:
-    """The op's `backward:` formulas, parsed, and what setup_context saves for them."""
+def resolve_backward(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, ...], body=None) -> Backward | None:
+    """The op's `backward:` formulas, parsed, and what setup_context saves for them (`body`: the op's kind,
+    whose statistics, for a normalisation, the formulas may read)."""
     node = resolver.node.get("backward")
     if node is None or schema.mutated_arguments:  # mutating ops take none (reported with the kind)
         return None
     halves = split_sources(resolver)  # a `split` op's formulas also read its halves: {gate: x, up: x}
+    stats = stat_names(resolver)  # a `normalize` op's formulas also read its statistics: rstd, ...
     context = FormulaContext(
-        arg_kinds={a.name: a.kind for a in args} | dict.fromkeys(halves, "tensor"),
+        arg_kinds={a.name: a.kind for a in args} | dict.fromkeys(halves, "tensor") | dict.fromkeys(stats, "tensor"),
         num_outputs=len(schema.returns),
         namespace=resolver.namespace,
         own_ops=resolver.own_ops,
@@ -53,11 +56,18 @@ def resolve_backward(resolver: OpResolver, schema: FunctionSchema, args: tuple[A
                 f"(write one, or '{arg.name}: {NON_DIFFERENTIABLE}')",
             )
     gradients.sort(key=lambda g: g.arg.index)
-    return plan_backward(tuple(gradients), args, num_outputs=len(schema.returns))
+    stat_reads = getattr(body, "reads", ())  # what a backward differentiated again recomputes them from
+    backward = plan_backward(tuple(gradients), args, num_outputs=len(schema.returns), stats=stats, stat_reads=stat_reads)
+    check_saved_stats(resolver, backward)
+    return backward
 
 
-def plan_backward(gradients: tuple[Gradient, ...], args: tuple[Arg, ...], num_outputs: int) -> Backward:
-    """Decide what setup_context saves: only what formulas read, gated on needs_input_grad."""
+def plan_backward(gradients: tuple[Gradient, ...], args: tuple[Arg, ...], num_outputs: int,
+                  stats: tuple[str, ...] = (), stat_reads: tuple[str, ...] = ()) -> Backward:
+    """Decide what setup_context saves: only what formulas read, gated on needs_input_grad. `stats`: a
+    normalisation's statistics, which the formulas may read as the forward saved them; where they do,
+    what the statistics read (`stat_reads`) is saved too, for a backward differentiated again, which
+    recomputes them (lang/norms.py)."""
     value_users: dict[str, list[int]] = {}
     metadata_users: dict[str, list[int]] = {}
     result_users: dict[int, list[int]] = {}
@@ -73,7 +83,8 @@ def plan_backward(gradients: tuple[Gradient, ...], args: tuple[Arg, ...], num_ou
         for output in formula.results_used:
             result_users.setdefault(output, []).append(index)
         scalars.update(formula.scalars)
-    order = {a.name: a.index for a in args}
+    _save_stat_reads(value_users, scalars, stats, stat_reads, args)
+    order = {a.name: a.index for a in args} | {name: len(args) + i for i, name in enumerate(stats)}
     by_name = {a.name: a for a in args}
     # A tensor whose value one formula reads and whose metadata another reads is saved for both:
     # in backward its name is the saved tensor.
@@ -87,7 +98,7 @@ def plan_backward(gradients: tuple[Gradient, ...], args: tuple[Arg, ...], num_ou
         else:
             saved_tensors.append(Saved(f"result{output}", f"output[{output}]", tuple(users)))
     saved_metadata = tuple(
-        Saved(name, name, tuple(users), optional=by_name[name].is_optional)
+        Saved(name, name, tuple(users), optional=name in by_name and by_name[name].is_optional)
         for name, users in sorted(metadata_users.items(), key=lambda kv: order[kv[0]])
         if name not in value_users
     )
@@ -101,7 +112,21 @@ def plan_backward(gradients: tuple[Gradient, ...], args: tuple[Arg, ...], num_ou
         differentiable_twice=True,
         keyword_only=tuple(a.name for a in args if a.schema.kwarg_only),
         droppable_inputs=any(a.is_optional and a.schema.default is not None for a in args),
+        stats=tuple(name for name in stats if name in value_users),
     )
+
+
+def _save_stat_reads(value_users: dict[str, list[int]], scalars: set[str], stats: tuple[str, ...],
+                     stat_reads: tuple[str, ...], args: tuple[Arg, ...]) -> None:
+    """The arguments the read statistics are computed from, saved for each gradient that reads one."""
+    users = sorted({i for name in stats for i in value_users.get(name, ())})
+    if not users:
+        return
+    for arg in args:
+        if arg.name in stat_reads and arg.is_tensor:
+            value_users[arg.name] = sorted(set(value_users.get(arg.name, ())) | set(users))
+        elif arg.name in stat_reads:
+            scalars.add(arg.name)
 
 
 def mark_not_twice_differentiable(ops: list[Op]) -> None:

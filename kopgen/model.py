@@ -103,6 +103,7 @@ class Backward:
     differentiable_twice: bool
     keyword_only: tuple[str, ...] = ()  # keyword-only arguments: its `keyword_only_inputs`
     droppable_inputs: bool = False  # an optional Tensor defaults to None, which the dispatcher may drop
+    stats: tuple[str, ...] = ()  # a normalisation's statistics the formulas read: its forward saves them
 
     def gradient_for(self, arg: Arg) -> Gradient | None:
         return next((g for g in self.gradients if g.arg == arg), None)

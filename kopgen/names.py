@@ -60,6 +60,8 @@ PYTHON_LOCALS = (
     *("ctx", "grad", "grads", "result", "results", "needs_input_grad", "_"),  # `_`: an input setup_context skips
     "wrap",  # a triton_op's custom launcher: what it wraps each kernel in before launching it
     *("ONE_PASS", "one_pass"),  # a row normalisation's kernel: whether a row fits in one block
+    *("SAVE_STATS", "save_stats"),  # ... and whether it writes each row's statistics (for backward)
+    "keyset",  # ... and its autograd kernel's dispatch keys
 )
 # C++ and CUDA: the host functions (csrc/ops.cpp, cuda/ops.cpp) and launchers (cuda/kernels.cu).
 CPP_LOCALS = ("call", "launch", "guard")  # guard: a custom kernel's CUDA device guard
@@ -101,6 +103,11 @@ MODULE_LEVEL_NAMES = {
     "cuda_kernel": "{}_cuda_kernel",
     "eager_kernels": "_{}_kernels",  # the kernel per device type that ops.py calls in plain eager calls
     "vmap": "_{}_vmap",  # the op's vmap rule (lang/vmap.py)
+    # a normalisation that saves its statistics (lang/norms.py): the op returning them, its fake kernel,
+    # and the op's autograd kernel, which saves them
+    "forward_op": "_{}_forward",
+    "forward_fake": "_{}_forward_fake",
+    "autograd_kernel": "_{}_autograd",
 }
 # What the generated modules bind at module level besides the ops' names: their imports, the Library fragment.
 MODULE_IMPORTS = frozenset(

@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING
 from . import __version__
 from .expr import ExprError, parse_pointwise
 from .format import REDUCTIONS
+from .loader import Mapping as MappingNode
 from .loader import Scalar
-from .model import Arg, Reduction, Write
+from .model import Arg, Backward, Reduction, Route, Write
 from .model_kinds import RowNormalization, RowStat
 from .names import MODULE_NAMES, PYTHON_LOCALS, output_names
 from .schema import FunctionSchema
@@ -73,6 +74,28 @@ def resolve_normalization(resolver: OpResolver, schema: FunctionSchema, args: tu
     if len(resolver.diagnostics.items) > errors_before:
         return None
     return RowNormalization(tuple(stats), tuple(writes))
+
+
+def stat_names(resolver: OpResolver) -> tuple[str, ...]:
+    """The names of a `normalize` op's statistics (none for other ops), which its backward formulas may read."""
+    node = resolver.node.get("normalize")
+    stats = node.get("stats") if isinstance(node, MappingNode) else None
+    if not isinstance(stats, MappingNode):
+        return ()
+    return tuple(name for name in stats.entries if name.isidentifier() and not keyword.iskeyword(name))
+
+
+def check_saved_stats(resolver: OpResolver, backward: Backward) -> None:
+    """Formulas that read statistics need the forward that saves them (lang/norms.py): an op of the
+    namespace that the Python routes define; the triton_op and compiled routes do not have it yet."""
+    route = resolver.resolve_registration()
+    if not backward.stats or route in (Route.CUSTOM_OP, Route.LIBRARY):
+        return
+    node = resolver.node.get("backward")
+    reader = next(g.arg.name for g in backward.gradients if g.formula and set(g.formula.saved_tensors) & set(backward.stats))
+    resolver.error(node.key_position(reader), f"the backward formulas read the statistics {', '.join(backward.stats)}, "
+                                              f"which only the custom_op and library routes save in kopgen {__version__}; "
+                                              f"use registration: custom_op, or formulas that compute them")
 
 
 def _refuse_compiled_backends(resolver: OpResolver) -> None:

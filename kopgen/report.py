@@ -32,8 +32,9 @@ def _describe_op(op: Op) -> list[str]:
         f"  autocast: {autocast.describe(op)}",
     ]
     for i, stat in enumerate(getattr(op.body, "stats", ())):  # a row normalisation's, in order
+        saved = f", saved for backward by _{op.name}_forward" if op.backward and stat.name in op.backward.stats else ""
         lines.append(f"  {'stats:   ' if i == 0 else '         '} {stat.name} = {stat.text.strip()} "
-                     "(per row, float32; float64 for float64 inputs)")
+                     f"(per row, float32; float64 for float64 inputs{saved})")
     if isinstance(op.body, GatedSplit):
         x, (gate, up) = op.body.source.name, (h.name for h in op.body.halves)
         lines.append(f"  split:    {x} in halves, read in place: {gate} = {x}[..., :d], {up} = {x}[..., d:]")

@@ -189,7 +189,7 @@ class OpResolver:
         if registration is Route.TRITON_OP:
             self.check_triton_op()
         kernels = self.resolve_backends(registration)
-        backward = resolve_backward(self, schema, args)
+        backward = resolve_backward(self, schema, args, body)
         shapes, atol, rtol = self.resolve_tests(args)
         sample_args = half_width_samples(self, args, body, resolve_sample_args(self, args, body))
         if len(self.diagnostics.items) > errors_before:

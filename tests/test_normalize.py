@@ -38,7 +38,9 @@ from triton.runtime.interpreter import InterpretedFunction
 from knorms import _support, reference
 from knorms.kernels import fused_add_rms_norm, layer_norm, log_softmax, rms_norm, softmax
 
-# log_softmax runs its `python` kernel on the CPU: its Triton kernel is interpreted here by hand.
+# layer_norm and log_softmax run their `python` kernels on the CPU: their Triton kernels are
+# interpreted here by hand.
+layer_norm.layer_norm_kernel = InterpretedFunction(layer_norm.layer_norm_kernel.fn)
 log_softmax.log_softmax_kernel = InterpretedFunction(log_softmax.log_softmax_kernel.fn)
 
 def one_pass(n_rows, n_cols, element_size):
@@ -69,6 +71,17 @@ for form in (one_pass, looped):
     _support.norm_blocks = form
     for name, (kernel, oracle, args) in cases.items():
         torch.testing.assert_close(kernel(*args), oracle(*args), msg=lambda m: f"{name}, {form.__name__}: {m}")
+    # The launchers of _<op>_forward: the same output, and each row's statistics as backward reads them.
+    mu = x.mean(-1, keepdim=True)
+    stats = {
+        "rms_norm": (rms_norm.rms_norm_forward_triton(x, w), (torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6),)),
+        "layer_norm": (layer_norm.layer_norm_forward_triton(x, w, b),
+                       (mu, torch.rsqrt(((x - mu) ** 2).mean(-1, keepdim=True) + 1e-5))),
+    }
+    for name, ((out, *got), want) in stats.items():
+        torch.testing.assert_close(out, cases[name][1](*cases[name][2]))
+        torch.testing.assert_close(tuple(got), want, msg=lambda m: f"{name}'s statistics, {form.__name__}: {m}")
+        assert all(s.dtype == torch.float32 and s.shape == (5, 1) for s in got)
     assert form is looped or BLOCKS(5, 40, 4)[2], "rows of 40 take one pass"
 print("ok")
 """
@@ -86,5 +99,50 @@ def test_check_prints_the_statistics():
     from kopgen.report import describe_plan
 
     text = describe_plan(load_spec(EXAMPLES / "norms.yaml"), "norms.yaml")
-    assert "  stats:    rstd = rsqrt(mean(x * x) + eps) (per row, float32; float64 for float64 inputs)" in text
+    assert ("  stats:    rstd = rsqrt(mean(x * x) + eps) (per row, float32; float64 for float64 inputs, saved for "
+            "backward by _rms_norm_forward)") in text
     assert "            rstd = rsqrt(mean((x - mu) * (x - mu)) + eps)" in text  # layer_norm's second
+    # softmax's backward reads its result, not its statistics: they are not saved
+    assert "  stats:    x_max = max(x) (per row, float32; float64 for float64 inputs)\n" in text
+
+
+# A keyword-only argument, statistics read by backward, `cpu: python`: forward, backward and a backward
+# differentiated again, against autograd through the reference.
+KEYWORD_ONLY = """\
+kopgen: 1
+package: ksx
+ops:
+  - schema: "softmax2(Tensor x, *, float scale=1.0) -> Tensor"
+    registration: library
+    backends: {cpu: python}
+    normalize:
+      stats: {x_max: "max(x * scale)", sum_exp: "sum(exp(x * scale - x_max))"}
+      compute: "exp(x * scale - x_max) / sum_exp"
+    backward:
+      x: "scale * torch.exp(x * scale - x_max) / sum_exp * (grad - (grad * torch.exp(x * scale - x_max) / sum_exp).sum(-1, keepdim=True))"
+"""
+KEYWORD_ONLY_CHECK = """
+import torch
+import ksx
+from ksx import reference
+x = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
+op = lambda x: torch.ops.ksx.softmax2(x, scale=0.5)
+grad = torch.randn(3, 5, dtype=torch.float64)
+got = torch.autograd.grad(op(x), x, grad)
+want = torch.autograd.grad(reference.softmax2(x, scale=0.5), x, grad)
+torch.testing.assert_close(got, want)
+assert torch.autograd.gradgradcheck(op, (x,))
+print("ok")
+"""
+
+
+@pytest.mark.slow
+def test_saved_statistics_with_a_keyword_only_argument(tmp_path):
+    spec = tmp_path / "ksx.yaml"
+    spec.write_text(KEYWORD_ONLY)
+    repo = generate(spec, tmp_path / "repo")
+    assert '_softmax2_setup_context(ctx, (x,), {"scale": scale}, output, x_max, sum_exp)' in (
+        repo / "ksx" / "_registration.py").read_text()
+    result = subprocess.run([sys.executable, "-c", KEYWORD_ONLY_CHECK], cwd=repo, capture_output=True, text=True,
+                            check=False, timeout=300)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]

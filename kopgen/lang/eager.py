@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..model import Op, Route
 from ..names import locals_for, module_name
-from . import layout, python
+from . import layout, norms, python
 from .layout import literal, statement, wrap
 
 _PYTHON_ROUTES = (Route.CUSTOM_OP, Route.LIBRARY, Route.TRITON_OP)
@@ -68,19 +68,23 @@ def registration(op: Op) -> list[str]:
     if differentiable(op):
         names = locals_for(op)
         args = ", ".join(a.name for a in op.args)
-        setup = f"{python.setup_context_function(op)}({names.ctx}, ({args}), {names.output})"
+        stats = "".join(f", {name}" for name in norms.saved_stats(op))  # a normalisation's, for backward (lang/norms.py)
+        setup = f"{python.setup_context_function(op)}({names.ctx}, ({args}), {names.output}{stats})"
         if len(op.args) == 1:  # `(x,)`, which statement would take for a magic trailing comma
-            setup = f"{python.setup_context_function(op)}({names.ctx}, ({args},), {names.output})"
+            setup = f"{python.setup_context_function(op)}({names.ctx}, ({args},), {names.output}{stats})"
         else:
             setup = statement(setup, 8)
         kernel = f"{kernels_name(op)}[{op.lead.name}.device.type]"
         if len({_kernel(op, k) for k in op.kernels}) == 1:  # one for every device: no lookup per call
             kernel = _kernel(op, op.kernels[0])
+        output = names.output
+        if norms.saved_stats(op):  # the kernel that also returns the statistics backward reads (lang/norms.py)
+            kernel, output = norms.eager_forward(op, kernel), ", ".join([names.output, *norms.saved_stats(op)])
         lines += ["", "", f"class {function_name(op)}(torch.autograd.Function):",
                   f'    """{op.qualname} with grad in plain eager calls: its kernel, its registered formulas."""',
                   "", "    @staticmethod",
                   "    " + wrap("def forward(", [names.ctx, *(a.name for a in op.args)], "):", 4),
-                  "        " + layout.assign(names.output, python.call_text(kernel, op), 8),
+                  "        " + layout.assign(output, python.call_text(kernel, op), 8),
                   "        # setup_context called here, as torch.library calls it: a Function with a setup_context",
                   "        # of its own binds its arguments through inspect.signature on every call.",
                   "        " + setup,

@@ -11,6 +11,7 @@ as they are written.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -216,10 +217,12 @@ def library_fragment(package: Package) -> list[str]:
         purposes.append("the `library` route defines its ops on it")
     if any(op.is_compiled and op.python_kernels for op in package.ops):
         purposes.append("Python kernels of compiled ops are added to it")
+    if any(op.backward is not None and op.backward.stats for op in package.ops):
+        purposes.append("normalisations define the op that saves their statistics on it")
     if not purposes:
         return []
-    return ["", f"# A fragment of the namespace: {'; '.join(purposes)}.",
-            f'_lib = torch.library.Library("{package.namespace}", "FRAGMENT")']
+    comment = textwrap.wrap(f"A fragment of the namespace: {'; '.join(purposes)}.", 97)
+    return ["", *(f"# {line}" for line in comment), f'_lib = torch.library.Library("{package.namespace}", "FRAGMENT")']
 
 
 def definition_template(op: Op) -> str:
@@ -460,6 +463,8 @@ def autograd_template(op: Op) -> str:
     """What _registration.py registers for autograd: the formulas, an error, or nothing (mutating ops)."""
     if op.cpp_autograd:  # the extension registers it (lang/cpp_autograd.py)
         return "package/_registration/cpp_autograd.py.j2"
+    if op.backward and op.backward.stats:  # a normalisation's forward saves its statistics (lang/norms.py)
+        return "package/_registration/saved_stats.py.j2"
     if op.backward:
         return "package/_registration/autograd.py.j2"
     return "package/_registration/no_autograd.py.j2" if op.is_mutating else "package/_registration/not_differentiable.py.j2"

@@ -283,7 +283,8 @@ class _Kind(NamedTuple):
 _KINDS = {
     PointwiseCompute: _Kind(lambda op: op.read_args, _pointwise_return, _written_kernel_body),
     RowReduction: _Kind(lambda op: op.read_args, _reduction_return, _written_kernel_body),
-    RowNormalization: _Kind(lambda op: op.read_args, norms.reference_return, _written_kernel_body),
+    RowNormalization: _Kind(lambda op: op.read_args, norms.reference_return,
+                            lambda op: _written_kernel_body(op) + norms.python_forward_kernel(op)),
     GatedSplit: _Kind(lambda op: op.read_args, _pointwise_return, _split_kernel_body,
                       dtype_lines=lambda op: _lead_dtype(op) + split.bind(op, 0, "")),
     SplitGradient: _Kind(lambda op: op.read_args, _joined_return, _split_kernel_body,

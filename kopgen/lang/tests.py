@@ -21,7 +21,7 @@ from ..expr import NOT_DIFFERENTIABLE_DTYPES, is_dynamic
 from ..model import Arg, CustomKernel, Op, Package, PointwiseCompute, RowNormalization, RowReduction, SampleArg
 from ..schema import python_default
 from ..split import GatedSplit, SplitGradient
-from . import autocast, eager, fusion, sharding, split, vmap
+from . import autocast, eager, fusion, norms, sharding, split, vmap
 from .layout import requote
 
 LINE_LENGTH = 88  # ruff format's default
@@ -277,6 +277,7 @@ def checks(op: Op) -> tuple[str, ...]:
         ("Batched", vmap.batches(op)),
         ("Sharded", sharding.tested(op)),
         ("Autocasts", autocast.casts(op)),
+        ("SavesStatistics", bool(norms.saved_stats(op))),
     ]
     return (*(name for name, applies in mixins if applies), "Contract")
 

@@ -7,6 +7,7 @@ the op's kind (pointwise or row reduction) from its body, the one place that cho
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from ..model import Op, Write
@@ -68,7 +69,7 @@ def launcher(op: Op) -> str:
 
 
 # The kernels' parameters that are compile-time constants.
-CONSTEXPRS = frozenset({"BLOCK_SIZE", "BLOCK_ROWS", "BLOCK_COLS", "CONST_COLS", "COMPUTE_DTYPE", "ONE_PASS"})
+CONSTEXPRS = frozenset({"BLOCK_SIZE", "BLOCK_ROWS", "BLOCK_COLS", "CONST_COLS", "COMPUTE_DTYPE", "ONE_PASS", "SAVE_STATS"})
 
 
 def _parameter(op: Op, name: str) -> str:
@@ -82,13 +83,13 @@ def _strided(op: Op, size: str) -> list[str]:
     return [t.name for t in op.kernel_tensors if size == "strides" or t.name not in op.output_names]
 
 
-def kernel_define(op: Op, *sizes: str) -> str:
-    """The kernel's `def`, one parameter per line: tensor pointers, scalars, then `sizes` (the names of
-    PYTHON_LOCALS; "strides": each strided tensor's row and column stride), the compute dtype and a HAS_x
-    flag per optional Tensor the expressions test."""
+def kernel_define(op: Op, *sizes: str, pointers: Sequence[str] = ()) -> str:
+    """The kernel's `def`, one parameter per line: tensor pointers (then `pointers`, more of them), scalars,
+    then `sizes` (the names of PYTHON_LOCALS; "strides": each strided tensor's row and column stride), the
+    compute dtype and a HAS_x flag per optional Tensor the expressions test."""
     local = locals_for(op)
     constants = [_parameter(op, "COMPUTE_DTYPE"), *(f"{local.flag(a.name)}: tl.constexpr" for a in op.tested_optionals)]
-    parameters = [local.pointer(t.name) for t in op.kernel_tensors] + [a.name for a in op.kernel_scalars]
+    parameters = [local.pointer(t.name) for t in op.kernel_tensors] + list(pointers) + [a.name for a in op.kernel_scalars]
     for size in sizes:
         parameters += _stride_parameters(op, size) if size.endswith("strides") else [_parameter(op, size)]
     return wrap(f"def {kernel(op)}(", [*parameters, *constants], "):", explode=True)
@@ -297,14 +298,17 @@ def grid(op: Op, *blocks: str) -> str:
     return f"{local.grid} = (({n} + {block} - 1) // {block},)  # one program per block"
 
 
-def launch(op: Op, sizes: list[str], constants: list[str]) -> list[str]:
+def launch(op: Op, sizes: list[str], constants: list[str], pointers: Sequence[str] = ()) -> list[str]:
     """`kernel[grid](...)`, one argument per line; `_support.launch(kernel, grid, ...)` where the kernel
     runs compiled (the launch cached per specialisation, on the tensors' GPU). `sizes` are PYTHON_LOCALS
-    passed as they are; `constants` (a PYTHON_LOCALS constexpr, its value) passed by keyword."""
+    passed as they are; `constants` (a PYTHON_LOCALS constexpr, its value) passed by keyword; `pointers`
+    (more tensors) after the op's own."""
     local = locals_for(op)
     flags = [f"{local.flag(a.name)}={a.name} is not None" for a in op.tested_optionals]
     keywords = [f"{_keyword(local, name)}={value}" for name, value in constants]
-    arguments = [*_arguments(op), *(_size(local, size) for size in sizes), *keywords,
+    tensors = len(op.kernel_tensors)
+    arguments = [*_arguments(op)[:tensors], *pointers, *_arguments(op)[tensors:],
+                 *(_size(local, size) for size in sizes), *keywords,
                  f"{local.COMPUTE_DTYPE}={local.compute_dtype}", *flags]
     if op.uses_compiled_triton:
         return ["    " + wrap("_support.launch(", [local.kernel, local.grid, *arguments], ")", 4, explode=True)]

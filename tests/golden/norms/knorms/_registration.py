@@ -12,7 +12,8 @@ from .kernels import log_softmax as log_softmax_kernels
 from .kernels import rms_norm as rms_norm_kernels
 from .kernels import softmax as softmax_kernels
 
-# A fragment of the namespace: the `library` route defines its ops on it.
+# A fragment of the namespace: the `library` route defines its ops on it; normalisations define the
+# op that saves their statistics on it.
 _lib = torch.library.Library("knorms", "FRAGMENT")
 
 
@@ -34,7 +35,7 @@ def _rms_norm_fake(x, weight, eps=1e-6):
     return _support.normalization_output("knorms::rms_norm", x, weight)
 
 
-def _rms_norm_setup_context(ctx, inputs, output):
+def _rms_norm_setup_context(ctx, inputs, output, rstd):
     x, weight, eps = inputs
     ctx.x_shape = x.shape
     ctx.weight_shape = weight.shape
@@ -43,35 +44,78 @@ def _rms_norm_setup_context(ctx, inputs, output):
     ctx.save_for_backward(
         x if ctx.needs_input_grad[0] or ctx.needs_input_grad[1] else None,
         weight if ctx.needs_input_grad[0] else None,
+        rstd if ctx.needs_input_grad[0] or ctx.needs_input_grad[1] else None,
     )
 
 
 def _rms_norm_backward(ctx, grad):
-    x, weight = ctx.saved_tensors
+    x, weight, rstd = ctx.saved_tensors
     eps = ctx.eps
+    if torch.is_grad_enabled():  # create_graph: statistics that autograd differentiates
+        (x,) = _support.upcast(x)
+        rstd = torch.rsqrt(_support.row_mean(x * x).unsqueeze(-1) + eps)
     grad_x = None
     grad_weight = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
         grad_x = (
-            torch.rsqrt((x * x).mean(-1, keepdim=True) + eps)
+            rstd
             * (
                 grad * weight
-                - x
-                * (grad * weight * x).mean(-1, keepdim=True)
-                / ((x * x).mean(-1, keepdim=True) + eps)
+                - x * rstd * rstd * (grad * weight * x).mean(-1, keepdim=True)
             )
         ).sum_to_size(ctx.x_shape)
     if ctx.needs_input_grad[1]:
-        grad_weight = (
-            grad * x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps)
-        ).sum_to_size(ctx.weight_shape)
+        grad_weight = (grad * x * rstd).sum_to_size(ctx.weight_shape)
     return grad_x, grad_weight, None
 
 
-torch.library.register_autograd(
-    "knorms::rms_norm", _rms_norm_backward, setup_context=_rms_norm_setup_context
+# knorms::rms_norm with grad runs knorms::_rms_norm_forward, which also returns each row's rstd
+# for the backward formulas: an op of its own, so that torch.compile and export see it.
+_lib.define(
+    "_rms_norm_forward(Tensor x, Tensor weight, float eps=1e-6) -> (Tensor, Tensor)",
+    tags=(torch.Tag.pt2_compliant_tag,),
 )
+_lib.impl("_rms_norm_forward", rms_norm_kernels.rms_norm_forward_triton, "CPU")
+_lib.impl("_rms_norm_forward", rms_norm_kernels.rms_norm_forward_triton, "CUDA")
+
+
+@torch.library.register_fake("knorms::_rms_norm_forward")
+def _rms_norm_forward_fake(x, weight, eps=1e-6):
+    # The output as knorms::rms_norm's fake kernel describes it, and a float statistic per row.
+    output = _support.normalization_output("knorms::rms_norm", x, weight)
+    return output, _support.norm_stat(output)
+
+
+_rms_norm_forward = torch.ops.knorms._rms_norm_forward.default
+# torch.compile traces it as its PyTorch reference too, which Inductor fuses (fusion.py).
+_support.trace_as_reference("knorms::_rms_norm_forward", reference.rms_norm_forward)
+
+
+class _RmsNormSavingStats(torch.autograd.Function):
+    """knorms::rms_norm with grad: _rms_norm_forward, its statistics saved for backward."""
+
+    @staticmethod
+    def forward(ctx, x, weight, eps):
+        output, rstd = _rms_norm_forward(x, weight, eps)
+        _rms_norm_setup_context(ctx, (x, weight, eps), output, rstd)
+        return output
+
+    backward = staticmethod(_rms_norm_backward)
+
+
+def _rms_norm_autograd(keyset, x, weight, eps=1e-6):
+    """knorms::rms_norm's autograd kernel, where torch.library would register the formulas."""
+    if torch.is_grad_enabled() and torch._C._any_requires_grad(x, weight):
+        return _RmsNormSavingStats.apply(x, weight, eps)
+    with torch._C._AutoDispatchBelowAutograd():
+        return torch.ops.knorms.rms_norm.default.redispatch(
+            keyset & torch._C._after_autograd_keyset, x, weight, eps
+        )
+
+
+_lib.impl("rms_norm", _rms_norm_autograd, "AutogradCPU", with_keyset=True)
+_lib.impl("rms_norm", _rms_norm_autograd, "AutogradCUDA", with_keyset=True)
 
 
 # torch.compile traces knorms::rms_norm as its PyTorch reference, which Inductor fuses with the
@@ -91,10 +135,10 @@ class _RmsNormFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, weight, eps):
-        output = rms_norm_kernels.rms_norm_triton(x, weight, eps)
+        output, rstd = rms_norm_kernels.rms_norm_forward_triton(x, weight, eps)
         # setup_context called here, as torch.library calls it: a Function with a setup_context
         # of its own binds its arguments through inspect.signature on every call.
-        _rms_norm_setup_context(ctx, (x, weight, eps), output)
+        _rms_norm_setup_context(ctx, (x, weight, eps), output, rstd)
         return output
 
     backward = staticmethod(_rms_norm_backward)
@@ -112,14 +156,12 @@ _support.register_autocast("knorms::rms_norm", "fp32")
 
 # knorms::layer_norm -------------------------------------------------------------------
 
-_layer_norm = torch.library.custom_op(
-    "knorms::layer_norm",
-    layer_norm_kernels.layer_norm_triton,
-    mutates_args=(),
-    device_types=("cpu", "cuda"),
-    schema="(Tensor x, Tensor weight, Tensor? bias=None, float eps=1e-5) -> Tensor",
+_lib.define(
+    "layer_norm(Tensor x, Tensor weight, Tensor? bias=None, float eps=1e-5) -> Tensor",
     tags=(torch.Tag.pt2_compliant_tag,),
 )
+_lib.impl("layer_norm", layer_norm_kernels.layer_norm_python, "CPU")
+_lib.impl("layer_norm", layer_norm_kernels.layer_norm_triton, "CUDA")
 
 
 @torch.library.register_fake("knorms::layer_norm")
@@ -128,7 +170,7 @@ def _layer_norm_fake(x, weight, bias=None, eps=1e-5):
     return _support.normalization_output("knorms::layer_norm", x, weight, bias)
 
 
-def _layer_norm_setup_context(ctx, inputs, output):
+def _layer_norm_setup_context(ctx, inputs, output, mu, rstd):
     x, weight, bias, eps = inputs
     # The dispatcher drops trailing arguments left at their defaults (None): they want no gradient.
     needs_input_grad = ctx.needs_input_grad + (False,) * (4 - len(ctx.needs_input_grad))
@@ -140,57 +182,88 @@ def _layer_norm_setup_context(ctx, inputs, output):
     ctx.save_for_backward(
         x if needs_input_grad[0] or needs_input_grad[1] else None,
         weight if needs_input_grad[0] else None,
+        mu if needs_input_grad[0] or needs_input_grad[1] else None,
+        rstd if needs_input_grad[0] or needs_input_grad[1] else None,
     )
 
 
 def _layer_norm_backward(ctx, grad):
-    x, weight = ctx.saved_tensors
+    x, weight, mu, rstd = ctx.saved_tensors
     eps = ctx.eps
     # The dispatcher drops trailing arguments left at their defaults (None): they want no gradient.
     needs_input_grad = ctx.needs_input_grad + (False,) * (4 - len(ctx.needs_input_grad))
+    if torch.is_grad_enabled():  # create_graph: statistics that autograd differentiates
+        (x,) = _support.upcast(x)
+        mu = _support.row_mean(x).unsqueeze(-1)
+        rstd = torch.rsqrt(_support.row_mean((x - mu) * (x - mu)).unsqueeze(-1) + eps)
     grad_x = None
     grad_weight = None
     grad_bias = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if needs_input_grad[0]:
         grad_x = (
-            torch.rsqrt(
-                ((x - x.mean(-1, keepdim=True)) ** 2).mean(-1, keepdim=True) + eps
-            )
+            rstd
             * (
                 grad * weight
                 - (grad * weight).mean(-1, keepdim=True)
-                - (x - x.mean(-1, keepdim=True))
-                * torch.rsqrt(
-                    ((x - x.mean(-1, keepdim=True)) ** 2).mean(-1, keepdim=True) + eps
-                )
-                * (
-                    grad
-                    * weight
-                    * (x - x.mean(-1, keepdim=True))
-                    * torch.rsqrt(
-                        ((x - x.mean(-1, keepdim=True)) ** 2).mean(-1, keepdim=True)
-                        + eps
-                    )
-                ).mean(-1, keepdim=True)
+                - (x - mu)
+                * rstd
+                * (grad * weight * (x - mu) * rstd).mean(-1, keepdim=True)
             )
         ).sum_to_size(ctx.x_shape)
     if needs_input_grad[1]:
-        grad_weight = (
-            grad
-            * (x - x.mean(-1, keepdim=True))
-            * torch.rsqrt(
-                ((x - x.mean(-1, keepdim=True)) ** 2).mean(-1, keepdim=True) + eps
-            )
-        ).sum_to_size(ctx.weight_shape)
+        grad_weight = (grad * (x - mu) * rstd).sum_to_size(ctx.weight_shape)
     if needs_input_grad[2]:
         grad_bias = grad.sum_to_size(ctx.bias_shape)
     return grad_x, grad_weight, grad_bias, None
 
 
-torch.library.register_autograd(
-    "knorms::layer_norm", _layer_norm_backward, setup_context=_layer_norm_setup_context
+# knorms::layer_norm with grad runs knorms::_layer_norm_forward, which also returns each row's mu, rstd
+# for the backward formulas: an op of its own, so that torch.compile and export see it.
+_lib.define(
+    "_layer_norm_forward(Tensor x, Tensor weight, Tensor? bias=None, float eps=1e-5) -> (Tensor, Tensor, Tensor)",
+    tags=(torch.Tag.pt2_compliant_tag,),
 )
+_lib.impl("_layer_norm_forward", layer_norm_kernels.layer_norm_forward_python, "CPU")
+_lib.impl("_layer_norm_forward", layer_norm_kernels.layer_norm_forward_triton, "CUDA")
+
+
+@torch.library.register_fake("knorms::_layer_norm_forward")
+def _layer_norm_forward_fake(x, weight, bias=None, eps=1e-5):
+    # The output as knorms::layer_norm's fake kernel describes it, and a float statistic per row.
+    output = _support.normalization_output("knorms::layer_norm", x, weight, bias)
+    return output, _support.norm_stat(output), _support.norm_stat(output)
+
+
+_layer_norm_forward = torch.ops.knorms._layer_norm_forward.default
+# torch.compile traces it as its PyTorch reference too, which Inductor fuses (fusion.py).
+_support.trace_as_reference("knorms::_layer_norm_forward", reference.layer_norm_forward)
+
+
+class _LayerNormSavingStats(torch.autograd.Function):
+    """knorms::layer_norm with grad: _layer_norm_forward, its statistics saved for backward."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, eps):
+        output, mu, rstd = _layer_norm_forward(x, weight, bias, eps)
+        _layer_norm_setup_context(ctx, (x, weight, bias, eps), output, mu, rstd)
+        return output
+
+    backward = staticmethod(_layer_norm_backward)
+
+
+def _layer_norm_autograd(keyset, x, weight, bias=None, eps=1e-5):
+    """knorms::layer_norm's autograd kernel, where torch.library would register the formulas."""
+    if torch.is_grad_enabled() and torch._C._any_requires_grad(x, weight, bias):
+        return _LayerNormSavingStats.apply(x, weight, bias, eps)
+    with torch._C._AutoDispatchBelowAutograd():
+        return torch.ops.knorms.layer_norm.default.redispatch(
+            keyset & torch._C._after_autograd_keyset, x, weight, bias, eps
+        )
+
+
+_lib.impl("layer_norm", _layer_norm_autograd, "AutogradCPU", with_keyset=True)
+_lib.impl("layer_norm", _layer_norm_autograd, "AutogradCUDA", with_keyset=True)
 
 
 # torch.compile traces knorms::layer_norm as its PyTorch reference, which Inductor fuses with the
@@ -200,7 +273,7 @@ _support.trace_as_reference("knorms::layer_norm", reference.layer_norm)
 
 # The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.
 _layer_norm_kernels = {
-    "cpu": layer_norm_kernels.layer_norm_triton,
+    "cpu": layer_norm_kernels.layer_norm_python,
     "cuda": layer_norm_kernels.layer_norm_triton,
 }
 
@@ -210,10 +283,10 @@ class _LayerNormFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, weight, bias, eps):
-        output = layer_norm_kernels.layer_norm_triton(x, weight, bias, eps)
+        output, mu, rstd = _layer_norm_forward(x, weight, bias, eps)
         # setup_context called here, as torch.library calls it: a Function with a setup_context
         # of its own binds its arguments through inspect.signature on every call.
-        _layer_norm_setup_context(ctx, (x, weight, bias, eps), output)
+        _layer_norm_setup_context(ctx, (x, weight, bias, eps), output, mu, rstd)
         return output
 
     backward = staticmethod(_layer_norm_backward)

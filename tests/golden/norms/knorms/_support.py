@@ -153,6 +153,17 @@ def normalization_output(op: str, *tensors: Tensor | None) -> Tensor:
     return torch.empty(shape, dtype=first.dtype, device=first.device)
 
 
+def norm_stat(out: Tensor) -> Tensor:
+    """A statistic a row normalisation saves for backward: one value per row of `out` (a last dimension
+    of 1, as the formulas broadcast it), in float32 (float64 for float64). Empty rows have nan, as in
+    torch.mean."""
+    shape = (*out.shape[:-1], 1)
+    dtype = torch.float64 if out.dtype == torch.float64 else torch.float32
+    if out.numel() == 0:
+        return out.new_full(shape, float("nan"), dtype=dtype)
+    return out.new_empty(shape, dtype=dtype)
+
+
 def norm_blocks(
     n_rows: int, n_cols: int, element_size: int
 ) -> tuple[int, int, bool, int]:

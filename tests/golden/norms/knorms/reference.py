@@ -17,6 +17,17 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
     return (x * rstd * weight).to(dtype)
 
 
+def rms_norm_forward(
+    x: Tensor, weight: Tensor, eps: float = 1e-6
+) -> tuple[Tensor, Tensor]:
+    """knorms::_rms_norm_forward in plain PyTorch: the output, and each row's rstd
+    computed in float32 at least."""
+    dtype = x.dtype
+    x, weight = upcast(x, weight)
+    rstd = torch.rsqrt(row_mean(x * x).unsqueeze(-1) + eps)
+    return (x * rstd * weight).to(dtype), rstd
+
+
 def layer_norm(
     x: Tensor, weight: Tensor, bias: Tensor | None = None, eps: float = 1e-5
 ) -> Tensor:
@@ -26,6 +37,22 @@ def layer_norm(
     mu = row_mean(x).unsqueeze(-1)
     rstd = torch.rsqrt(row_mean((x - mu) * (x - mu)).unsqueeze(-1) + eps)
     return ((x - mu) * rstd * weight + (bias if bias is not None else 0.0)).to(dtype)
+
+
+def layer_norm_forward(
+    x: Tensor, weight: Tensor, bias: Tensor | None = None, eps: float = 1e-5
+) -> tuple[Tensor, Tensor, Tensor]:
+    """knorms::_layer_norm_forward in plain PyTorch: the output, and each row's mu, rstd
+    computed in float32 at least."""
+    dtype = x.dtype
+    x, weight, bias = upcast(x, weight, bias)
+    mu = row_mean(x).unsqueeze(-1)
+    rstd = torch.rsqrt(row_mean((x - mu) * (x - mu)).unsqueeze(-1) + eps)
+    return (
+        ((x - mu) * rstd * weight + (bias if bias is not None else 0.0)).to(dtype),
+        mu,
+        rstd,
+    )
 
 
 def softmax(x: Tensor) -> Tensor:

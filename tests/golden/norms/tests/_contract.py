@@ -754,3 +754,58 @@ def is_floating(arg) -> bool:
     """Whether autocast casts `arg`: a floating Tensor, not float64."""
     floating = isinstance(arg, torch.Tensor) and arg.is_floating_point()
     return floating and arg.dtype != torch.float64
+
+
+class SavesStatistics(Contract):
+    """A normalisation whose backward formulas read the statistics its forward saved: with grad,
+    the op runs _<op>_forward (an op of its own, with its fake kernel) once, and no kernel of
+    the op itself; _<op>_forward passes opcheck, torch.compile and torch.export."""
+
+    def forward_op(self):
+        namespace, name = self.data.op._schema.name.split("::")
+        return getattr(getattr(torch.ops, namespace), f"_{name}_forward").default
+
+    def test_grad_runs_the_forward_op_that_saves_the_statistics(self, device):
+        seen = []
+
+        class Calls(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                seen.append(func)
+                return func(*args, **(kwargs or {}))
+
+        args = self.normal_args(device, requires_grad=True)
+        with Calls():
+            output = self.call(self.data.op, args)
+            torch.autograd.grad(total(output), requiring_grad(args))
+        assert seen.count(self.forward_op()) == 1 and self.data.op not in seen, seen
+
+    def test_forward_op_opcheck_compile_and_export(self, device):
+        args = self.normal_args(device)
+        positional, keywords = self.split(args)
+        forward = self.forward_op()
+        results = torch.library.opcheck(
+            forward, positional, keywords, raise_exception=False
+        )
+        failed = {test: got for test, got in results.items() if got != "SUCCESS"}
+        assert not failed, failed
+        want = forward(*positional, **keywords)
+        assert_all_close(want[0], self.call(self.data.op, args), rtol=0, atol=0)
+        torch._dynamo.reset()
+        # torch.compile traces _<op>_forward as its reference: equal within the tolerances
+        compiled = torch.compile(forward, backend="aot_eager", fullgraph=True)
+        got = compiled(*positional, **keywords)
+        assert_all_close(got, want, **self.data.tolerances)
+        where = [i for i, arg in enumerate(positional) if isinstance(arg, torch.Tensor)]
+
+        class Model(torch.nn.Module):
+            def forward(self, *tensors):
+                inputs = list(positional)
+                for i, tensor in zip(where, tensors, strict=True):
+                    inputs[i] = tensor
+                return forward(*inputs, **keywords)
+
+        exported = torch.export.export(Model(), tuple(positional[i] for i in where))
+        calls = [n.target for n in exported.graph.nodes if n.op == "call_function"]
+        assert calls.count(forward) == 1, calls
+        got = exported.module()(*(positional[i] for i in where))
+        assert_all_close(got, want, rtol=0, atol=0)

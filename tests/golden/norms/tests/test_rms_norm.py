@@ -10,6 +10,7 @@ from _contract import (
     DirectInEagerWithGrad,
     OnCuda,
     OpData,
+    SavesStatistics,
     Sharded,
     Tagged,
     TracedAsReference,
@@ -35,7 +36,7 @@ RMS_NORM = OpData(
     gradient_samples=("normal", "noncontiguous", "broadcast"),
     gradgradcheck=True,
     backward_sample="broadcast",
-    saved_tensors={(0,): 2, (1,): 1, (0, 1): 2},
+    saved_tensors={(0,): 3, (1,): 2, (0, 1): 3},
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
     autocast="fp32",
@@ -51,6 +52,7 @@ class TestRmsNorm(
     DirectInEagerWithGrad,
     Sharded,
     Autocasts,
+    SavesStatistics,
     Contract,
 ):
     data = RMS_NORM

@@ -7,9 +7,8 @@ import torch
 import triton
 import triton.language as tl
 from torch import Tensor
-from triton.runtime.interpreter import InterpretedFunction
 
-from .. import _support
+from .. import _support, reference
 
 
 @triton.jit
@@ -18,6 +17,8 @@ def layer_norm_kernel(
     weight_ptr,
     bias_ptr,
     out_ptr,
+    mu_ptr,
+    rstd_ptr,
     eps,
     n_rows,
     n_cols,
@@ -33,6 +34,7 @@ def layer_norm_kernel(
     BLOCK_COLS: tl.constexpr,
     CONST_COLS: tl.constexpr,
     ONE_PASS: tl.constexpr,
+    SAVE_STATS: tl.constexpr,
     COMPUTE_DTYPE: tl.constexpr,
     HAS_bias: tl.constexpr,
 ):
@@ -68,6 +70,8 @@ def layer_norm_kernel(
             tl.where(mask, x.to(COMPUTE_DTYPE), 0.0), 1, tl.standard._sum_combine
         )[:, None]
         mu = mu / n_cols
+        if SAVE_STATS:
+            tl.store(mu_ptr + rows[:, None], mu, mask=row_mask[:, None])
         # rstd = rsqrt(mean((x - mu) * (x - mu)) + eps)
         rstd = tl.reduce(
             tl.where(mask, ((x - mu) * (x - mu)).to(COMPUTE_DTYPE), 0.0),
@@ -76,6 +80,8 @@ def layer_norm_kernel(
         )[:, None]
         rstd = rstd / n_cols
         rstd = tl.rsqrt(rstd + eps).to(COMPUTE_DTYPE)
+        if SAVE_STATS:
+            tl.store(rstd_ptr + rows[:, None], rstd, mask=row_mask[:, None])
         out = (x - mu) * rstd * weight + tl.where(HAS_bias, bias, 0.0)
         tl.store(
             out_ptr + rows[:, None] * out_row_stride + cols[None, :] * out_col_stride,
@@ -98,6 +104,8 @@ def layer_norm_kernel(
             total = tl.where(mask, total + values, total)
         mu = tl.reduce(total, 1, tl.standard._sum_combine)[:, None]
         mu = mu / n_cols
+        if SAVE_STATS:
+            tl.store(mu_ptr + rows[:, None], mu, mask=row_mask[:, None])
         # rstd = rsqrt(mean((x - mu) * (x - mu)) + eps)
         total = tl.full((BLOCK_ROWS, BLOCK_COLS), 0.0, dtype=COMPUTE_DTYPE)
         for start in range(0, n_cols if CONST_COLS is None else CONST_COLS, BLOCK_COLS):
@@ -112,6 +120,8 @@ def layer_norm_kernel(
         rstd = tl.reduce(total, 1, tl.standard._sum_combine)[:, None]
         rstd = rstd / n_cols
         rstd = tl.rsqrt(rstd + eps).to(COMPUTE_DTYPE)
+        if SAVE_STATS:
+            tl.store(rstd_ptr + rows[:, None], rstd, mask=row_mask[:, None])
         for start in range(0, n_cols if CONST_COLS is None else CONST_COLS, BLOCK_COLS):
             cols = start + tl.arange(0, BLOCK_COLS).to(tl.int64)
             mask = row_mask[:, None] & (cols < n_cols)[None, :]
@@ -144,25 +154,41 @@ def layer_norm_kernel(
             )
 
 
-# CPU tensors run the same kernel in Triton's interpreter (NumPy on the host): slow, but it
-# needs no GPU and no TRITON_INTERPRET=1, so CPU and CUDA tensors work in one process.
-layer_norm_kernel_interpreted = InterpretedFunction(layer_norm_kernel.fn)
-
-
 def layer_norm_triton(
     x: Tensor, weight: Tensor, bias: Tensor | None = None, eps: float = 1e-5
 ) -> Tensor:
     """The bare launcher of layer_norm_kernel; the operator calls it on real tensors."""
+    return _layer_norm_triton(False, x, weight, bias, eps)[0]
+
+
+def layer_norm_forward_triton(
+    x: Tensor, weight: Tensor, bias: Tensor | None = None, eps: float = 1e-5
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The launcher of knorms::_layer_norm_forward: the output and each row's mu, rstd, in float32
+    (float64 for float64 inputs), which the backward formulas read."""
+    return _layer_norm_triton(True, x, weight, bias, eps)
+
+
+def _layer_norm_triton(
+    save_stats: bool,
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    """Launches layer_norm_kernel: the output, and each row's mu, rstd where save_stats (else None)."""
     out = _support.normalization_output("knorms::layer_norm", x, weight, bias)
+    mu = _support.norm_stat(out) if save_stats else None
+    rstd = _support.norm_stat(out) if save_stats else None
     if out.numel() == 0:
-        return out
+        return out, mu, rstd
     layout = _support.row_layout(out.shape, x, weight, bias, out)
     # Leading dimensions that do not merge into one: the kernel reads dense copies.
     if layout is None:
         x, weight, bias = _support.broadcast_contiguous(out.shape, x, weight, bias)
         layout = _support.row_layout(out.shape, x, weight, bias, out)
     n_rows, n_cols, strides = layout
-    kernel = layer_norm_kernel if out.is_cuda else layer_norm_kernel_interpreted
+    kernel = layer_norm_kernel
     compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
     # One pass where a row fits in a block; longer rows a pass per statistic and one that writes.
     block_rows, block_cols, one_pass, num_warps = _support.norm_blocks(
@@ -176,6 +202,8 @@ def layer_norm_triton(
         weight,
         bias,
         out,
+        mu,
+        rstd,
         eps,
         n_rows,
         n_cols,
@@ -185,7 +213,26 @@ def layer_norm_triton(
         CONST_COLS=None if out.is_cuda else n_cols,
         ONE_PASS=one_pass,
         num_warps=num_warps,
+        SAVE_STATS=save_stats,
         COMPUTE_DTYPE=compute_dtype,
         HAS_bias=bias is not None,
     )
-    return out
+    return out, mu, rstd
+
+
+def layer_norm_python(
+    x: Tensor, weight: Tensor, bias: Tensor | None = None, eps: float = 1e-5
+) -> Tensor:
+    """The PyTorch reference as a kernel, written into fresh contiguous output."""
+    out = _support.normalization_output("knorms::layer_norm", x, weight, bias)
+    return out.copy_(reference.layer_norm(x, weight, bias, eps))
+
+
+def layer_norm_forward_python(
+    x: Tensor, weight: Tensor, bias: Tensor | None = None, eps: float = 1e-5
+) -> tuple[Tensor, Tensor, Tensor]:
+    """knorms::_layer_norm_forward's python kernel: its reference, the output written into
+    fresh contiguous output."""
+    expected = reference.layer_norm_forward(x, weight, bias, eps)
+    out = _support.normalization_output("knorms::layer_norm", x, weight, bias)
+    return out.copy_(expected[0]), *expected[1:]

@@ -17,6 +17,7 @@ def rms_norm_kernel(
     x_ptr,
     weight_ptr,
     out_ptr,
+    rstd_ptr,
     eps,
     n_rows,
     n_cols,
@@ -30,6 +31,7 @@ def rms_norm_kernel(
     BLOCK_COLS: tl.constexpr,
     CONST_COLS: tl.constexpr,
     ONE_PASS: tl.constexpr,
+    SAVE_STATS: tl.constexpr,
     COMPUTE_DTYPE: tl.constexpr,
 ):
     # One program normalises BLOCK_ROWS rows, each tensor read through its strides (0 where it is
@@ -56,6 +58,8 @@ def rms_norm_kernel(
         )[:, None]
         rstd = rstd / n_cols
         rstd = tl.rsqrt(rstd + eps).to(COMPUTE_DTYPE)
+        if SAVE_STATS:
+            tl.store(rstd_ptr + rows[:, None], rstd, mask=row_mask[:, None])
         out = x * rstd * weight
         tl.store(
             out_ptr + rows[:, None] * out_row_stride + cols[None, :] * out_col_stride,
@@ -79,6 +83,8 @@ def rms_norm_kernel(
         rstd = tl.reduce(total, 1, tl.standard._sum_combine)[:, None]
         rstd = rstd / n_cols
         rstd = tl.rsqrt(rstd + eps).to(COMPUTE_DTYPE)
+        if SAVE_STATS:
+            tl.store(rstd_ptr + rows[:, None], rstd, mask=row_mask[:, None])
         for start in range(0, n_cols if CONST_COLS is None else CONST_COLS, BLOCK_COLS):
             cols = start + tl.arange(0, BLOCK_COLS).to(tl.int64)
             mask = row_mask[:, None] & (cols < n_cols)[None, :]
@@ -109,9 +115,25 @@ rms_norm_kernel_interpreted = InterpretedFunction(rms_norm_kernel.fn)
 
 def rms_norm_triton(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
     """The bare launcher of rms_norm_kernel; the operator calls it on real tensors."""
+    return _rms_norm_triton(False, x, weight, eps)[0]
+
+
+def rms_norm_forward_triton(
+    x: Tensor, weight: Tensor, eps: float = 1e-6
+) -> tuple[Tensor, Tensor]:
+    """The launcher of knorms::_rms_norm_forward: the output and each row's rstd, in float32
+    (float64 for float64 inputs), which the backward formulas read."""
+    return _rms_norm_triton(True, x, weight, eps)
+
+
+def _rms_norm_triton(
+    save_stats: bool, x: Tensor, weight: Tensor, eps: float = 1e-6
+) -> tuple[Tensor, Tensor | None]:
+    """Launches rms_norm_kernel: the output, and each row's rstd where save_stats (else None)."""
     out = _support.normalization_output("knorms::rms_norm", x, weight)
+    rstd = _support.norm_stat(out) if save_stats else None
     if out.numel() == 0:
-        return out
+        return out, rstd
     layout = _support.row_layout(out.shape, x, weight, out)
     # Leading dimensions that do not merge into one: the kernel reads dense copies.
     if layout is None:
@@ -131,6 +153,7 @@ def rms_norm_triton(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
         x,
         weight,
         out,
+        rstd,
         eps,
         n_rows,
         n_cols,
@@ -140,6 +163,7 @@ def rms_norm_triton(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
         CONST_COLS=None if out.is_cuda else n_cols,
         ONE_PASS=one_pass,
         num_warps=num_warps,
+        SAVE_STATS=save_stats,
         COMPUTE_DTYPE=compute_dtype,
     )
-    return out
+    return out, rstd
