@@ -14,7 +14,7 @@ from . import layout
 
 def source(package: Package) -> str:
     """The test's SOURCE: the folder the package is imported from."""
-    return layout.statement(f"SOURCE = Path({package.name}.__file__).resolve().parent", 0)
+    return layout.statement(f"SOURCE = Path({package.name}.__path__[0]).resolve()", 0)
 
 
 def constants(package: Package) -> str:

@@ -24,7 +24,7 @@ from packaging.tags import sys_tags
 import ktriton
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCE = Path(ktriton.__file__).resolve().parent
+SOURCE = Path(ktriton.__path__[0]).resolve()
 pytestmark = pytest.mark.skipif(
     SOURCE.parent != ROOT,
     reason=f"{SOURCE.name} is imported from {SOURCE}, not from this source tree: its wheel "
