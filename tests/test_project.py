@@ -186,7 +186,7 @@ def test_an_update_keeps_the_users_own_project_files(tmp_path):
 def _generated_test_wheel(example: str, package: str, monkeypatch):
     """The golden repo's tests/test_wheel.py as a module, its package (not built here) stubbed."""
     stub = types.ModuleType(package)
-    stub.__file__ = str(GOLDEN / example / package / "__init__.py")
+    stub.__path__ = [str(GOLDEN / example / package)]
     monkeypatch.setitem(sys.modules, package, stub)
     spec = importlib.util.spec_from_file_location(f"test_wheel_{package}", GOLDEN / example / "tests" / "test_wheel.py")
     module = importlib.util.module_from_spec(spec)
