@@ -23,6 +23,12 @@ from .conftest import EXAMPLES, ROOT, installed_suite_passes, pip_install, run_s
 pytestmark = pytest.mark.slow
 
 
+def on_its_worker(example: str, *values):
+    """A test parameter of one installed example: under pytest-xdist (`-n`, `--dist loadgroup`) the tests of
+    an example run on one worker, which builds and installs it once."""
+    return pytest.param(example, *values, marks=pytest.mark.xdist_group(example))
+
+
 def install(tmp_path_factory, example: str):
     """The example's generated repo, built and installed (pip, no build isolation) into a folder of its own.
 
@@ -53,7 +59,9 @@ def installed(tmp_path_factory):
 
 # muladd and fused_stable: their suites run against their wheels in test_the_generated_wheel_check_passes.
 @pytest.mark.parametrize(
-    "example", ["activations.yaml", "rows.yaml", "norms.yaml", "triton_op.yaml", "fused.yaml", "gated.yaml"]
+    "example",
+    [on_its_worker(example) for example in ("activations.yaml", "rows.yaml", "norms.yaml", "triton_op.yaml",
+                                             "fused.yaml", "gated.yaml")],
 )
 def test_generated_suite_passes(installed, example):
     repo, site, env = installed(example)
@@ -70,7 +78,9 @@ def test_generated_suite_passes(installed, example):
     assert passed and int(passed.group(1)) >= 30  # the CPU half of the suite; CUDA tests skip here
 
 
-@pytest.mark.parametrize(("example", "package"), [("fused.yaml", "kfused"), ("fused_stable.yaml", "kstable")])
+@pytest.mark.parametrize(
+    ("example", "package"), [on_its_worker("fused.yaml", "kfused"), on_its_worker("fused_stable.yaml", "kstable")]
+)
 def test_compiled_kernels_read_broadcast_and_strided_inputs_in_place(installed, example, package):
     """Right values on layouts of 1 to 7 dimensions, and no copy of a broadcast or strided input
     (tests/strided_check.py, which the GPU run uses too)."""
@@ -103,7 +113,8 @@ print("ok")
 
 
 @pytest.mark.parametrize(
-    ("example", "package", "half"), [("fused.yaml", "kfused", "float16"), ("fused_stable.yaml", "kstable", "bfloat16")]
+    ("example", "package", "half"),
+    [on_its_worker("fused.yaml", "kfused", "float16"), on_its_worker("fused_stable.yaml", "kstable", "bfloat16")],
 )
 def test_compiled_cpu_kernels_round_as_eager(installed, example, package, half):
     """Bit for bit eager's float32 result, and its half-precision result rounded once, on dense and
@@ -114,14 +125,16 @@ def test_compiled_cpu_kernels_round_as_eager(installed, example, package, half):
     assert result.returncode == 0 and result.stdout == "ok\n", result.stdout + result.stderr[-3000:]
 
 
-@pytest.mark.parametrize(("example", "package"), [("muladd.yaml", "kbook"), ("fused_stable.yaml", "kstable")])
+@pytest.mark.parametrize(
+    ("example", "package"), [on_its_worker("muladd.yaml", "kbook"), on_its_worker("fused_stable.yaml", "kstable")]
+)
 def test_the_generated_wheel_check_passes(installed, example, package):
     """The repo's tests/test_wheel.py where the package imports from its sources (as after ci.sh's editable
-    install): `python -m build` makes the wheel (its C++ objects reused from the install's build), whose tag,
-    torch requirement and compiled module match the route (stable_abi: no libtorch C++ symbol), and the whole
-    suite passes against it in a fresh venv, with warnings as errors as run_suite has them."""
+    install; here the installed extension is put beside its sources): `python -m build` makes the wheel, whose
+    tag, torch requirement and compiled module match the route (stable_abi: no libtorch C++ symbol), and the
+    whole suite passes against it in a fresh venv, with warnings as errors as run_suite has them."""
     repo, site, _ = installed(example)
-    for module in (site / package).glob("_C*.so"):  # beside its sources, as an in-place build puts it (one compile less)
+    for module in (site / package).glob("_C*.so"):  # as an in-place build puts it, without compiling it again
         shutil.copy(module, repo / package)
     env = {**os.environ, "PYTHONPATH": str(repo), "CFLAGS": "-Werror"}  # the wheel's C++ compiles as pip_install's
     where = subprocess.run([sys.executable, "-c", f"import {package}; print({package}.__file__)"], cwd=repo, env=env,
@@ -142,7 +155,7 @@ _TORCH = ".".join(importlib.metadata.version("torch").split("+")[0].split(".")[:
 @pytest.mark.parametrize(
     ("example", "tag", "torch_requirement"),
     [
-        ("fused.yaml", f"{_CPYTHON}-{_CPYTHON}-{_PLATFORM}", f"torch=={_TORCH}.*"),
+        on_its_worker("fused.yaml", f"{_CPYTHON}-{_CPYTHON}-{_PLATFORM}", f"torch=={_TORCH}.*"),
     ],
 )
 def test_each_route_builds_its_kind_of_wheel(installed, example, tag, torch_requirement):
@@ -157,6 +170,7 @@ def test_each_route_builds_its_kind_of_wheel(installed, example, tag, torch_requ
     assert "License-Expression: BSD-3-Clause" in metadata and (info / "licenses" / "LICENSE").is_file()
 
 
+@pytest.mark.xdist_group("fused.yaml")
 def test_torch_library_extension_defines_the_ops_in_cpp(installed):
     """The compiled ops come from TORCH_LIBRARY; the Python kernel of the other device is impl'd beside them."""
     _, _, env = installed("fused.yaml")
@@ -175,6 +189,7 @@ def test_torch_library_extension_defines_the_ops_in_cpp(installed):
     assert "kfused::muladd(Tensor a, Tensor b, float c) -> Tensor" in result.stdout
 
 
+@pytest.mark.xdist_group("fused.yaml")
 def test_torch_library_autograd_runs_in_cpp(installed):
     """fused's differentiable ops get their autograd from csrc/ops.cpp: the Autograd kernel is registered
     from C++, the graph's nodes are the C++ Functions (a second backward too: square calls mul), and no
@@ -329,6 +344,7 @@ CASE_1 = textwrap.dedent(
 )
 
 
+@pytest.mark.xdist_group("muladd.yaml")
 def test_case_1_the_gradient_that_vanished_is_back(installed):
     _, _, env = installed("muladd.yaml")
     result = subprocess.run([sys.executable, "-c", CASE_1], env=env, capture_output=True, text=True, check=False)
