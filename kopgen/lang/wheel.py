@@ -24,8 +24,7 @@ def constants(package: Package) -> str:
     name = package.name
     if not package.compiled_ops:
         lines = [
-            "# Python kernels only: one pure wheel for every CPython and platform, for torch",
-            "# 2.10 on.",
+            "# Python kernels only: one pure wheel for every CPython and platform (torch 2.10 on).",
             'TAG = "py3-none"',
             'TORCH_SPECIFIER = ">=2.10"',
             "MODULES = []",

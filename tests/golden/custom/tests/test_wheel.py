@@ -31,8 +31,7 @@ pytestmark = pytest.mark.skipif(
     "is checked where it is built from these sources (bash ci.sh)",
 )
 TORCH = version("torch").split("+")[0]  # the torch a compiled module is built against
-# Python kernels only: one pure wheel for every CPython and platform, for torch
-# 2.10 on.
+# Python kernels only: one pure wheel for every CPython and platform (torch 2.10 on).
 TAG = "py3-none"
 TORCH_SPECIFIER = ">=2.10"
 MODULES = []
