@@ -315,6 +315,7 @@ SHADOWED_MODULES = frozenset(sys.stdlib_module_names) | frozenset(
         *("torch", "torchgen", "functorch", "triton", "numpy", "pytest", "setuptools", "pkg_resources", "hypothesis"),
         *("sympy", "mpmath", "networkx", "jinja2", "markupsafe", "filelock", "fsspec", "typing_extensions"),
         *("packaging", "pluggy", "iniconfig", "pygments", "_pytest", "_distutils_hack"),
+        *("build", "pyproject_hooks"),  # tests/test_wheel.py runs `python -m build`
     }
 )
 # Namespaces torch keeps for itself: it refuses to define ops in them, or treats their ops as built-in.

@@ -32,6 +32,7 @@ def plan(package: Package) -> list[OutputFile]:
         OutputFile(f"{pkg}/kernels/__init__.py", "package/kernels/__init__.py.j2", KOPGEN),
         OutputFile("tests/conftest.py", "tests/conftest.py.j2", KOPGEN),
         OutputFile("tests/_contract.py", "tests/_contract.py.j2", KOPGEN),
+        OutputFile("tests/test_wheel.py", "tests/test_wheel.py.j2", KOPGEN),
         OutputFile("benchmarks/bench_ops.py", "benchmarks/bench_ops.py.j2", KOPGEN),
         OutputFile(".kopgen/schema.json", "schema.json.j2", KOPGEN),
         OutputFile("kopgen.yaml", "kopgen.yaml.j2", USER),

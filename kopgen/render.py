@@ -30,6 +30,7 @@ from .lang import (
     tests,
     triton,
     vmap,
+    wheel,
 )
 from .model import Package
 from .plan import KOPGEN, OutputFile
@@ -91,6 +92,7 @@ def render(file: OutputFile, package: Package) -> str:
         tests=tests,
         triton=triton,
         vmap=vmap,
+        wheel=wheel,
         **file.context,
         # An op's file names the generated code's own locals as `local.<name>` (renamed where the op's names take them).
         **({"local": names.locals_for(file.context["op"])} if "op" in file.context else {}),

@@ -69,13 +69,18 @@ def pip_install(repo: Path, site: Path) -> None:
     )
 
 
-def run_suite(repo: Path, env: dict, *pytest_args: str, aoti: bool = False) -> subprocess.CompletedProcess:
+def run_suite(
+    repo: Path, env: dict, *pytest_args: str, aoti: bool = False, wheel: bool = False
+) -> subprocess.CompletedProcess:
     """The generated suite against the installed package: `python -P` keeps the repo's own
     sources (which hold no built extension) off sys.path. Warnings are errors: the generated
     conftest.py filters the few of torch's own code that the suite cannot avoid, as marks,
-    which take precedence over `-W error`. The AOTInductor test (15-17 s of CPU, a C++ compile)
-    runs only where asked: test_end_to_end runs it on every example."""
+    which take precedence over `-W error`. Two costly files run only where asked (test_end_to_end
+    runs both on the examples): the AOTInductor test (15-17 s of CPU, a C++ compile), and the
+    wheel's test (a build, a venv and the suite again; it runs where the package is imported
+    from its sources)."""
     skipped = () if aoti else ("--ignore=tests/test_aoti.py",)
+    skipped += () if wheel else ("--ignore=tests/test_wheel.py",)
     return subprocess.run(
         [sys.executable, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", "-W", "error", *skipped,
          *pytest_args],

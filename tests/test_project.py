@@ -3,12 +3,14 @@ ci.sh, ruff and pre-commit configuration, .gitignore, and `git init` by `kopgen 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
 import subprocess
 import sys
 import sysconfig
+import types
 import zipfile
 
 import pytest
@@ -81,9 +83,12 @@ def test_the_workflow_runs_ci_sh_and_ci_sh_pins_the_pre_commit_ruff():
         "gpu": ["bash ci.sh"],
     }
     assert workflow["jobs"]["gpu"]["if"] is False
-    hooks = yaml.safe_load(files[".pre-commit-config.yaml"])["repos"]
-    assert hooks == [{"repo": "https://github.com/astral-sh/ruff-pre-commit", "rev": f"v{RUFF_VERSION}",
-                      "hooks": [{"id": "ruff"}, {"id": "ruff-format"}]}]
+    (hooks,) = yaml.safe_load(files[".pre-commit-config.yaml"])["repos"]
+    assert hooks["repo"] == "local"  # nothing to clone: pre-commit runs where pip can install ruff
+    assert [(hook["id"], hook["entry"], hook["additional_dependencies"]) for hook in hooks["hooks"]] == [
+        ("ruff", "ruff check --force-exclude", [f"ruff=={RUFF_VERSION}"]),
+        ("ruff-format", "ruff format --force-exclude", [f"ruff=={RUFF_VERSION}"]),
+    ]
     assert f'"ruff=={RUFF_VERSION}"' in files["ci.sh"]
     assert subprocess.run(["bash", "-n"], input=files["ci.sh"], text=True, check=False).returncode == 0
 
@@ -176,3 +181,63 @@ def test_an_update_keeps_the_users_own_project_files(tmp_path):
     assert (repo / ".pre-commit-config.yaml").is_file()
     assert {"LICENSE", ".github/workflows/ci.yml"} <= set(json.loads((repo / STATE_PATH).read_text())["adopted"])
     assert CliRunner().invoke(main, ["update", str(repo), "--check"]).exit_code == 0
+
+
+def _generated_test_wheel(example: str, package: str, monkeypatch):
+    """The golden repo's tests/test_wheel.py as a module, its package (not built here) stubbed."""
+    stub = types.ModuleType(package)
+    stub.__path__ = [str(GOLDEN / example / package)]
+    monkeypatch.setitem(sys.modules, package, stub)
+    spec = importlib.util.spec_from_file_location(f"test_wheel_{package}", GOLDEN / example / "tests" / "test_wheel.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.skipif(shutil.which("nm") is None or shutil.which("g++") is None, reason="needs g++ and nm (binutils)")
+def test_the_generated_symbol_check_refuses_libtorch_cpp_in_a_stable_module(tmp_path, monkeypatch):
+    """fused_stable's tests/test_wheel.py on wheels made here: a module that calls torch through the C shim passes;
+    one that calls a c10:: function fails naming it, as does a module named as TORCH_LIBRARY names its own."""
+    check = _generated_test_wheel("fused_stable", "kstable", monkeypatch).test_the_wheel_holds_the_compiled_module_of_its_route
+    cases = [
+        ("kstable/_C.abi3.so", 'extern "C" void aoti_torch_f(); void g() { aoti_torch_f(); }', None),
+        ("kstable/_C.abi3.so", "namespace c10 { void f(); } void g() { c10::f(); }", r"c10::f\(\)"),
+        ("kstable/_C.cpython-311-x86_64-linux-gnu.so", 'extern "C" void aoti_torch_f(); void g() { aoti_torch_f(); }',
+         r"_C\.cpython-311"),
+    ]
+    for index, (name, source, refused) in enumerate(cases):
+        library, wheel, scratch = tmp_path / f"{index}.so", tmp_path / f"{index}.whl", tmp_path / str(index)
+        subprocess.run(["g++", "-shared", "-fPIC", "-x", "c++", "-", "-o", str(library)], input=source, text=True,
+                       check=True)  # fmt: skip
+        with zipfile.ZipFile(wheel, "w") as archive:
+            archive.write(library, name)
+        scratch.mkdir()
+        if refused is None:
+            check(wheel, scratch)
+        else:
+            with pytest.raises(AssertionError, match=refused):
+                check(wheel, scratch)
+
+
+@pytest.mark.slow
+def test_pre_commit_runs_the_repos_hooks_on_a_fresh_repo(tmp_path):
+    """`pre-commit run --all-files` in a repo that `kopgen new` made and git-initialized: its local hooks install the
+    pinned ruff with pip (nothing is cloned, so it runs wherever pip reaches an index) and pass on every file; an
+    unused import planted in the package fails them, naming the rule."""
+    pytest.importorskip("pre_commit", reason="needs pre-commit (kopgen's test extra)")
+    repo = tmp_path / "repo"
+    assert CliRunner().invoke(main, ["new", str(EXAMPLES / "muladd.yaml"), "-o", str(repo)]).exit_code == 0
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit")}
+
+    def pre_commit() -> subprocess.CompletedProcess:
+        subprocess.run(["git", "add", "--all"], cwd=repo, check=True)  # --all-files means the files git tracks
+        return subprocess.run([sys.executable, "-m", "pre_commit", "run", "--all-files"], cwd=repo, env=env,
+                              capture_output=True, text=True, check=False)  # fmt: skip
+
+    result = pre_commit()
+    assert result.returncode == 0, result.stdout + result.stderr
+    hooks = [line for line in result.stdout.splitlines() if line.startswith("ruff ")]
+    assert len(hooks) == 2 and all(line.endswith(".Passed") for line in hooks), result.stdout
+    (repo / "kbook" / "planted.py").write_text("import os\n")
+    result = pre_commit()
+    assert result.returncode == 1 and "F401" in result.stdout, result.stdout + result.stderr
