@@ -67,8 +67,9 @@ def test_triton_launchers_launch_on_the_tensors_gpu(spec):
         if not op.uses_compiled_triton:
             continue
         module = ast.parse(files[f"{package.name}/kernels/{op.name}.py"][1])
-        # The launcher, and a triton_op's `<op>_launch`, which it calls with the kernel to run.
-        names = {triton.launcher(op), f"{op.name}_launch"}
+        # The launcher, a triton_op's `<op>_launch`, which it calls with the kernel to run, and a saving
+        # normalisation's `_<launcher>`, which the launcher and the one that saves the statistics call.
+        names = {triton.launcher(op), f"{op.name}_launch", f"_{triton.launcher(op)}"}
         functions = [node for node in module.body if isinstance(node, ast.FunctionDef) and node.name in names]
         calls = [call for function in functions for call in launches(function)]
         assert calls, op.name

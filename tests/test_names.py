@@ -150,6 +150,7 @@ def table_names(package) -> set[str]:
     args = {a.name for op in package.ops for a in (*op.args, *op.kernel_args)}  # with a `split` argument's halves
     args |= {name for op in package.ops for name in getattr(op.body, "stat_names", ())}  # a normalisation's statistics
     fillers = args | {o for op in package.ops for o in op.output_names} | {op.stem for op in package.ops}
+    fillers |= {w.name for op in package.ops for w in op.writes if w.arg is None}  # a split gradient's halves
     fillers |= {"", *map(str, range(8))}
     allowed = args | set(names.PYTHON_LOCALS) | set(names.CPP_LOCALS) | set(names.SETUP_CONTEXT_PARAMETERS)
     allowed |= set(names.VMAP_RULE_PARAMETERS)

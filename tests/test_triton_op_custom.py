@@ -63,8 +63,8 @@ def test_the_body_passes_wrap_triton_to_the_users_launcher(tmp_path):
 
 
 def test_an_argument_named_wrap_renames_the_launchers_keyword(tmp_path):
-    head, ops = PAIRSUM.split("ops:")
-    spec = head + "ops:" + re.sub(r"\bx\b", "wrap", ops)
+    head, ops = PAIRSUM.split("\nops:\n")
+    spec = head + "\nops:\n" + re.sub(r"\bx\b", "wrap", ops)
     repo = generate_text(spec, tmp_path)
     assert "def pairsum_triton(wrap: Tensor, *, wrap_=_identity) -> Tensor:" in (repo / "kcustom/kernels/pairsum.py").read_text()
     assert "return pairsum_kernels.pairsum_triton(wrap, wrap_=wrap_triton)" in (repo / "kcustom/_registration.py").read_text()

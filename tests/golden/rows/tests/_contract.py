@@ -18,8 +18,6 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.testing import assert_close
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from krows._support import SHARDING_RULES
-
 HAS_CUDA = torch.cuda.is_available()
 NEEDS_CUDA = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
 DEVICES = {"cpu": "cpu", "cuda": pytest.param("cuda", marks=NEEDS_CUDA)}
@@ -712,6 +710,9 @@ class Sharded(Contract):
 
     def strategies(self, args: tuple) -> list[tuple[list, list]]:
         """The rule's strategies for a call on `args`, which has the shapes a spec has."""
+        # The package's, imported here: the contract itself imports no package.
+        from krows._support import SHARDING_RULES
+
         positional, keywords = self.split(args)
         return SHARDING_RULES[self.data.op](*positional, **keywords)
 

@@ -534,13 +534,17 @@ def shard_as_inputs(
 
     def rule(*args, **kwargs):
         # Keyword-only arguments are never Tensors: a None (no placement) for each.
-        return shardings(tensors, outputs, rows, (*args, *[None] * len(kwargs)), per_row)
+        args = (*args, *[None] * len(kwargs))
+        return shardings(tensors, outputs, rows, args, per_row)
 
     SHARDING_RULES[op] = rule
     if "torch.distributed.tensor" in sys.modules:
         register_sharding_rules({op: rule})
-    elif len(SHARDING_RULES) == 1:  # the package's first rule: one hook registers them all
-        after_import("torch.distributed.tensor", lambda: register_sharding_rules(SHARDING_RULES))
+    elif len(SHARDING_RULES) == 1:
+        # The package's first rule: one hook registers them all.
+        after_import(
+            "torch.distributed.tensor", lambda: register_sharding_rules(SHARDING_RULES)
+        )
 
 
 def register_sharding_rules(rules: dict) -> None:
@@ -551,7 +555,11 @@ def register_sharding_rules(rules: dict) -> None:
 
 
 def shardings(
-    tensors: tuple[int, ...], outputs: int, rows: bool, args: tuple, per_row: tuple[int, ...] = ()
+    tensors: tuple[int, ...],
+    outputs: int,
+    rows: bool,
+    args: tuple,
+    per_row: tuple[int, ...] = (),
 ) -> list[tuple[list, list]]:
     """register_sharding's strategies, (output placements, input placements), for a call on `args`
     (DTensor passes a spec with the shape of each Tensor; the Tensors themselves do too): all
@@ -562,8 +570,10 @@ def shardings(
 
     given = [arg if i in tensors else None for i, arg in enumerate(args)]
     # Each Tensor's sizes that may be sharded: a row op's all but the last (all of a value per row).
+    cut = [rows and i not in per_row for i in range(len(given))]
     sizes = [
-        () if t is None else tuple(t.shape)[: t.ndim - (rows and i not in per_row)] for i, t in enumerate(given)
+        () if t is None else tuple(t.shape)[: t.ndim - last]
+        for t, last in zip(given, cut, strict=True)
     ]
     shape = torch.broadcast_shapes(*sizes)
     replicated = [None if t is None else Replicate() for t in given]
