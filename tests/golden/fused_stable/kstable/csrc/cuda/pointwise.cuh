@@ -743,6 +743,8 @@ struct RowStrides {
 template <int VEC, int HELD, typename scalar_t, int IN>
 struct RowPart {
   using V = Vec<scalar_t, VEC>;
+  static constexpr int kInputs = IN;
+  static constexpr int kVec = VEC;
   const scalar_t* at[IN];  // the row's start in each input (null: an absent optional)
   int64_t vectors;  // 0 past the last row
   int lane;
@@ -794,13 +796,13 @@ template <int K, typename F, typename Part, typename acc_t>
 __device__ __forceinline__ void statistic(const F& f, const Part& part, acc_t* stat,
                                           acc_t* partial, int64_t cols) {
   using Reduce = std::tuple_element_t<K, typename F::Reductions>;
-  constexpr int IN = sizeof(part.held[0]) / sizeof(part.held[0][0]);
   const auto reduced = [&](auto... values) { return f.reduced(Stat<K>{}, stat, values...); };
   acc_t total = Reduce::identity();
   part.each([&](const auto& x, int64_t) {
 #pragma unroll
-    for (int k = 0; k < static_cast<int>(sizeof(x[0].v) / sizeof(x[0].v[0])); ++k) {
-      total = Reduce::combine(total, call(reduced, x, k, std::make_index_sequence<IN>{}));
+    for (int k = 0; k < Part::kVec; ++k) {
+      const acc_t value = call(reduced, x, k, std::make_index_sequence<Part::kInputs>{});
+      total = Reduce::combine(total, value);
     }
   });
   total = row_total<Reduce>(total, part.lanes, partial);
