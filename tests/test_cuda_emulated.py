@@ -33,8 +33,6 @@ ops:
     reduce: {op: max}
   - schema: "rowdot(Tensor a, Tensor? w) -> Tensor"
     reduce: {op: mean, expr: "a * w if present(w) else a"}
-  - schema: "rms_norm(Tensor x, Tensor w, float eps=1e-6) -> Tensor"
-    normalize: {stats: {rstd: "rsqrt(mean(x * x) + eps)"}, compute: "x * rstd * w"}
   - schema: "layer_norm(Tensor x, Tensor w, Tensor? b=None, float eps=1e-5) -> Tensor"
     normalize:
       stats: {mu: "mean(x)", rstd: "rsqrt(mean((x - mu) * (x - mu)) + eps)"}
