@@ -17,7 +17,7 @@ from ..model import Op, Package, PointwiseCompute, RowReduction
 from ..model_kinds import RowNormalization
 from ..names import locals_for
 from ..split import GatedSplit
-from . import cpp_norms, layout, split
+from . import layout, split
 
 LINE_LENGTH = 100  # generated C++/CUDA lines stay within it (but for very long names or expressions)
 # C++ types of the scalar arguments, as the host functions and launchers take them.
@@ -209,7 +209,7 @@ class CppOp:
         result = "acc_t" if self._loop.reduces else f"Values<acc_t, {len(self._written_exprs)}>"
         parameters = [f"acc_t {a.name}" for a in self.op.read_args]
         if self._loop.normalizes:  # the row's statistics first
-            parameters.insert(0, cpp_norms.stat_parameter(self.op, self._compute_reads))
+            parameters.insert(0, _norms().stat_parameter(self.op, self._compute_reads))
         return wrap(f"{prefix}{result} operator()(", parameters, ") const", indent=2, after=2)
 
     @property
@@ -235,13 +235,13 @@ class CppOp:
 
     def functor_methods(self, device: str) -> list[str]:
         """The functor's lines before operator(): a row normalisation's statistics."""
-        return cpp_norms.methods(self.op, device) if self._loop.normalizes else []
+        return _norms().methods(self.op, device) if self._loop.normalizes else []
 
     @property
     def functor_return(self) -> str:
         """`return {a * b + c};`, or the value of a reduction's element: `return x * x;`."""
         if self._loop.normalizes:  # the statistics it reads, bound by name
-            bindings = cpp_norms.stat_bindings(self.op, self._compute_reads)
+            bindings = _norms().stat_bindings(self.op, self._compute_reads)
             return "\n    ".join([*bindings, self._values_return])
         return self._values_return
 
@@ -286,6 +286,13 @@ class CppOp:
         if self.op.registration == "stable_abi":
             function = f"TORCH_BOX({function})"
         return f'm.impl("{self.name}", {function});'
+
+
+def _norms():
+    """lang/cpp_norms.py, which writes a row normalisation's functor with this module's helpers."""
+    from . import cpp_norms
+
+    return cpp_norms
 
 
 def _host_op(op: Op) -> CppOp:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from ..expr import Pointwise
 from ..model import Op
 from ..names import locals_for
+from .cpp import wrap, wrap_expression
 
 # The reductions of csrc/pointwise.h and cuda/pointwise.cuh, by statistic reduction.
 _REDUCERS = {"sum": "Sum", "mean": "Mean", "max": "Max", "min": "Min"}
@@ -39,8 +40,6 @@ def _inputs(op: Op, expr: Pointwise) -> list[str]:
 
 def methods(op: Op, device: str) -> list[str]:
     """The lines of the functor's statistics: Reductions, then reduced and finished per statistic."""
-    from .cpp import wrap, wrap_expression
-
     prefix = "__device__ " if device == "cuda" else ""
     stats = op.body.stats
     lines = [f"using Reductions = std::tuple<{', '.join(f'{_REDUCERS[s.reduction.kind]}<acc_t>' for s in stats)}>;"]
