@@ -29,9 +29,6 @@ from .schema import FunctionSchema
 if TYPE_CHECKING:
     from .resolve import OpResolver
 
-# The backends whose kernels kopgen writes for a normalisation (the compiled ones are not written yet).
-LANGUAGES = ("triton", "python")
-
 
 def resolve_normalization(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, ...]) -> RowNormalization | None:
     """`normalize: {stats, compute}`: every error reported at its node; None where there are some."""
@@ -45,7 +42,6 @@ def resolve_normalization(resolver: OpResolver, schema: FunctionSchema, args: tu
         if not arg.is_tensor and arg.name in ("dim", "dims", "axis"):
             resolver.error(at.shifted(0, arg.schema.column), f"normalize ops work over the last dimension, so argument "
                                                             f"'{arg.name}' would not be honoured; remove it")
-    _refuse_compiled_backends(resolver)
     kinds = {a.name: a.kind for a in args}
     stats = []
     stats_node = node.get("stats")
@@ -96,18 +92,6 @@ def check_saved_stats(resolver: OpResolver, backward: Backward) -> None:
     resolver.error(node.key_position(reader), f"the backward formulas read the statistics {', '.join(backward.stats)}, "
                                               f"which only the custom_op and library routes save in kopgen {__version__}; "
                                               f"use registration: custom_op, or formulas that compute them")
-
-
-def _refuse_compiled_backends(resolver: OpResolver) -> None:
-    """The C++ and CUDA kernels of a normalisation are not written yet: refused at the backend that asks."""
-    node = resolver.setting("backends")
-    if node is None:
-        return
-    for device, (key_node, value) in node.entries.items():
-        if isinstance(value, Scalar) and value.value not in LANGUAGES:
-            resolver.error(key_node.position, f"normalize ops have Triton and python kernels in kopgen {__version__}; "
-                                              f"{device}: {value.value} is not written yet: use {device}: triton"
-                                              + (" or cpu: python" if device == "cpu" else ""))
 
 
 def _check_stat_name(resolver: OpResolver, name: str, key_node: Scalar, kinds: dict[str, str]) -> bool:

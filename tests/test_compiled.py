@@ -23,7 +23,8 @@ NVCC = shutil.which("nvcc")
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit)")
 
 # Every function of the pointwise language, scalars of each kind, two outputs, an op
-# that writes two of its arguments, and ops over the halves of their input (`split`).
+# that writes two of its arguments, ops over the halves of their input (`split`), and row
+# normalisations (four statistics of each reduction; one in place on two tensors).
 EVERYTHING = """\
 kopgen: 1
 package: kall
@@ -63,6 +64,16 @@ ops:
     tests:
       args:
         out: {shape: "x.shape[:-1] + (x.shape[-1] // 2,)"}
+  - schema: "rownorm(Tensor x, Tensor? w=None, float eps=1e-5) -> Tensor"
+    normalize:
+      stats: {mu: "mean(x)", rstd: "rsqrt(mean((x - mu) * (x - mu)) + eps)", low: "min(x)", lse: "log(sum(exp(x - low))) + low"}
+      compute: "(x - mu) * rstd * (w if present(w) else 1.0) + lse"
+  - schema: "add_norm_(Tensor(a!) x, Tensor(b!) residual, float eps=1e-6) -> ()"
+    normalize:
+      stats: {rstd: "rsqrt(mean((x + residual) * (x + residual)) + eps)"}
+      compute: {x: "(x + residual) * rstd", residual: "x + residual"}
+    tests:
+      shapes: [{x: [4, 10], residual: [4, 10]}]
 """
 
 

@@ -1,7 +1,7 @@
 """The CUDA kernels run where no GPU is: the generated csrc/cuda/kernels.cu and pointwise.cuh built
 as host C++, each CUDA thread a std::thread (tests/cuda_emu/emu.h), on odd shapes and layouts
 (tests/cuda_emu/check.cpp): row reductions a warp and a block a row, tiles for transposed inputs,
-with 16-byte vectors and without. It checks the kernels' indexing, not their speed; on a GPU,
+row normalisations held in registers and looped, with 16-byte vectors and without. It checks the kernels' indexing, not their speed; on a GPU,
 benchmarks/cuda_kernels.py checks the same and times them."""
 
 from __future__ import annotations
@@ -33,6 +33,12 @@ ops:
     reduce: {op: max}
   - schema: "rowdot(Tensor a, Tensor? w) -> Tensor"
     reduce: {op: mean, expr: "a * w if present(w) else a"}
+  - schema: "layer_norm(Tensor x, Tensor w, Tensor? b=None, float eps=1e-5) -> Tensor"
+    normalize:
+      stats: {mu: "mean(x)", rstd: "rsqrt(mean((x - mu) * (x - mu)) + eps)"}
+      compute: "(x - mu) * rstd * w + (b if present(b) else 0.0)"
+  - schema: "softmax(Tensor x) -> Tensor"
+    normalize: {stats: {top: "max(x)", sum_exp: "sum(exp(x - top))"}, compute: "exp(x - top) / sum_exp"}
 """
 # kernel<FIRST, ...><<<grid, block, shared, stream>>>(args);
 LAUNCH = re.compile(r"(\w+)<(\w+)([^<>;]*)><<<(.*?)>>>\((.*?)\);", re.DOTALL)
@@ -68,6 +74,6 @@ def test_cuda_kernels_compute_the_reference_when_emulated(tmp_path):
     ran = subprocess.run([str(build / "check")], capture_output=True, text=True, check=False, timeout=300)
     assert ran.returncode == 0 and ran.stdout.endswith("0 failures\n"), ran.stdout + ran.stderr
     launched = set(re.findall(r"launched (\S+)", ran.stdout))
-    for kernel in ("rows_kernel", "tiled_kernel"):
+    for kernel in ("rows_kernel", "tiled_kernel", "norms_kernel"):
         for vec in (1, 2, 4, 8):  # scalars, then 16 bytes of float64, float32, bfloat16
             assert f"{kernel}<{vec}>" in launched, ran.stdout

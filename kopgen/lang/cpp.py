@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..model import Op, Package, PointwiseCompute, RowReduction
+from ..model_kinds import RowNormalization
 from ..names import locals_for
 from ..split import GatedSplit
 from . import autocast, layout, split
@@ -32,11 +33,12 @@ class Loop:
     name: str  # KernelCall's <name>_cpu, cuda::<name>
     allocate: str  # the KernelCall method that allocates each output
     reduces: bool  # the functor gives one value per element, which a reducer (Sum, ...) combines over a row
+    normalizes: bool = False  # statistics of each row first, which the functor reads (lang/cpp_norms.py)
 
 
 # The one place this module chooses by op kind (kernel: custom ops have no C++).
 LOOPS = {PointwiseCompute: Loop("pointwise", "output", False), RowReduction: Loop("rows", "row_output", True),
-         GatedSplit: Loop("pointwise", "output", False)}
+         GatedSplit: Loop("pointwise", "output", False), RowNormalization: Loop("norms", "output", False, True)}
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,8 @@ class CppOp:
         call = locals_for(self.op).call
         tensors = "{" + ", ".join(a.name for a in self.op.kernel_args) + "}"  # a `split` argument's halves
         statements = [*split.cpp_bind(self.op), wrap(f"KernelCall {call}(", [f'"{self.op.qualname}"', tensors], ");", indent=2)]
+        if self._loop.normalizes:
+            statements.append(f"{call}.by_rows();")
         written = {w.arg.name for w in self.op.mutated_writes}
         read = {a.name for a in self.op.read_args}
         for arg in self.op.kernel_args:
@@ -204,6 +208,8 @@ class CppOp:
     def _operator(self, prefix: str) -> str:
         result = "acc_t" if self._loop.reduces else f"Values<acc_t, {len(self._written_exprs)}>"
         parameters = [f"acc_t {a.name}" for a in self.op.read_args]
+        if self._loop.normalizes:  # the row's statistics first
+            parameters.insert(0, _norms().stat_parameter(self.op, self._compute_reads))
         return wrap(f"{prefix}{result} operator()(", parameters, ") const", indent=2, after=2)
 
     @property
@@ -224,8 +230,23 @@ class CppOp:
         return [w.expr.to_cpp() for w in writes]
 
     @property
+    def _compute_reads(self) -> set[str]:
+        return {n for w in self.op.writes for n in (*w.expr.names, *w.expr.tested)}
+
+    def functor_methods(self, device: str) -> list[str]:
+        """The functor's lines before operator(): a row normalisation's statistics."""
+        return _norms().methods(self.op, device) if self._loop.normalizes else []
+
+    @property
     def functor_return(self) -> str:
         """`return {a * b + c};`, or the value of a reduction's element: `return x * x;`."""
+        if self._loop.normalizes:  # the statistics it reads, bound by name
+            bindings = _norms().stat_bindings(self.op, self._compute_reads)
+            return "\n    ".join([*bindings, self._values_return])
+        return self._values_return
+
+    @property
+    def _values_return(self) -> str:
         if self._loop.reduces:
             return f"return {wrap_expression(self._written_exprs[0], 11, 8)};"
         exprs = self._written_exprs
@@ -265,6 +286,13 @@ class CppOp:
         if self.op.registration == "stable_abi":
             function = f"TORCH_BOX({function})"
         return f'm.impl("{self.name}", {function});'
+
+
+def _norms():
+    """lang/cpp_norms.py, which writes a row normalisation's functor with this module's helpers."""
+    from . import cpp_norms
+
+    return cpp_norms
 
 
 def _host_op(op: Op) -> CppOp:

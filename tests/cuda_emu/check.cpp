@@ -135,6 +135,58 @@ void muladd_case(const char* what, std::vector<int64_t> sizes, std::vector<int64
   }
 }
 
+// Row normalisations: op 0: layer_norm(x, w, b) (b absent where !with_b), 1: softmax(x), over rows x cols elements `offset` elements past an aligned start; w (and b) one
+// row read by every row (row stride 0) or a row each (`per_row`).
+template <typename T>
+void norms_case(int op, int64_t rows, int64_t cols, int offset, bool per_row, bool with_b) {
+  const int64_t w_rows = per_row ? rows : 1;
+  const std::vector<T> x = random_values<T>(rows * cols + offset);
+  const std::vector<T> w = random_values<T>(w_rows * cols + offset);
+  const std::vector<T> b = random_values<T>(cols + offset);
+  std::vector<T> out(rows * cols + 1, from_compute<T>(kSentinel));
+  const void* inputs[3] = {x.data() + offset, w.data() + offset, with_b ? b.data() + offset : nullptr};
+  void* outputs[1] = {out.data()};
+  const int64_t row_strides[3] = {cols, per_row ? cols : 0, 0};
+  const Launch launch{Type<T>::dtype, rows, cols, inputs, outputs, nullptr, true, 1, nullptr,
+                      nullptr, row_strides};
+  const char* what = op == 1 ? "softmax" : with_b ? "layer_norm" : "layer_norm(b=None)";
+  if (op == 0) {
+    kernels::layer_norm(launch, 1e-5, with_b);
+  } else {
+    kernels::softmax(launch);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto at = [&](const std::vector<T>& v, int64_t stride, int64_t c) {
+      return as_double(v[offset + r * stride + c]);
+    };
+    double mean = 0, top = -INFINITY;
+    for (int64_t c = 0; c < cols; ++c) {
+      mean += at(x, cols, c) / cols;
+      top = std::max(top, at(x, cols, c));
+    }
+    double variance = 0, sum_exp = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      variance += (at(x, cols, c) - mean) * (at(x, cols, c) - mean) / cols;
+      sum_exp += std::exp(at(x, cols, c) - top);
+    }
+    for (int64_t c = 0; c < cols; ++c) {
+      const double weight = at(w, per_row ? cols : 0, c);
+      double want = std::exp(at(x, cols, c) - top) / sum_exp;
+      if (op == 0) {
+        want = (at(x, cols, c) - mean) / std::sqrt(variance + 1e-5) * weight +
+               (with_b ? at(b, 0, c) : 0.0);
+      }
+      const double got = as_double(out[r * cols + c]);
+      if (!(std::abs(got - want) <= 4 * Type<T>::tolerance * (1 + std::abs(want)))) {
+        return fail(what, rows, cols, offset, r * cols + c, got, want);
+      }
+    }
+  }
+  if (as_double(out[rows * cols]) != kSentinel) {
+    fail(what, rows, cols, offset, rows * cols, as_double(out[rows * cols]), kSentinel);
+  }
+}
+
 template <typename T>
 void check_all() {
   // Short rows (a warp each) and long ones (a block each: over 8 KiB), whole vectors or not.
@@ -149,6 +201,20 @@ void check_all() {
     }
   }
   rows_case<T>(2, 9, 64, 0, false);
+  // Normalisations: a warp a row up to 4 KiB, a block beyond; rows held in registers up to kHeld
+  // vectors a thread (32 KiB a block), looped beyond; whole vectors or not.
+  const std::pair<int64_t, int64_t> norm_shapes[] = {
+      {5, 7}, {9, 64}, {9, 1024}, {3, 1100}, {2, 8200}, {1, 1}, {33, 3}};
+  for (int op = 0; op < 2; ++op) {
+    for (const auto& [rows, cols] : norm_shapes) {
+      for (const int offset : {0, 1}) {
+        norms_case<T>(op, rows, cols, offset, false, op == 0);
+      }
+    }
+  }
+  norms_case<T>(0, 9, 64, 0, true, false);
+  norms_case<T>(0, 3, 5000, 0, false, false);
+  norms_case<T>(0, 9, 1024, 0, true, false);
   rows_case<T>(2, 3, 5000, 0, false);
   // The output's rows x columns with a transposed input (x[cols, rows].t(): strides {rows, 1}).
   const std::pair<int64_t, int64_t> tile_shapes[] = {

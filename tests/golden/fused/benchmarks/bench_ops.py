@@ -112,6 +112,9 @@ def variants_of(op: str, device: str) -> dict:
         "scale_": {},
         "mul": {},
         "square": {"cuda": square_kernels.square_triton},
+        "rms_norm": {},
+        "layer_norm": {},
+        "softmax": {},
     }[op]
     variants = {"bare launcher": launchers[device]} if device in launchers else {}
     variants["operator"] = getattr(kfused, op)
@@ -172,6 +175,9 @@ OPS = {
     "scale_": ("cpu", "cuda"),
     "mul": ("cpu", "cuda"),
     "square": ("cpu", "cuda"),
+    "rms_norm": ("cpu", "cuda"),
+    "layer_norm": ("cpu", "cuda"),
+    "softmax": ("cpu", "cuda"),
 }
 KEYWORD_ONLY = {
     "muladd": (),
@@ -180,6 +186,9 @@ KEYWORD_ONLY = {
     "scale_": (),
     "mul": (),
     "square": (),
+    "rms_norm": (),
+    "layer_norm": (),
+    "softmax": (),
 }
 
 
@@ -196,6 +205,9 @@ def make_args(op: str, numel: int, device: str) -> tuple:
         "scale_": lambda: (make(), 1.25),
         "mul": lambda: (make(), make()),
         "square": lambda: (make(),),
+        "rms_norm": lambda: (make(), make(), 1.25),
+        "layer_norm": lambda: (make(), make(), make(), 1.25),
+        "softmax": lambda: (make(),),
     }[op]()
 
 

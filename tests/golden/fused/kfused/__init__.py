@@ -5,6 +5,26 @@ Importing this package registers the operators torch.ops.kfused.*, with their
 fake kernels and autograd formulas.
 """
 
-from .ops import mul, muladd, muladd_backward, muladd_out, scale_, square
+from .ops import (
+    layer_norm,
+    mul,
+    muladd,
+    muladd_backward,
+    muladd_out,
+    rms_norm,
+    scale_,
+    softmax,
+    square,
+)
 
-__all__ = ["mul", "muladd", "muladd_backward", "muladd_out", "scale_", "square"]
+__all__ = [
+    "layer_norm",
+    "mul",
+    "muladd",
+    "muladd_backward",
+    "muladd_out",
+    "rms_norm",
+    "scale_",
+    "softmax",
+    "square",
+]

@@ -180,3 +180,161 @@ _support.shard_as_inputs(torch.ops.kfused.square.default, tensors=(0,), outputs=
 
 # Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
 _support.register_autocast("kfused::square", "promote")
+
+
+# kfused::rms_norm ---------------------------------------------------------------------
+
+# Defined by the extension, with its C++ CPU kernel and CUDA kernel.
+
+
+@torch.library.register_fake("kfused::rms_norm")
+def _rms_norm_fake(x, weight, eps=1e-6):
+    # Only metadata: the same output the launcher allocates, never reading data.
+    return _support.normalization_output("kfused::rms_norm", x, weight)
+
+
+def _rms_norm_setup_context(ctx, inputs, output):
+    x, weight, eps = inputs
+    ctx.x_shape = x.shape
+    ctx.weight_shape = weight.shape
+    ctx.eps = eps
+    # Save only what the formulas read, and only when a gradient that reads it is wanted.
+    ctx.save_for_backward(
+        x if ctx.needs_input_grad[0] or ctx.needs_input_grad[1] else None,
+        weight if ctx.needs_input_grad[0] else None,
+    )
+
+
+def _rms_norm_backward(ctx, grad):
+    x, weight = ctx.saved_tensors
+    eps = ctx.eps
+    grad_x = None
+    grad_weight = None
+    # Each gradient is summed back to its input's shape, where the input was broadcast.
+    if ctx.needs_input_grad[0]:
+        grad_x = (
+            torch.rsqrt((x * x).mean(-1, keepdim=True) + eps)
+            * (
+                grad * weight
+                - x
+                * (grad * weight * x).mean(-1, keepdim=True)
+                / ((x * x).mean(-1, keepdim=True) + eps)
+            )
+        ).sum_to_size(ctx.x_shape)
+    if ctx.needs_input_grad[1]:
+        grad_weight = (
+            grad * x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps)
+        ).sum_to_size(ctx.weight_shape)
+    return grad_x, grad_weight, None
+
+
+torch.library.register_autograd(
+    "kfused::rms_norm", _rms_norm_backward, setup_context=_rms_norm_setup_context
+)
+
+
+# torch.compile traces kfused::rms_norm as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference("kfused::rms_norm", reference.rms_norm)
+
+
+# DTensor shards kfused::rms_norm as its inputs, never splitting a row.
+_support.shard_as_inputs(
+    torch.ops.kfused.rms_norm.default, tensors=(0, 1), outputs=1, rows=True
+)
+
+
+# Under torch.autocast: its floating inputs in float32, as autocast runs sums and norms, then the op.
+_support.register_autocast("kfused::rms_norm", "fp32")
+
+
+# kfused::layer_norm -------------------------------------------------------------------
+
+# Defined by the extension, with its C++ CPU kernel and CUDA kernel.
+
+
+@torch.library.register_fake("kfused::layer_norm")
+def _layer_norm_fake(x, weight, bias=None, eps=1e-5):
+    # Only metadata: the same output the launcher allocates, never reading data.
+    return _support.normalization_output("kfused::layer_norm", x, weight, bias)
+
+
+def _layer_norm_setup_context(ctx, inputs, output):
+    pass  # backward only raises: nothing to keep
+
+
+def _layer_norm_backward(ctx, *grads):
+    raise RuntimeError(
+        "kfused::layer_norm is not differentiable: its spec has no backward formulas"
+    )
+
+
+torch.library.register_autograd(
+    "kfused::layer_norm", _layer_norm_backward, setup_context=_layer_norm_setup_context
+)
+
+
+# torch.compile traces kfused::layer_norm as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference("kfused::layer_norm", reference.layer_norm)
+
+
+# DTensor shards kfused::layer_norm as its inputs, never splitting a row.
+_support.shard_as_inputs(
+    torch.ops.kfused.layer_norm.default, tensors=(0, 1, 2), outputs=1, rows=True
+)
+
+
+# Under torch.autocast: its floating inputs in float32, as autocast runs sums and norms, then the op.
+_support.register_autocast("kfused::layer_norm", "fp32")
+
+
+# kfused::softmax ----------------------------------------------------------------------
+
+# Defined by the extension, with its C++ CPU kernel and CUDA kernel.
+
+
+@torch.library.register_fake("kfused::softmax")
+def _softmax_fake(x):
+    # Only metadata: the same output the launcher allocates, never reading data.
+    return _support.normalization_output("kfused::softmax", x)
+
+
+def _softmax_setup_context(ctx, inputs, output):
+    (x,) = inputs
+    ctx.x_shape = x.shape
+    # Save only what the formulas read, and only when a gradient that reads it is wanted.
+    ctx.save_for_backward(
+        output if ctx.needs_input_grad[0] else None,
+    )
+
+
+def _softmax_backward(ctx, grad):
+    (result,) = ctx.saved_tensors
+    grad_x = None
+    # Each gradient is summed back to its input's shape, where the input was broadcast.
+    if ctx.needs_input_grad[0]:
+        grad_x = (result * (grad - (grad * result).sum(-1, keepdim=True))).sum_to_size(
+            ctx.x_shape
+        )
+    return (grad_x,)
+
+
+torch.library.register_autograd(
+    "kfused::softmax", _softmax_backward, setup_context=_softmax_setup_context
+)
+
+
+# torch.compile traces kfused::softmax as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference("kfused::softmax", reference.softmax)
+
+
+# DTensor shards kfused::softmax as its inputs, never splitting a row.
+_support.shard_as_inputs(
+    torch.ops.kfused.softmax.default, tensors=(0,), outputs=1, rows=True
+)
+
+
+# Under torch.autocast: its floating inputs in float32, as autocast runs sums and norms, then the op.
+_support.register_autocast("kfused::softmax", "fp32")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import math
 import operator
 import sys
 from collections.abc import Callable
@@ -16,8 +17,9 @@ from torch._subclasses.functional_tensor import FunctionalTensorMode
 from triton.runtime.jit import JITFunction
 
 
-def pointwise_shape(op: str, *tensors: Tensor) -> torch.Size:
+def pointwise_shape(op: str, *tensors: Tensor | None) -> torch.Size:
     """The broadcast shape of a pointwise op's Tensor arguments, which share one dtype and device."""
+    tensors = given(tensors)
     first = tensors[0]
     shape = first.shape
     for other in tensors[1:]:
@@ -51,13 +53,13 @@ def _cached(function: Callable) -> Callable:
 _broadcast_shapes = _cached(torch.broadcast_shapes)
 
 
-def pointwise_output(op: str, *tensors: Tensor) -> Tensor:
+def pointwise_output(op: str, *tensors: Tensor | None) -> Tensor:
     """The output of a pointwise op: broadcast shape, the inputs' dtype and device, contiguous.
 
     Launchers allocate their output with it and fake kernels describe the output with it,
     so the two cannot disagree.
     """
-    first = tensors[0]
+    first = given(tensors)[0]
     shape = pointwise_shape(op, *tensors)
     if shape == first.shape:  # the common case, where empty_like costs a third of empty
         if first.is_contiguous():  # a memory_format costs empty_like a fifth more
@@ -65,6 +67,104 @@ def pointwise_output(op: str, *tensors: Tensor) -> Tensor:
         return torch.empty_like(first, memory_format=torch.contiguous_format)
     # first's dtype and device: new_empty costs a quarter less than torch.empty's arguments.
     return first.new_empty(shape)
+
+
+def reduction_output(op: str, *tensors: Tensor | None) -> Tensor:
+    """The output of a last-dimension reduction: the broadcast shape without its last dimension."""
+    shape = pointwise_shape(op, *tensors)
+    if not shape:
+        raise RuntimeError(
+            f"{op} reduces over the last dimension: its inputs need at least one dimension"
+        )
+    first = given(tensors)[0]
+    return first.new_empty(shape[:-1])  # as pointwise_output
+
+
+def row_max(values: Tensor) -> Tensor:
+    """The maximum over the last dimension; an empty row gives -inf, the identity."""
+    if values.shape[-1] == 0:
+        return values.new_full(values.shape[:-1], -math.inf)
+    return values.amax(-1)
+
+
+def row_mean(values: Tensor) -> Tensor:
+    """Means over the last dimension; an empty row has mean nan, as in torch.mean."""
+    return values.mean(-1)
+
+
+def row_sum(values: Tensor) -> Tensor:
+    """Sums over the last dimension; an empty row sums to 0."""
+    return values.sum(-1)
+
+
+def row_layout(
+    shape: torch.Size, *tensors: Tensor | None
+) -> tuple[int, int, tuple[int, ...]] | None:
+    """How a row reduction's kernel reads `tensors` through their strides, as n_rows x n_cols elements
+    of `shape` (whose last dimension it reduces): (n_rows, n_cols, each tensor's row and column
+    stride). None where the leading dimensions do not merge into one row dimension."""
+    n_cols = shape[-1]
+    n = shape.numel()
+    for t in tensors:  # as in tiles
+        if t is not None and (t.numel() != n or not t.is_contiguous()):
+            break
+    else:  # every tensor dense and of the full shape: rows n_cols apart
+        return shape[:-1].numel(), n_cols, (n_cols, 1) * len(tensors)
+    return _strided_rows(shape, _geometry(tensors))
+
+
+@_cached  # as _strided_tiles
+def _strided_rows(
+    shape: torch.Size, geometry: tuple
+) -> tuple[int, int, tuple[int, ...]] | None:
+    """row_layout of tensors that are not all dense, by their geometry."""
+    rows = _dims(shape, len(shape) - 1, geometry)
+    if len(rows) > 1:
+        return None
+    n_rows, row_strides = rows[0] if rows else (1, (0,) * len(geometry))
+    col_strides = tuple(_strides(g, len(shape))[-1] for g in geometry)
+    return n_rows, shape[-1], _pairs(row_strides, col_strides)
+
+
+# Cached: a few us of Python a call, the same for every call of a shape.
+@_cached
+def row_blocks(n_rows: int, n_cols: int, element_size: int) -> tuple[int, int, int]:
+    """The block of a row reduction's program (block_rows x block_cols) and its warps, by row
+    length: rows of 64 KiB and more one per program, 8 KiB per step under 16 warps; shorter rows
+    two per program, up to 1024 columns per step, 32 bytes per thread. The best measured on an
+    H200 for fp32 and bf16 rows of 1024, 4096 and 65536 elements: within 5% of the best block.
+    One compile per block shape serves every row length of its class."""
+    if n_cols * element_size >= 65536:
+        return 1, 8192 // element_size, 16
+    block_cols = min(1024, _power_of_2(max(n_cols, 16)))
+    block_rows = min(2048 // block_cols, _power_of_2(n_rows))
+    warps = block_rows * block_cols * element_size // 1024  # 32 bytes per thread
+    return block_rows, block_cols, min(max(warps, 1), 16)
+
+
+def normalization_output(op: str, *tensors: Tensor | None) -> Tensor:
+    """The output of a row normalisation: the inputs' broadcast shape, of at least one dimension."""
+    shape = pointwise_shape(op, *tensors)
+    if not shape:
+        raise RuntimeError(
+            f"{op} normalises over the last dimension: its inputs need at least one dimension"
+        )
+    first = given(tensors)[0]
+    return torch.empty(shape, dtype=first.dtype, device=first.device)
+
+
+def norm_blocks(
+    n_rows: int, n_cols: int, element_size: int
+) -> tuple[int, int, bool, int]:
+    """The block of a row normalisation's program (block_rows x block_cols), whether a row fits in it
+    (one pass over the row), and its warps. Rows up to 32 KiB in one block, several short rows per
+    program, 32 bytes per thread up to 16 warps; longer rows 8 KiB per step under 16 warps."""
+    if n_cols * element_size > 32768:
+        return 1, 8192 // element_size, False, 16
+    block_cols = _power_of_2(max(n_cols, 16))
+    block_rows = min(max(2048 // block_cols, 1), _power_of_2(n_rows))
+    warps = block_rows * block_cols * element_size // 1024  # 32 bytes per thread
+    return block_rows, block_cols, True, min(max(warps, 1), 16)
 
 
 def check_written(op: str, written: dict[str, Tensor], *tensors: Tensor) -> None:
@@ -76,6 +176,11 @@ def check_written(op: str, written: dict[str, Tensor], *tensors: Tensor) -> None
                 f"{op}: {name} has shape {list(tensor.shape)} "
                 f"but the result has shape {list(shape)}"
             )
+
+
+def given(tensors: tuple[Tensor | None, ...]) -> tuple[Tensor, ...]:
+    """The Tensors of an argument list, without the optional ones left out (None)."""
+    return tuple(t for t in tensors if t is not None)
 
 
 def broadcast_contiguous(

@@ -14,6 +14,9 @@ _muladd_out = torch.ops.kfused.muladd_out.default
 _scale = torch.ops.kfused.scale_.default
 _mul = torch.ops.kfused.mul.default
 _square = torch.ops.kfused.square.default
+_rms_norm = torch.ops.kfused.rms_norm.default
+_layer_norm = torch.ops.kfused.layer_norm.default
+_softmax = torch.ops.kfused.softmax.default
 
 
 def muladd(a: Tensor, b: Tensor, c: float) -> Tensor:
@@ -44,3 +47,20 @@ def mul(a: Tensor, b: Tensor) -> Tensor:
 def square(x: Tensor) -> Tensor:
     """x * x; its backward calls the sibling op mul, so it is twice differentiable too."""
     return _square(x)
+
+
+def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
+    """x divided by the root mean square of its row, times weight (a row per thread block on CUDA)."""
+    return _rms_norm(x, weight, eps)
+
+
+def layer_norm(
+    x: Tensor, weight: Tensor, bias: Tensor | None = None, eps: float = 1e-5
+) -> Tensor:
+    """x normalised to mean 0 and variance 1 over its row, times weight, plus bias where given."""
+    return _layer_norm(x, weight, bias, eps)
+
+
+def softmax(x: Tensor) -> Tensor:
+    """Softmax over the last dimension."""
+    return _softmax(x)

@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor
 
-from ._support import upcast
+from ._support import row_max, row_mean, row_sum, upcast
 
 
 def muladd(a: Tensor, b: Tensor, c: float) -> Tensor:
@@ -51,3 +52,31 @@ def square(x: Tensor) -> Tensor:
     dtype = x.dtype
     (x,) = upcast(x)
     return (x * x).to(dtype)
+
+
+def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
+    """kfused::rms_norm in plain PyTorch, computed in float32 at least."""
+    dtype = x.dtype
+    x, weight = upcast(x, weight)
+    rstd = torch.rsqrt(row_mean(x * x).unsqueeze(-1) + eps)
+    return (x * rstd * weight).to(dtype)
+
+
+def layer_norm(
+    x: Tensor, weight: Tensor, bias: Tensor | None = None, eps: float = 1e-5
+) -> Tensor:
+    """kfused::layer_norm in plain PyTorch, computed in float32 at least."""
+    dtype = x.dtype
+    x, weight, bias = upcast(x, weight, bias)
+    mu = row_mean(x).unsqueeze(-1)
+    rstd = torch.rsqrt(row_mean((x - mu) * (x - mu)).unsqueeze(-1) + eps)
+    return ((x - mu) * rstd * weight + (bias if bias is not None else 0.0)).to(dtype)
+
+
+def softmax(x: Tensor) -> Tensor:
+    """kfused::softmax in plain PyTorch, computed in float32 at least."""
+    dtype = x.dtype
+    (x,) = upcast(x)
+    x_max = row_max(x).unsqueeze(-1)
+    sum_exp = row_sum(torch.exp(x - x_max)).unsqueeze(-1)
+    return (torch.exp(x - x_max) / sum_exp).to(dtype)

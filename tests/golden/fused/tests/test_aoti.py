@@ -9,10 +9,13 @@ costs tens of seconds, once per device.
 """
 
 import pytest
+import test_layer_norm
 import test_mul
 import test_muladd
 import test_muladd_out
+import test_rms_norm
 import test_scale_
+import test_softmax
 import test_square
 import torch
 from _contract import DEVICES, assert_all_close
@@ -26,6 +29,9 @@ PROGRAM = (
     test_scale_.TestScale,
     test_mul.TestMul,
     test_square.TestSquare,
+    test_rms_norm.TestRmsNorm,
+    test_layer_norm.TestLayerNorm,
+    test_softmax.TestSoftmax,
 )
 
 

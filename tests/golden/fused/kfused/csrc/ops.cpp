@@ -73,6 +73,75 @@ struct square {
   }
 };
 
+template <typename acc_t>
+struct rms_norm {
+  acc_t eps;
+  using Reductions = std::tuple<Mean<acc_t>>;
+  // rstd = rsqrt(mean(x * x) + eps)
+  acc_t reduced(Stat<0>, const acc_t*, acc_t x, acc_t /*weight*/) const {
+    return x * x;
+  }
+  acc_t finished(Stat<0>, const acc_t*, acc_t rstd) const {
+    return acc_t(1) / std::sqrt(rstd + eps);
+  }
+  Values<acc_t, 1> operator()(const acc_t* stat, acc_t x, acc_t weight) const {
+    const acc_t rstd = stat[0];
+    return {x * rstd * weight};
+  }
+};
+
+template <typename acc_t>
+struct layer_norm {
+  acc_t eps;
+  bool has_bias;
+  using Reductions = std::tuple<Mean<acc_t>, Mean<acc_t>>;
+  // mu = mean(x)
+  acc_t reduced(Stat<0>, const acc_t*, acc_t x, acc_t /*weight*/, acc_t /*bias*/) const {
+    return x;
+  }
+  acc_t finished(Stat<0>, const acc_t*, acc_t mu) const {
+    return mu;
+  }
+  // rstd = rsqrt(mean((x - mu) * (x - mu)) + eps)
+  acc_t reduced(Stat<1>, const acc_t* stat, acc_t x, acc_t /*weight*/, acc_t /*bias*/) const {
+    const acc_t mu = stat[0];
+    return (x - mu) * (x - mu);
+  }
+  acc_t finished(Stat<1>, const acc_t*, acc_t rstd) const {
+    return acc_t(1) / std::sqrt(rstd + eps);
+  }
+  Values<acc_t, 1> operator()(const acc_t* stat, acc_t x, acc_t weight, acc_t bias) const {
+    const acc_t mu = stat[0];
+    const acc_t rstd = stat[1];
+    return {(x - mu) * rstd * weight + (has_bias ? bias : acc_t(0.0))};
+  }
+};
+
+template <typename acc_t>
+struct softmax {
+  using Reductions = std::tuple<Max<acc_t>, Sum<acc_t>>;
+  // x_max = max(x)
+  acc_t reduced(Stat<0>, const acc_t*, acc_t x) const {
+    return x;
+  }
+  acc_t finished(Stat<0>, const acc_t*, acc_t x_max) const {
+    return x_max;
+  }
+  // sum_exp = sum(exp(x - x_max))
+  acc_t reduced(Stat<1>, const acc_t* stat, acc_t x) const {
+    const acc_t x_max = stat[0];
+    return std::exp(x - x_max);
+  }
+  acc_t finished(Stat<1>, const acc_t*, acc_t sum_exp) const {
+    return sum_exp;
+  }
+  Values<acc_t, 1> operator()(const acc_t* stat, acc_t x) const {
+    const acc_t x_max = stat[0];
+    const acc_t sum_exp = stat[1];
+    return {std::exp(x - x_max) / sum_exp};
+  }
+};
+
 }  // namespace functors
 
 Tensor muladd(const Tensor& a, const Tensor& b, double c) {
@@ -126,6 +195,40 @@ Tensor square(const Tensor& x) {
   return out;
 }
 
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+  KernelCall call("kfused::rms_norm", {x, weight});
+  call.by_rows();
+  call.read(x);
+  call.read(weight);
+  Tensor out = call.output();
+  call.norms_cpu<functors::rms_norm>(eps);
+  return out;
+}
+
+Tensor layer_norm(
+    const Tensor& x,
+    const Tensor& weight,
+    const std::optional<Tensor>& bias,
+    double eps) {
+  KernelCall call("kfused::layer_norm", {x, weight, bias});
+  call.by_rows();
+  call.read(x);
+  call.read(weight);
+  call.read(bias);
+  Tensor out = call.output();
+  call.norms_cpu<functors::layer_norm>(eps, bias.has_value());
+  return out;
+}
+
+Tensor softmax(const Tensor& x) {
+  KernelCall call("kfused::softmax", {x});
+  call.by_rows();
+  call.read(x);
+  Tensor out = call.output();
+  call.norms_cpu<functors::softmax>();
+  return out;
+}
+
 }  // namespace kfused::cpu
 
 TORCH_LIBRARY(kfused, m) {
@@ -139,6 +242,13 @@ TORCH_LIBRARY(kfused, m) {
   m.def("scale_(Tensor(a!) x, float s) -> ()", {at::Tag::pt2_compliant_tag});
   m.def("mul(Tensor a, Tensor b) -> Tensor", {at::Tag::pt2_compliant_tag});
   m.def("square(Tensor x) -> Tensor", {at::Tag::pt2_compliant_tag});
+  m.def(
+      "rms_norm(Tensor x, Tensor weight, float eps=1e-6) -> Tensor",
+      {at::Tag::pt2_compliant_tag});
+  m.def(
+      "layer_norm(Tensor x, Tensor weight, Tensor? bias=None, float eps=1e-5) -> Tensor",
+      {at::Tag::pt2_compliant_tag});
+  m.def("softmax(Tensor x) -> Tensor", {at::Tag::pt2_compliant_tag});
 }
 
 TORCH_LIBRARY_IMPL(kfused, CPU, m) {
@@ -148,6 +258,9 @@ TORCH_LIBRARY_IMPL(kfused, CPU, m) {
   m.impl("scale_", &kfused::cpu::scale_);
   m.impl("mul", &kfused::cpu::mul);
   m.impl("square", &kfused::cpu::square);
+  m.impl("rms_norm", &kfused::cpu::rms_norm);
+  m.impl("layer_norm", &kfused::cpu::layer_norm);
+  m.impl("softmax", &kfused::cpu::softmax);
 }
 
 // Autograd in C++: a call with inputs requiring grad runs each op's Function below, never Python.

@@ -18,6 +18,8 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -100,6 +102,10 @@ struct Min {
   static acc_t combine(acc_t total, acc_t value) { return std::min(total, value); }
   static acc_t finish(acc_t total, int64_t) { return total; }
 };
+
+// Names statistic K of a row normalisation's functor: its methods take it first, one overload each.
+template <int K>
+using Stat = std::integral_constant<int, K>;
 
 inline std::string shape_text(const std::vector<int64_t>& shape) {
   std::string text = "[";
@@ -286,6 +292,17 @@ class C10_HIDDEN KernelCall {
     return result;
   }
 
+  // A row normalisation: the kernel takes the broadcast shape's last dimension as rows of `cols`,
+  // reading each input in place where it is dense in that shape or one row broadcast to all.
+  void by_rows() {
+    KOPGEN_CHECK(!shape_.empty(), op_,
+                 " works over the last dimension: its inputs need at least one dimension");
+    cols_ = shape_.back();
+    n_ = cols_ == 0 ? 0 : n_ / cols_;
+    rows_ = true;
+    by_rows_ = true;
+  }
+
   // A mutated argument the kernel writes (a dense copy where it is strided, copied back after);
   // it must have the result's shape already: it is written, never resized.
   void write(const Tensor& tensor, const char* name) {
@@ -312,6 +329,8 @@ class C10_HIDDEN KernelCall {
   int dims() const { return dims_; }
   const Dims& sizes() const { return sizes_; }
   const std::vector<Dims>& strides() const { return strides_; }
+  // A row normalisation's inputs: each one's stride between rows (0 for one row read by all).
+  const std::vector<int64_t>& row_strides() const { return row_strides_; }
 
   std::vector<const void*> inputs() const {
     std::vector<const void*> pointers;
@@ -369,11 +388,30 @@ class C10_HIDDEN KernelCall {
     });
   }
 
+  // The CPU loop of a row normalisation: per row, each statistic of F<acc_t> (its reduced value
+  // combined over the row by its Reductions, then finished), then F<acc_t> at each column.
+  template <template <typename> class F, typename... Scalars>
+  void norms_cpu(Scalars... scalars) {
+    run([&] {
+      dispatch_floating(op_, like_.scalar_type(), [&](auto zero) {
+        using acc_t = compute_t<decltype(zero)>;
+        const F<acc_t> f{scalar_as<acc_t>(scalars)...};
+        // operator() takes the statistics, then the inputs.
+        constexpr int inputs = Signature<decltype(&F<acc_t>::operator())>::inputs - 1;
+        norms_loop<decltype(zero)>(f, std::make_index_sequence<inputs>{});
+      });
+    });
+  }
+
  private:
   // Sets out how the kernel indexes the inputs: collapsed strides for an elementwise kernel (a
   // dense copy only of inputs that need more than kMaxDims dimensions), dense rows for a row
   // reduction.
   void lay_out() {
+    if (by_rows_) {
+      lay_out_rows();
+      return;
+    }
     if (!rows_ && collapse()) {
       return;
     }
@@ -383,6 +421,38 @@ class C10_HIDDEN KernelCall {
       }
     }
     collapse();  // dense inputs: one dimension
+  }
+
+  // A row normalisation's inputs, in place where each row is `cols` dense elements, at a fixed
+  // stride from the one before (0: a row broadcast to every row), else made dense.
+  void lay_out_rows() {
+    row_strides_.clear();
+    for (std::optional<Tensor>& tensor : reads_) {
+      int64_t stride = 0;
+      if (tensor.has_value()) {
+        stride = row_stride(*tensor);
+        if (stride < 0) {
+          tensor = dense(*tensor, shape_);
+          stride = cols_;
+        }
+      }
+      row_strides_.push_back(stride);
+    }
+  }
+
+  // `tensor`'s stride between rows where it holds them dense (cols_ for the broadcast shape
+  // itself, 0 for one row), -1 where the kernel cannot read it in place.
+  int64_t row_stride(const Tensor& tensor) const {
+    const std::vector<int64_t> sizes = sizes_of(tensor);
+    if (sizes == shape_ && tensor.is_contiguous()) {
+      return cols_;
+    }
+    int64_t leading = 1;  // the elements of its dimensions before the last
+    for (size_t d = 0; d + 1 < sizes.size(); ++d) {
+      leading *= sizes[d];
+    }
+    const bool one_row = !sizes.empty() && sizes.back() == cols_ && leading == 1;
+    return one_row && (cols_ <= 1 || tensor.strides()[sizes.size() - 1] == 1) ? 0 : -1;
   }
 
   // Collapses the broadcast shape into the fewest dimensions, as TensorIterator's coalesce
@@ -613,12 +683,76 @@ class C10_HIDDEN KernelCall {
     });
   }
 
+  // One row normalisation's statistics of a row (of `cols` elements from each of `at`): statistic
+  // K is Reduce over the row of f.reduced, kLanes partial totals as rows_loop keeps, then finished.
+  template <int K, typename Functor, typename scalar_t, typename acc_t, size_t... I>
+  void statistic(const Functor& f, const scalar_t* const* at, acc_t* stat,
+                 std::index_sequence<I...>) const {
+    using Reduce = std::tuple_element_t<K, typename Functor::Reductions>;
+    acc_t lanes[kLanes];
+    for (int k = 0; k < kLanes; ++k) {
+      lanes[k] = Reduce::identity();
+    }
+    int64_t i = 0;
+    for (; i + kLanes <= cols_; i += kLanes) {
+      for (int k = 0; k < kLanes; ++k) {
+        const acc_t value = f.reduced(Stat<K>{}, stat, load<acc_t>(at[I], i + k)...);
+        lanes[k] = Reduce::combine(lanes[k], value);
+      }
+    }
+    acc_t total = Reduce::identity();
+    for (int k = 0; k < kLanes; ++k) {
+      total = Reduce::combine(total, lanes[k]);
+    }
+    for (; i < cols_; ++i) {
+      total = Reduce::combine(total, f.reduced(Stat<K>{}, stat, load<acc_t>(at[I], i)...));
+    }
+    stat[K] = f.finished(Stat<K>{}, stat, Reduce::finish(total, cols_));
+  }
+
+  template <typename scalar_t, typename Functor, size_t... I>
+  void norms_loop(const Functor& f, std::index_sequence<I...> inputs) {
+    using acc_t = compute_t<scalar_t>;
+    using Result = typename Signature<decltype(&Functor::operator())>::result;
+    constexpr size_t kStats = std::tuple_size_v<typename Functor::Reductions>;
+    const std::vector<const void*> pointers = this->inputs();
+    const std::vector<void*> outputs = this->outputs();
+    // Rows in parallel: each thread at least kGrain elements' worth.
+    parallel_for(n_, std::max<int64_t>(1, kGrain / std::max<int64_t>(cols_, 1)),
+                 [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        const scalar_t* at[] = {
+            pointers[I] != nullptr
+                ? static_cast<const scalar_t*>(pointers[I]) + row * row_strides_[I]
+                : nullptr...};
+        scalar_t* to[Result::size];
+        for (int j = 0; j < Result::size; ++j) {
+          to[j] = static_cast<scalar_t*>(outputs[j]) + row * cols_;
+        }
+        acc_t stat[kStats];
+        statistics(f, at, stat, std::make_index_sequence<kStats>{}, inputs);
+        for (int64_t c = 0; c < cols_; ++c) {
+          store(f(stat, load<acc_t>(at[I], c)...), to, c);
+        }
+      }
+    });
+  }
+
+  // Each statistic in order: a later one may read those before it.
+  template <typename Functor, typename scalar_t, typename acc_t, size_t... K, typename Inputs>
+  void statistics(const Functor& f, const scalar_t* const* at, acc_t* stat,
+                  std::index_sequence<K...>, Inputs inputs) const {
+    (statistic<static_cast<int>(K)>(f, at, stat, inputs), ...);
+  }
+
   const char* op_;
   std::vector<int64_t> shape_;
   Tensor like_;  // outputs take its dtype and device
   int64_t n_;
   int64_t cols_ = 1;
   bool rows_ = false;  // a row reduction: dense inputs
+  bool by_rows_ = false;  // a row normalisation: rows read in place (row_strides_)
+  std::vector<int64_t> row_strides_;
   std::vector<std::optional<Tensor>> reads_;
   std::vector<std::pair<Tensor, Tensor>> writes_;  // (tensor, the dense buffer written)
   // How the kernel indexes the inputs (lay_out): the collapsed broadcast shape and strides.

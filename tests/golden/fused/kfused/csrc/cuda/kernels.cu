@@ -44,6 +44,84 @@ struct mul {
   }
 };
 
+template <typename acc_t>
+struct rms_norm {
+  acc_t eps;
+  using Reductions = std::tuple<Mean<acc_t>>;
+  // rstd = rsqrt(mean(x * x) + eps)
+  __device__ acc_t reduced(Stat<0>, const acc_t*, acc_t x, acc_t /*weight*/) const {
+    return x * x;
+  }
+  __device__ acc_t finished(Stat<0>, const acc_t*, acc_t rstd) const {
+    return acc_t(1) / std::sqrt(rstd + eps);
+  }
+  __device__ Values<acc_t, 1> operator()(const acc_t* stat, acc_t x, acc_t weight) const {
+    const acc_t rstd = stat[0];
+    return {x * rstd * weight};
+  }
+};
+
+template <typename acc_t>
+struct layer_norm {
+  acc_t eps;
+  bool has_bias;
+  using Reductions = std::tuple<Mean<acc_t>, Mean<acc_t>>;
+  // mu = mean(x)
+  __device__ acc_t reduced(Stat<0>, const acc_t*, acc_t x, acc_t /*weight*/, acc_t /*bias*/) const {
+    return x;
+  }
+  __device__ acc_t finished(Stat<0>, const acc_t*, acc_t mu) const {
+    return mu;
+  }
+  // rstd = rsqrt(mean((x - mu) * (x - mu)) + eps)
+  __device__ acc_t reduced(
+      Stat<1>,
+      const acc_t* stat,
+      acc_t x,
+      acc_t /*weight*/,
+      acc_t /*bias*/) const {
+    const acc_t mu = stat[0];
+    return (x - mu) * (x - mu);
+  }
+  __device__ acc_t finished(Stat<1>, const acc_t*, acc_t rstd) const {
+    return acc_t(1) / std::sqrt(rstd + eps);
+  }
+  __device__ Values<acc_t, 1> operator()(
+      const acc_t* stat,
+      acc_t x,
+      acc_t weight,
+      acc_t bias) const {
+    const acc_t mu = stat[0];
+    const acc_t rstd = stat[1];
+    return {(x - mu) * rstd * weight + (has_bias ? bias : acc_t(0.0))};
+  }
+};
+
+template <typename acc_t>
+struct softmax {
+  using Reductions = std::tuple<Max<acc_t>, Sum<acc_t>>;
+  // x_max = max(x)
+  __device__ acc_t reduced(Stat<0>, const acc_t*, acc_t x) const {
+    return x;
+  }
+  __device__ acc_t finished(Stat<0>, const acc_t*, acc_t x_max) const {
+    return x_max;
+  }
+  // sum_exp = sum(exp(x - x_max))
+  __device__ acc_t reduced(Stat<1>, const acc_t* stat, acc_t x) const {
+    const acc_t x_max = stat[0];
+    return std::exp(x - x_max);
+  }
+  __device__ acc_t finished(Stat<1>, const acc_t*, acc_t sum_exp) const {
+    return sum_exp;
+  }
+  __device__ Values<acc_t, 1> operator()(const acc_t* stat, acc_t x) const {
+    const acc_t x_max = stat[0];
+    const acc_t sum_exp = stat[1];
+    return {std::exp(x - x_max) / sum_exp};
+  }
+};
+
 }  // namespace functors
 
 namespace kernels {
@@ -66,6 +144,18 @@ cudaError_t scale_(const Launch& launch, double s) {
 
 cudaError_t mul(const Launch& launch) {
   return cuda::pointwise<functors::mul>(launch);
+}
+
+cudaError_t rms_norm(const Launch& launch, double eps) {
+  return cuda::norms<functors::rms_norm>(launch, eps);
+}
+
+cudaError_t layer_norm(const Launch& launch, double eps, bool has_bias) {
+  return cuda::norms<functors::layer_norm>(launch, eps, has_bias);
+}
+
+cudaError_t softmax(const Launch& launch) {
+  return cuda::norms<functors::softmax>(launch);
 }
 
 }  // namespace kernels

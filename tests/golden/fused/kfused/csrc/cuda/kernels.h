@@ -31,6 +31,7 @@ struct Launch {
   int dims;
   const int64_t* sizes;
   const int64_t* const* strides;  // `dims` strides for each input
+  const int64_t* row_strides;  // row normalisations: each input's stride between rows (0: one row)
 };
 
 }  // namespace kfused::cuda
@@ -43,5 +44,8 @@ cudaError_t muladd_backward(const Launch& launch);
 cudaError_t muladd_out(const Launch& launch, double c);
 cudaError_t scale_(const Launch& launch, double s);
 cudaError_t mul(const Launch& launch);
+cudaError_t rms_norm(const Launch& launch, double eps);
+cudaError_t layer_norm(const Launch& launch, double eps, bool has_bias);
+cudaError_t softmax(const Launch& launch);
 
 }  // namespace kfused::cuda::kernels

@@ -56,7 +56,8 @@ void launch(
     }
     const cuda::Launch args{kernel_dtype(call.op(), like), call.n(), call.cols(),
                             inputs.data(), outputs.data(), current_stream(like),
-                            call.flat(), call.dims(), call.sizes().data(), strides.data()};
+                            call.flat(), call.dims(), call.sizes().data(), strides.data(),
+                            call.row_strides().data()};
     const cudaError_t error = kernel(args, scalars...);
     KOPGEN_CHECK(error == cudaSuccess, call.op(), ": CUDA kernel launch failed: ",
                  cudaGetErrorString(error));
@@ -110,6 +111,40 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+  KernelCall call("kfused::rms_norm", {x, weight});
+  call.by_rows();
+  call.read(x);
+  call.read(weight);
+  Tensor out = call.output();
+  launch(call, kernels::rms_norm, eps);
+  return out;
+}
+
+Tensor layer_norm(
+    const Tensor& x,
+    const Tensor& weight,
+    const std::optional<Tensor>& bias,
+    double eps) {
+  KernelCall call("kfused::layer_norm", {x, weight, bias});
+  call.by_rows();
+  call.read(x);
+  call.read(weight);
+  call.read(bias);
+  Tensor out = call.output();
+  launch(call, kernels::layer_norm, eps, bias.has_value());
+  return out;
+}
+
+Tensor softmax(const Tensor& x) {
+  KernelCall call("kfused::softmax", {x});
+  call.by_rows();
+  call.read(x);
+  Tensor out = call.output();
+  launch(call, kernels::softmax);
+  return out;
+}
+
 }  // namespace kfused::cuda
 
 TORCH_LIBRARY_IMPL(kfused, CUDA, m) {
@@ -118,4 +153,7 @@ TORCH_LIBRARY_IMPL(kfused, CUDA, m) {
   m.impl("muladd_out", &kfused::cuda::muladd_out);
   m.impl("scale_", &kfused::cuda::scale_);
   m.impl("mul", &kfused::cuda::mul);
+  m.impl("rms_norm", &kfused::cuda::rms_norm);
+  m.impl("layer_norm", &kfused::cuda::layer_norm);
+  m.impl("softmax", &kfused::cuda::softmax);
 }

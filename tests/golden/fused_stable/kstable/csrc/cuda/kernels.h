@@ -31,6 +31,7 @@ struct Launch {
   int dims;
   const int64_t* sizes;
   const int64_t* const* strides;  // `dims` strides for each input
+  const int64_t* row_strides;  // row normalisations: each input's stride between rows (0: one row)
 };
 
 }  // namespace kstable::cuda

@@ -11,6 +11,8 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "kernels.h"
@@ -99,6 +101,10 @@ template <typename pointer, int N>
 struct Pointers {
   pointer at[N];
 };
+
+// Names statistic K of a row normalisation's functor: its methods take it first, one overload each.
+template <int K>
+using Stat = std::integral_constant<int, K>;
 
 // The reductions of row kernels: a start value, how two totals combine, and the row's result.
 template <typename acc_t>
@@ -702,6 +708,219 @@ cudaError_t rows(const Launch& launch, Scalars... scalars) {
       launch_rows<VEC, R<acc_t>>(f, in, out, launch.n, launch.cols, launch.stream);
     } else {
       launch_rows<1, R<acc_t>>(f, in, out, launch.n, launch.cols, launch.stream);
+    }
+  });
+  return cudaGetLastError();
+}
+
+// -- row normalisations
+
+// The total of a row's lanes (a warp, or the block), in every lane.
+template <typename Reduce, typename acc_t>
+__device__ __forceinline__ acc_t row_total(acc_t total, int lanes, acc_t* partial) {
+  total = warp_total<Reduce>(total);
+  if (lanes > kWarp) {
+    if (threadIdx.x % kWarp == 0) {
+      partial[threadIdx.x / kWarp] = total;
+    }
+    __syncthreads();
+    const int lane = threadIdx.x % kWarp;  // every warp sums the partials, for its own lanes
+    total = warp_total<Reduce>(lane < kWarpsPerBlock ? partial[lane] : Reduce::identity());
+    __syncthreads();  // partial is reused for the next statistic
+  }
+  return total;
+}
+
+// Each input's stride between rows of a normalisation, in elements (0: one row read by all rows).
+template <int N>
+struct RowStrides {
+  int64_t at[N];
+};
+
+// One thread's part of a row: vectors lane, lane + lanes, ... of each input. With HELD > 0 the
+// row has at most HELD vectors a thread, loaded once into registers (a row read once from
+// memory); else each pass over the row loads them again.
+template <int VEC, int HELD, typename scalar_t, int IN>
+struct RowPart {
+  using V = Vec<scalar_t, VEC>;
+  static constexpr int kInputs = IN;
+  static constexpr int kVec = VEC;
+  const scalar_t* at[IN];  // the row's start in each input (null: an absent optional)
+  int64_t vectors;  // 0 past the last row
+  int lane;
+  int lanes;
+  V held[HELD > 0 ? HELD : 1][IN];
+
+  __device__ __forceinline__ V load(int j, int64_t v) const {
+    return load_vector<VEC>(at[j], 0, 1, v * VEC);
+  }
+
+  __device__ __forceinline__ void hold() {
+#pragma unroll
+    for (int h = 0; h < HELD; ++h) {
+#pragma unroll
+      for (int j = 0; j < IN; ++j) {
+        if (lane + h * lanes < vectors) {
+          held[h][j] = load(j, lane + h * lanes);
+        }
+      }
+    }
+  }
+
+  // Calls visit(x, v) with vector v of every input, for each of the thread's vectors.
+  template <typename Visit>
+  __device__ __forceinline__ void each(Visit&& visit) const {
+    if constexpr (HELD > 0) {
+#pragma unroll
+      for (int h = 0; h < HELD; ++h) {
+        if (lane + h * lanes < vectors) {
+          visit(held[h], lane + h * lanes);
+        }
+      }
+    } else {
+      for (int64_t v = lane; v < vectors; v += lanes) {
+        V x[IN];
+#pragma unroll
+        for (int j = 0; j < IN; ++j) {
+          x[j] = load(j, v);
+        }
+        visit(x, v);
+      }
+    }
+  }
+};
+
+// Statistic K of the row: F's reduced value of each element combined by its Reduce, over the
+// thread's part, then over the row's lanes, then finished. Every lane gets it.
+template <int K, typename F, typename Part, typename acc_t>
+__device__ __forceinline__ void statistic(const F& f, const Part& part, acc_t* stat,
+                                          acc_t* partial, int64_t cols) {
+  using Reduce = std::tuple_element_t<K, typename F::Reductions>;
+  const auto reduced = [&](auto... values) { return f.reduced(Stat<K>{}, stat, values...); };
+  acc_t total = Reduce::identity();
+  part.each([&](const auto& x, int64_t) {
+#pragma unroll
+    for (int k = 0; k < Part::kVec; ++k) {
+      const acc_t value = call(reduced, x, k, std::make_index_sequence<Part::kInputs>{});
+      total = Reduce::combine(total, value);
+    }
+  });
+  total = row_total<Reduce>(total, part.lanes, partial);
+  stat[K] = f.finished(Stat<K>{}, stat, Reduce::finish(total, cols));
+}
+
+// Each statistic in order: a later one may read those before it.
+template <typename F, typename Part, typename acc_t, size_t... K>
+__device__ __forceinline__ void statistics(const F& f, const Part& part, acc_t* stat,
+                                           acc_t* partial, int64_t cols,
+                                           std::index_sequence<K...>) {
+  (statistic<static_cast<int>(K)>(f, part, stat, partial, cols), ...);
+}
+
+// Row normalisations, `lanes` threads a row as in rows_kernel: the row's statistics (each a
+// reduction over its lanes), then F at each element of the thread's part, written.
+template <int VEC, int HELD, typename F, typename scalar_t, int IN, int OUT>
+__global__ void __launch_bounds__(kThreads) norms_kernel(
+    F f,
+    Pointers<const scalar_t*, IN> in,
+    RowStrides<IN> strides,
+    Pointers<scalar_t*, OUT> out,
+    int64_t rows,
+    int64_t cols,
+    int lanes) {
+  using acc_t = compute_t<scalar_t>;
+  using V = Vec<scalar_t, VEC>;
+  constexpr int kStats = std::tuple_size_v<typename F::Reductions>;
+  __shared__ acc_t partial[kWarpsPerBlock];
+  const int per_block = kThreads / lanes;
+  // Every thread of the block loops as often (past the last row with an empty part), so that each
+  // shuffle sees its whole warp and each barrier the whole block.
+  for (int64_t first = static_cast<int64_t>(blockIdx.x) * per_block; first < rows;
+       first += static_cast<int64_t>(gridDim.x) * per_block) {
+    const int64_t row = first + threadIdx.x / lanes;
+    RowPart<VEC, HELD, scalar_t, IN> part;
+#pragma unroll
+    for (int j = 0; j < IN; ++j) {
+      part.at[j] = in.at[j] != nullptr ? in.at[j] + row * strides.at[j] : nullptr;
+    }
+    part.vectors = row < rows ? cols / VEC : 0;
+    part.lane = static_cast<int>(threadIdx.x) % lanes;
+    part.lanes = lanes;
+    part.hold();
+    acc_t stat[kStats];
+    statistics(f, part, stat, partial, cols, std::make_index_sequence<kStats>{});
+    const auto compute = [&](auto... values) { return f(stat, values...); };
+    part.each([&](const V (&x)[IN], int64_t v) {
+      V y[OUT];
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        const auto values = call(compute, x, k, std::make_index_sequence<IN>{});
+#pragma unroll
+        for (int j = 0; j < OUT; ++j) {
+          y[j].v[k] = from_compute<scalar_t>(values.v[j]);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < OUT; ++j) {
+        reinterpret_cast<V*>(out.at[j] + row * cols)[v] = y[j];
+      }
+    });
+  }
+}
+
+// Vectors a thread keeps in registers for each input: rows of at most kHeld vectors a lane are
+// read from memory once (rows_kernel's one pass), longer ones once per statistic and once more.
+constexpr int kHeld = 8;
+// A row of at most this many bytes per input takes a warp (kHeld vectors a lane hold it), a longer
+// one the block (rows up to 32 KiB held).
+constexpr int64_t kShortNormBytes = 4096;
+
+// Launches norms_kernel<VEC> with a warp or a block a row, one pass where the row is held.
+template <int VEC, typename F, typename scalar_t, int IN, int OUT>
+void launch_norms(const F& f, const Pointers<const scalar_t*, IN>& in,
+                  const RowStrides<IN>& strides, const Pointers<scalar_t*, OUT>& out,
+                  int64_t rows, int64_t cols, cudaStream_t stream) {
+  const int lanes =
+      cols * static_cast<int64_t>(sizeof(scalar_t)) <= kShortNormBytes ? kWarp : kThreads;
+  const int64_t blocks = (rows + kThreads / lanes - 1) / (kThreads / lanes);
+  const unsigned int grid = static_cast<unsigned int>(std::min(blocks, kMaxBlocks));
+  if (cols / VEC <= static_cast<int64_t>(kHeld) * lanes) {
+    norms_kernel<VEC, kHeld><<<grid, kThreads, 0, stream>>>(f, in, strides, out, rows, cols, lanes);
+  } else {
+    norms_kernel<VEC, 0><<<grid, kThreads, 0, stream>>>(f, in, strides, out, rows, cols, lanes);
+  }
+}
+
+// Runs the row normalisation F<acc_t> over `launch`: launch.n rows of launch.cols, each input's
+// rows launch.row_strides apart, dense outputs; 16-byte vectors where every row starts aligned.
+template <template <typename> class F, typename... Scalars>
+cudaError_t norms(const Launch& launch, Scalars... scalars) {
+  dispatch(launch.dtype, [&](auto zero) {
+    using scalar_t = decltype(zero);
+    using acc_t = compute_t<scalar_t>;
+    using Functor = F<acc_t>;
+    using Method = Signature<decltype(&Functor::operator())>;
+    constexpr int IN = Method::inputs - 1;  // operator() takes the statistics first
+    constexpr int OUT = Method::result::size;
+    constexpr int VEC = 16 / sizeof(scalar_t);
+    Pointers<const scalar_t*, IN> in;
+    RowStrides<IN> strides;
+    Pointers<scalar_t*, OUT> out;
+    bool vectors = launch.cols % VEC == 0;
+    for (int j = 0; j < IN; ++j) {
+      in.at[j] = static_cast<const scalar_t*>(launch.inputs[j]);
+      strides.at[j] = launch.row_strides[j];
+      vectors = vectors && (in.at[j] == nullptr || aligned(in.at[j]));
+    }
+    for (int j = 0; j < OUT; ++j) {
+      out.at[j] = static_cast<scalar_t*>(launch.outputs[j]);
+      vectors = vectors && aligned(out.at[j]);
+    }
+    const Functor f{scalar_as<acc_t>(scalars)...};
+    if (vectors) {
+      launch_norms<VEC>(f, in, strides, out, launch.n, launch.cols, launch.stream);
+    } else {
+      launch_norms<1>(f, in, strides, out, launch.n, launch.cols, launch.stream);
     }
   });
   return cudaGetLastError();

@@ -61,7 +61,8 @@ void launch(
     }
     const cuda::Launch args{kernel_dtype(call.op(), like), call.n(), call.cols(),
                             inputs.data(), outputs.data(), current_stream(like),
-                            call.flat(), call.dims(), call.sizes().data(), strides.data()};
+                            call.flat(), call.dims(), call.sizes().data(), strides.data(),
+                            call.row_strides().data()};
     const cudaError_t error = kernel(args, scalars...);
     KOPGEN_CHECK(error == cudaSuccess, call.op(), ": CUDA kernel launch failed: ",
                  cudaGetErrorString(error));
