@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 import tempfile
 import time
@@ -44,7 +45,21 @@ def spec(route: str) -> str:
     text["defaults"].update(registration=registration, backends=backends, dtypes=["float32", "bfloat16", "float64"])
     for op in text["ops"]:
         op.pop("registration", None), op.pop("backends", None)
+        if registration != "custom_op":  # the compiled routes do not save statistics yet: formulas recompute them
+            name = op["schema"].split("(")[0]
+            for arg, formula in op.get("backward", {}).items():
+                for stat, again in RECOMPUTED.get(name, {}).items():
+                    formula = re.sub(rf"\b{stat}\b", again, formula)
+                op["backward"][arg] = formula
     return yaml.safe_dump(text, sort_keys=False)
+
+
+# The statistics the backward formulas of examples/norms.yaml read, recomputed in torch ops.
+_MEAN = "x.mean(-1, keepdim=True)"
+RECOMPUTED = {
+    "rms_norm": {"rstd": "torch.rsqrt((x * x).mean(-1, keepdim=True) + eps)"},
+    "layer_norm": {"mu": f"({_MEAN})", "rstd": f"torch.rsqrt(((x - {_MEAN}) ** 2).mean(-1, keepdim=True) + eps)"},
+}
 
 
 def cases(hidden: int) -> dict:
