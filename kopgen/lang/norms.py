@@ -471,7 +471,8 @@ class SavesStatistics(Contract):
         failed = {test: got for test, got in results.items() if got != "SUCCESS"}
         assert not failed, failed
         want = forward(*positional, **keywords)
-        assert_all_close(want[0], self.call(self.data.op, args), rtol=0, atol=0)
+        # The op's kernel without the statistics' stores: compiled apart, it may round apart (CUDA)
+        assert_all_close(want[0], self.call(self.data.op, args), **self.data.tolerances)
         torch._dynamo.reset()
         # torch.compile traces _<op>_forward as its reference: equal within the tolerances
         compiled = torch.compile(forward, backend="aot_eager", fullgraph=True)

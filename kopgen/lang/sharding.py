@@ -19,6 +19,7 @@ import textwrap
 from ..backward_kernel import RowGradient
 from ..model import Device, Op, PointwiseCompute, RowNormalization, RowReduction
 from ..split import GatedSplit
+from . import norms
 from .layout import literal, statement
 
 # Kinds sharded along every dimension but the last: a reduction's, a normalisation's and the halves' rows,
@@ -50,10 +51,17 @@ def registration(op: Op) -> list[str]:
         + (", rows=True" if rows else "")
         + (f", per_row={literal(per_row)})" if per_row else ")")
     )
-    return ["", "",
-            *textwrap.wrap(f"DTensor shards {op.qualname} as its inputs{how}.", 86, initial_indent="# ",
-                           subsequent_indent="# "),
-            statement(call, 0)]
+    lines = ["", "",
+             *textwrap.wrap(f"DTensor shards {op.qualname} as its inputs{how}.", 86, initial_indent="# ",
+                            subsequent_indent="# "),
+             statement(call, 0)]
+    saved = norms.saved_stats(op)
+    if saved:  # its internal `_<op>_forward`, which a call with grad runs: the output and a value per row of each
+        namespace, name = norms.forward_qualname(op).split("::")
+        lines.append(statement(
+            f"_support.shard_as_inputs(torch.ops.{namespace}.{name}.default, "
+            f"tensors={literal(tuple(a.index for a in op.tensor_args))}, outputs={1 + len(saved)}, rows=True)", 0))
+    return lines
 
 
 def any_sharded(ops) -> bool:

@@ -54,6 +54,12 @@ def with_tensors(args, given) -> list:
 # torch.export's pytree code warns of its own deprecated LeafSpec check when AOTInductor pickles
 # the program's input and output specs (torch 2.13).
 @pytest.mark.filterwarnings(r"ignore:`isinstance\(treespec, LeafSpec\)`:FutureWarning")
+# On torch 2.11 (H200, CUDA 13) aoti_load_package crashed the process loading these packages, on
+# every route and device (kopgen's docs/gpu.md); torch 2.13 loads and runs them.
+@pytest.mark.skipif(
+    torch.__version__ < (2, 13),  # a TorchVersion: compared as a version
+    reason="aoti_load_package crashes on torch 2.11 (docs/gpu.md)",
+)
 @pytest.mark.parametrize("device", list(DEVICES.values()))
 def test_aoti_package_matches_eager(tmp_path, device):
     """The program compiled and packaged by AOTInductor, loaded, and run: each op's outputs

@@ -148,6 +148,9 @@ class _RmsNormFunction(torch.autograd.Function):
 _support.shard_as_inputs(
     torch.ops.knorms.rms_norm.default, tensors=(0, 1), outputs=1, rows=True
 )
+_support.shard_as_inputs(
+    torch.ops.knorms._rms_norm_forward.default, tensors=(0, 1), outputs=2, rows=True
+)
 
 
 # Under torch.autocast: its floating inputs in float32, as autocast runs sums and norms, then the op.
@@ -295,6 +298,12 @@ class _LayerNormFunction(torch.autograd.Function):
 # DTensor shards knorms::layer_norm as its inputs, never splitting a row.
 _support.shard_as_inputs(
     torch.ops.knorms.layer_norm.default, tensors=(0, 1, 2), outputs=1, rows=True
+)
+_support.shard_as_inputs(
+    torch.ops.knorms._layer_norm_forward.default,
+    tensors=(0, 1, 2),
+    outputs=3,
+    rows=True,
 )
 
 
