@@ -149,27 +149,16 @@ class DirectInEager(Contract):
     def test_modes_see_the_operator(self):
         """Under a TorchDispatchMode (as under torch.compile, export, FakeTensorMode) the API's
         call reaches the operator, by name."""
-        seen = []
-
-        class Log(TorchDispatchMode):
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                seen.append(func)
-                return func(*args, **(kwargs or {}))
-
         args = self.normal_args()
-        with Log():
+        with Calls() as calls:
             self.call(self.data.python_api, args)
-        assert self.data.op in seen, seen'''
+        assert self.data.op in calls.seen, calls.seen'''
 
 
 def contract(package) -> tuple[str, ...]:
     """The lines of DirectInEager where the package has an op the typed API runs directly, else none."""
     return tuple(CONTRACT.split("\n")) if any_direct(package.ops) else ()
 
-
-def contract_imports(package) -> list[str]:
-    """The contract's import of TorchDispatchMode, where DirectInEager uses it."""
-    return ["from torch.utils._python_dispatch import TorchDispatchMode"] if any_direct(package.ops) else []
 
 
 def api_docstring(package) -> str:

@@ -448,17 +448,11 @@ class SavesStatistics(Contract):
         return getattr(getattr(torch.ops, namespace), f"_{name}_forward").default
 
     def test_grad_runs_the_forward_op_that_saves_the_statistics(self, device):
-        seen = []
-
-        class Calls(TorchDispatchMode):
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                seen.append(func)
-                return func(*args, **(kwargs or {}))
-
         args = self.normal_args(device, requires_grad=True)
-        with Calls():
+        with Calls() as calls:
             output = self.call(self.data.op, args)
             torch.autograd.grad(total(output), requiring_grad(args))
+        seen = calls.seen
         assert seen.count(self.forward_op()) == 1 and self.data.op not in seen, seen
 
     def test_forward_op_opcheck_compile_and_export(self, device):

@@ -73,18 +73,6 @@ def support(package) -> tuple[str, ...]:
 # The contract's check of an op with a vmap rule (after two blank lines), in a package that has one.
 CONTRACT = '''
 
-class CallsOf(torch.utils._python_dispatch.TorchDispatchMode):
-    """Counts the calls of one operator under it: vmap's rule makes one, its fallback one a sample."""
-
-    def __init__(self, op):
-        super().__init__()
-        self.op, self.calls = op, 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.calls += func is self.op
-        return func(*args, **(kwargs or {}))
-
-
 class Batched(Contract):
     """An op with a vmap rule: torch.vmap runs a batch in one call of the op, with the values a
     loop of calls gives."""
@@ -101,9 +89,11 @@ class Batched(Contract):
         def op(*positional):
             return self.data.op(*positional, **keywords)
 
-        with CallsOf(self.data.op) as seen:
+        # vmap's rule makes one call; its fallback, one a sample.
+        with Calls() as under_vmap:
             outputs = torch.vmap(op, tuple(dims[: len(positional)]))(*positional)
-        assert seen.calls == 1, f"{seen.calls} calls for a batch of 3: no vmap rule ran"
+        made = under_vmap.seen.count(self.data.op)
+        assert made == 1, f"{made} calls for a batch of 3: no vmap rule ran"
         return as_tuple(outputs)
 
     def test_vmap_matches_a_loop(self):

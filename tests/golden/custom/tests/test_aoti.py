@@ -11,24 +11,11 @@ costs tens of seconds, once per device.
 import pytest
 import test_pairsum
 import torch
-from _contract import DEVICES, assert_all_close
-from torch.utils._python_dispatch import TorchDispatchMode
+from _contract import DEVICES, Calls, assert_all_close
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 # The test classes of the ops in the program: each op's samples, devices and tolerances.
 PROGRAM = (test_pairsum.TestPairsum,)
-
-
-class Calls(TorchDispatchMode):
-    """The operators called under it, in order."""
-
-    def __init__(self):
-        super().__init__()
-        self.seen = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.seen.append(func)
-        return func(*args, **(kwargs or {}))
 
 
 def tensors_of(args) -> list[torch.Tensor]:

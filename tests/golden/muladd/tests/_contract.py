@@ -111,6 +111,18 @@ def requiring_grad(args: tuple) -> list[torch.Tensor]:
     return [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
 
 
+class Calls(TorchDispatchMode):
+    """The operators called under it, in order: the checks count the calls of one."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.seen.append(func)
+        return func(*args, **(kwargs or {}))
+
+
 def comparable(output: torch.Tensor | None) -> torch.Tensor | None:
     """fp8 outputs compared as float32, within the op's tolerances; other dtypes as they are
     (integers and bools exactly), and None (a Tensor!? left out) as None."""
@@ -477,21 +489,11 @@ class BackwardKernel(Contract):
 
     def test_backward_launches_the_backward_kernel_once(self, device):
         """Backward calls the backward kernel once for every gradient, not the formulas."""
-        # Imported here: only ops with a backward kernel need it.
-        from torch.utils._python_dispatch import TorchDispatchMode
-
-        seen = []
-
-        class Calls(TorchDispatchMode):
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                seen.append(func)
-                return func(*args, **(kwargs or {}))
-
         args = self.normal_args(device, requires_grad=True)
         output = self.call(self.data.op, args)
-        with Calls():
+        with Calls() as calls:
             torch.autograd.grad(total(output), requiring_grad(args))
-        assert seen.count(self.data.backward_kernel) == 1, seen
+        assert calls.seen.count(self.data.backward_kernel) == 1, calls.seen
 
     def test_backward_kernel_opcheck(self, device):
         """Schema, fake kernel and AOT dispatch of the backward kernel agree with it."""
@@ -640,29 +642,10 @@ class DirectInEager(Contract):
     def test_modes_see_the_operator(self):
         """Under a TorchDispatchMode (as under torch.compile, export, FakeTensorMode) the API's
         call reaches the operator, by name."""
-        seen = []
-
-        class Log(TorchDispatchMode):
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                seen.append(func)
-                return func(*args, **(kwargs or {}))
-
         args = self.normal_args()
-        with Log():
+        with Calls() as calls:
             self.call(self.data.python_api, args)
-        assert self.data.op in seen, seen
-
-
-class CallsOf(torch.utils._python_dispatch.TorchDispatchMode):
-    """Counts the calls of one operator under it: vmap's rule makes one, its fallback one a sample."""
-
-    def __init__(self, op):
-        super().__init__()
-        self.op, self.calls = op, 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.calls += func is self.op
-        return func(*args, **(kwargs or {}))
+        assert self.data.op in calls.seen, calls.seen
 
 
 class Batched(Contract):
@@ -681,9 +664,11 @@ class Batched(Contract):
         def op(*positional):
             return self.data.op(*positional, **keywords)
 
-        with CallsOf(self.data.op) as seen:
+        # vmap's rule makes one call; its fallback, one a sample.
+        with Calls() as under_vmap:
             outputs = torch.vmap(op, tuple(dims[: len(positional)]))(*positional)
-        assert seen.calls == 1, f"{seen.calls} calls for a batch of 3: no vmap rule ran"
+        made = under_vmap.seen.count(self.data.op)
+        assert made == 1, f"{made} calls for a batch of 3: no vmap rule ran"
         return as_tuple(outputs)
 
     def test_vmap_matches_a_loop(self):

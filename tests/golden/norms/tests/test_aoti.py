@@ -15,8 +15,7 @@ import test_log_softmax
 import test_rms_norm
 import test_softmax
 import torch
-from _contract import DEVICES, assert_all_close
-from torch.utils._python_dispatch import TorchDispatchMode
+from _contract import DEVICES, Calls, assert_all_close
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 # The test classes of the ops in the program: each op's samples, devices and tolerances.
@@ -27,18 +26,6 @@ PROGRAM = (
     test_log_softmax.TestLogSoftmax,
     test_fused_add_rms_norm.TestFusedAddRmsNorm,
 )
-
-
-class Calls(TorchDispatchMode):
-    """The operators called under it, in order."""
-
-    def __init__(self):
-        super().__init__()
-        self.seen = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.seen.append(func)
-        return func(*args, **(kwargs or {}))
 
 
 def tensors_of(args) -> list[torch.Tensor]:
