@@ -74,3 +74,22 @@ def test_sweep_measures_op_and_copy_and_draws_them(tmp_path):
     assert drawn["calls"][-1][0] == "legend"
     if HAS_MATPLOTLIB:
         assert figure.read_bytes().startswith(b"\x89PNG")
+
+
+def test_bytes_moved_count_an_argument_read_and_written_in_place_twice():
+    """norms' fused_add_rms_norm reads x and residual and writes both in place (and returns nothing): a
+    call moves x and residual twice and the weight once, whichever variant is timed. An out= argument
+    (gated's silu_and_mul_out) is only written: once."""
+    norms = ROOT / "tests/golden/norms"
+    program = (
+        "import bench_ops\n"
+        "args = bench_ops.make_args('fused_add_rms_norm', 1024, 'cpu')\n"
+        "print(bench_ops.READ_AND_WRITTEN['fused_add_rms_norm'], bench_ops.bytes_moved('fused_add_rms_norm', args))"
+    )
+    env = {**ENV, "PYTHONPATH": f"{norms}{os.pathsep}{norms / 'benchmarks'}", "TRITON_INTERPRET": "1"}
+    result = subprocess.run([sys.executable, "-c", program], cwd=norms, env=env, capture_output=True, text=True,
+                            check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["(0,", "1)", str(5 * 1024 * 4)]  # x, residual twice; weight once
+    gated = (ROOT / "tests/golden/gated/benchmarks/bench_ops.py").read_text()
+    assert '"silu_and_mul_out": ()' in gated

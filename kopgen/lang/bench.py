@@ -41,6 +41,19 @@ def keyword_only(package: Package) -> str:
     return _table("KEYWORD_ONLY", {op.name: literal(op.keyword_only_names) for op in package.ops})
 
 
+def read_and_written(package: Package) -> str:
+    return _table("READ_AND_WRITTEN", {op.name: literal(_read_and_written(op)) for op in package.ops})
+
+
+def _read_and_written(op: Op) -> tuple[int, ...]:
+    """The positions of the arguments the op writes after reading them (scale_'s x), which a call
+    moves twice. An out= argument is only written; a custom kernel's mutated arguments count once,
+    as kopgen cannot see what the kernel reads."""
+    writes = getattr(op.body, "writes", ())
+    read = {n for w in writes for n in w.expr.names} | set(getattr(op.body, "reads", ()))
+    return tuple(i for i, a in enumerate(op.args) if a.is_mutated and a.name in read)
+
+
 def _large(arg: Arg, op: Op) -> str:
     """A large Tensor (or list of them, as the tests' samples hold), else the tests' value."""
     if arg.is_tensor and split.is_split(op) and arg != op.body.source:
