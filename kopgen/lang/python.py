@@ -456,7 +456,8 @@ def allocate(op: Op) -> str:
 
 def _qualname_and_tensors(op: Op) -> list[str]:
     """What the shared allocators take: the op's name for messages, and its Tensors (a `split` one's halves)."""
-    return [literal(op.qualname), *(a.name for a in op.kernel_args)]
+    row_stats = getattr(op.body, "row_stats", ())  # a backward kernel's float32 statistics: apart
+    return [literal(op.qualname), *(a.name for a in op.kernel_args if a.name not in row_stats)]
 
 
 def autograd_template(op: Op) -> str:
