@@ -337,9 +337,14 @@ def backward_body(op: Op) -> list[str]:
     lines = autograd.backward_body(op)
     first = next(g for g in op.backward.gradients if g.formula)
     at = lines.index(f"    {locals_for(op).derived('gradient', first.arg.name)} = None")
-    # Before the formulas as written, which a backward kernel's caller runs there (autograd.py)
-    at = next((i for i, line in enumerate(lines[:at]) if line.startswith("    if torch.is_grad_enabled():")), at)
-    return [*lines[:at], *recomputed_when_differentiated(op), *lines[at:]]
+    recomputed = recomputed_when_differentiated(op)
+    # Where backward runs a backward kernel, create_graph runs the formulas as written (autograd.py):
+    # the statistics are recomputed first, in that branch.
+    eager = next((i for i, line in enumerate(lines[:at]) if line.startswith("    if torch.is_grad_enabled():")), None)
+    if eager is not None:
+        return [*lines[: eager + 1], "        # the statistics too, which autograd differentiates", *recomputed[1:],
+                *lines[eager + 1 :]]
+    return [*lines[:at], *recomputed, *lines[at:]]
 
 
 def recomputed_when_differentiated(op: Op) -> list[str]:

@@ -55,10 +55,10 @@ def _rms_norm_setup_context(ctx, inputs, output, rstd):
 def _rms_norm_backward_(ctx, grad):
     x, weight, rstd = ctx.saved_tensors
     eps = ctx.eps
-    if torch.is_grad_enabled():  # create_graph: statistics that autograd differentiates
+    if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel
+        # the statistics too, which autograd differentiates
         (x,) = _support.upcast(x)
         rstd = torch.rsqrt(_support.row_mean(x * x).unsqueeze(-1) + eps)
-    if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel
         return (
             (
                 rstd
@@ -267,11 +267,11 @@ def _layer_norm_backward_(ctx, grad):
     eps = ctx.eps
     # The dispatcher drops trailing arguments left at their defaults (None): they want no gradient.
     needs_input_grad = ctx.needs_input_grad + (False,) * (4 - len(ctx.needs_input_grad))
-    if torch.is_grad_enabled():  # create_graph: statistics that autograd differentiates
+    if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel
+        # the statistics too, which autograd differentiates
         (x,) = _support.upcast(x)
         mu = _support.row_mean(x).unsqueeze(-1)
         rstd = torch.rsqrt(_support.row_mean((x - mu) * (x - mu)).unsqueeze(-1) + eps)
-    if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel
         return (
             (
                 rstd
