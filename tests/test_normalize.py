@@ -109,6 +109,13 @@ for form in (one_pass, looped):
             torch.testing.assert_close(got.float(), want, **tolerances,
                                        msg=lambda m: f"{name}_backward, {form.__name__}, {dtype}: {m}")
     assert form is looped or BLOCKS(5, 40, 4)[2], "rows of 40 take one pass"
+# A statistic of a value per element, not per row, would be read as its first column: refused
+try:
+    rms_norm_backward.rms_norm_backward_triton(x, x, w, x)
+except RuntimeError as error:
+    assert "a saved statistic holds one float per row" in str(error), error
+else:
+    raise AssertionError("a statistic of x's shape was taken")
 print("ok")
 """
 

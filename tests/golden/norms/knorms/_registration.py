@@ -188,7 +188,9 @@ _rms_norm_backward = torch.library.custom_op(
 @torch.library.register_fake("knorms::rms_norm_backward")
 def _rms_norm_backward_fake(grad, x, weight, rstd):
     # Only metadata: the same output the launcher allocates, never reading data.
-    return _support.normalization_output("knorms::rms_norm_backward", grad, x, weight)
+    return _support.norm_gradient_output(
+        "knorms::rms_norm_backward", (rstd,), grad, x, weight
+    )
 
 
 def _rms_norm_backward_setup_context(ctx, inputs, output):
@@ -415,7 +417,9 @@ _lib.impl(
 @torch.library.register_fake("knorms::layer_norm_backward")
 def _layer_norm_backward_fake(grad, x, weight, mu, rstd):
     # Only metadata: the same output the launcher allocates, never reading data.
-    return _support.normalization_output("knorms::layer_norm_backward", grad, x, weight)
+    return _support.norm_gradient_output(
+        "knorms::layer_norm_backward", (mu, rstd), grad, x, weight
+    )
 
 
 def _layer_norm_backward_setup_context(ctx, inputs, output):

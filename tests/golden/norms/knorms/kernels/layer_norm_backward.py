@@ -177,7 +177,9 @@ def layer_norm_backward_triton(
     grad: Tensor, x: Tensor, weight: Tensor, mu: Tensor, rstd: Tensor
 ) -> Tensor:
     """The bare launcher of layer_norm_backward_kernel; the operator calls it on real tensors."""
-    out = _support.normalization_output("knorms::layer_norm_backward", grad, x, weight)
+    out = _support.norm_gradient_output(
+        "knorms::layer_norm_backward", (mu, rstd), grad, x, weight
+    )
     if out.numel() == 0:
         return out
     layout = _support.row_layout(out.shape, grad, x, weight, mu, rstd, out)
@@ -221,5 +223,7 @@ def layer_norm_backward_python(
     grad: Tensor, x: Tensor, weight: Tensor, mu: Tensor, rstd: Tensor
 ) -> Tensor:
     """The PyTorch reference as a kernel, written into fresh contiguous output."""
-    out = _support.normalization_output("knorms::layer_norm_backward", grad, x, weight)
+    out = _support.norm_gradient_output(
+        "knorms::layer_norm_backward", (mu, rstd), grad, x, weight
+    )
     return out.copy_(reference.layer_norm_backward(grad, x, weight, mu, rstd))

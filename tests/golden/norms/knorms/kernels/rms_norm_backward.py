@@ -146,7 +146,9 @@ def rms_norm_backward_triton(
     grad: Tensor, x: Tensor, weight: Tensor, rstd: Tensor
 ) -> Tensor:
     """The bare launcher of rms_norm_backward_kernel; the operator calls it on real tensors."""
-    out = _support.normalization_output("knorms::rms_norm_backward", grad, x, weight)
+    out = _support.norm_gradient_output(
+        "knorms::rms_norm_backward", (rstd,), grad, x, weight
+    )
     if out.numel() == 0:
         return out
     layout = _support.row_layout(out.shape, grad, x, weight, rstd, out)
