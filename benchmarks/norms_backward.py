@@ -3,6 +3,7 @@ formulas, eager PyTorch and Inductor, with the kernels one backward launches, in
 
     python benchmarks/norms.py --generate-only --workdir DIR --before REV   (where git is)
     python benchmarks/norms_backward.py --workdir DIR [--device cuda|cpu] [--quick]
+        [--hidden 1024 4096 8192] [--dtype float32 bfloat16] [--ops rms_norm layer_norm softmax log_softmax]
 
 DIR/norms is the package of this checkout: rms_norm, layer_norm, softmax and log_softmax compute x's
 gradient in one kernel of their own, `<op>_backward` (its row reductions, then the formula; weight's
@@ -91,6 +92,9 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, required=True)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--rows", type=int, default=4096)
+    parser.add_argument("--hidden", type=int, nargs="+", default=list(HIDDEN), help="row lengths (default: all)")
+    parser.add_argument("--dtype", nargs="+", default=["float32", "bfloat16"], choices=["float32", "bfloat16"])
+    parser.add_argument("--ops", nargs="+", default=list(OPS), choices=OPS)
     parser.add_argument("--quick", action="store_true", help="small shapes, few rounds: a smoke test")
     options = parser.parse_args()
     torch._dynamo.config.recompile_limit = 64  # a compile per op, dtype and hidden size
@@ -100,7 +104,7 @@ def main() -> None:
         packages["before"] = before
     device = options.device
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    rows, hiddens, count, rounds = (8, (64,), 1, 1) if options.quick else (options.rows, HIDDEN, 20, 7)
+    rows, hiddens, count, rounds = (8, (64,), 1, 1) if options.quick else (options.rows, options.hidden, 20, 7)
     print(f"# {torch.__version__}, {torch.cuda.get_device_name() if device == 'cuda' else 'cpu'}; rows {rows}")
     if before is not None:
         print(f"# before: {(options.workdir / 'BEFORE').read_text().strip()}")
@@ -108,12 +112,12 @@ def main() -> None:
     print(f"op | dtype | hidden | pass | {' | '.join(names)} | kopgen/eager | kopgen/inductor"
           + (" | kopgen/before" if before else ""))
     torch.manual_seed(0)
-    for dtype in (torch.float32, torch.bfloat16):
+    for dtype in (getattr(torch, name) for name in options.dtype):
         for hidden in hiddens:
             x = torch.randn(rows, hidden, device=device, dtype=dtype)
             w, b = torch.randn(hidden, device=device, dtype=dtype), torch.randn(hidden, device=device, dtype=dtype)
             grad = torch.randn_like(x)
-            for name in OPS:
+            for name in options.ops:
                 wanted = calls(packages["kopgen"], name, hidden)[1]
                 eager = torch_call(name, hidden)
                 fns = {key: calls(ops, name, hidden)[0] for key, ops in packages.items()}
