@@ -12,6 +12,12 @@ differentiable (create_graph), which runs them as torch ops (lang/autograd.py, l
 Two kinds get a kernel of their own shape (Python routes): a `split` op whose gradient is
 `torch.cat([A, B], -1)` (SplitGradient: one launch writing both halves of one Tensor), and a `reduce`
 op whose formulas read grad and result as columns (RowGradient: grad.unsqueeze(-1) read with stride 0).
+
+A `normalize` op's input gradient is itself a row normalisation (`_norm_kernel`, Python routes): its
+statistics are the row reductions of the formula (`(E).mean(-1, keepdim=True)`, `.sum(...)`, E
+pointwise), its `compute` the formula with each replaced by its statistic's name; the statistics the
+forward saved (rstd, mu: a float32 value per row) are inputs of the kernel, read with a column stride
+of 0. The other inputs' gradients (a broadcast weight's, bias's) stay formulas.
 """
 
 from __future__ import annotations
@@ -23,8 +29,9 @@ from dataclasses import dataclass
 from .backward import plan_backward
 from .expr import ExprError, FormulaContext, parse_formula, parse_pointwise
 from .expr.emitters import UNARY_FUNCS
-from .model import Arg, Gradient, Op, PointwiseCompute, RowReduction, Write
-from .names import fresh, output_names
+from .model import Arg, Gradient, Op, PointwiseCompute, Reduction, RowReduction, Write
+from .model_kinds import RowNormalization, RowStat
+from .names import MODULE_NAMES, PYTHON_LOCALS, fresh, output_names
 from .schema import parse_schema
 from .split import GatedSplit, SplitGradient
 
@@ -75,10 +82,13 @@ def pointwise_formula(text: str, kinds: dict[str, str]):
 def why_eager(op: Op) -> str | None:
     """Why the op's backward stays eager formulas (None: it can get a backward kernel)."""
     row = isinstance(op.body, RowReduction)
-    if not (isinstance(op.body, PointwiseCompute) or row) or op.is_mutating:
-        return "only functional `compute` and `reduce` ops get one"
+    norm = isinstance(op.body, RowNormalization)
+    if not (isinstance(op.body, PointwiseCompute) or row or norm) or op.is_mutating:
+        return "only functional `compute`, `reduce` and `normalize` ops get one"
     if row and op.is_compiled:
         return "a row reduction's backward kernel is generated for the Python routes (Triton, python) only"
+    if norm and op.is_compiled:
+        return "a normalisation's backward kernel is generated for the Python routes (Triton, python) only"
     if len(op.output_names) != 1:
         return "it has several outputs, and grads[i] is not in the pointwise language"
     if {"grad", "result"} & {a.name for a in op.args}:
@@ -99,6 +109,8 @@ def backward_kernel(op: Op, taken: set[str]) -> Op | None:
         return None
     if isinstance(op.body, GatedSplit):
         return _split_kernel(op, name)
+    if isinstance(op.body, RowNormalization):
+        return _norm_kernel(op, name)
     gradients = _in_kernel(op)
     row = isinstance(op.body, RowReduction)
     texts = [_per_row(g.formula.text) for g in gradients] if row else [g.formula.text for g in gradients]
@@ -178,6 +190,85 @@ def _split_kernel(op: Op, name: str) -> Op | None:
     )
 
 
+def _norm_kernel(op: Op, name: str) -> Op | None:
+    """A normalisation's: the gradient of its lead input, a row normalisation over grad, the inputs,
+    result and the saved statistics, whose own statistics are the formula's row reductions."""
+    gradient = op.backward.gradient_for(op.lead)
+    if gradient is None or gradient.formula is None:
+        return None
+    saved = op.body.stat_names
+    kinds = {"grad": "tensor", **{a.name: a.kind for a in op.args}, "result": "tensor", **dict.fromkeys(saved, "tensor")}
+    taken = {*kinds, *PYTHON_LOCALS, *MODULE_NAMES}
+    split = row_reductions(gradient.formula.text, kinds, taken)
+    if split is None:
+        return None
+    compute, stats = split
+    if not stats or "grad" not in {n for e in (compute, *(s.reduced for s in stats)) for n in e.names}:
+        return None  # no row reduction (a pointwise formula) or no grad: the formula stays
+    used = {n for e in (compute, *(s.reduced for s in stats)) for n in e.names}
+    if any(a.is_optional and a.name in used for a in op.args):
+        return None  # a Tensor? read: its formula tests it (`if w is not None`), outside the language
+    order = ["grad", *(a.name for a in op.args if a.is_tensor), "result", *saved,
+             *(a.name for a in op.args if not a.is_tensor)]
+    types = {"grad": "Tensor", "result": "Tensor", **dict.fromkeys(saved, "Tensor"),
+             **{a.name: str(a.schema.type) for a in op.args}}
+    params = [n for n in order if n in used]
+    schema = parse_schema(f"{name}({', '.join(f'{types[n]} {n}' for n in params)}) -> Tensor")
+    args = tuple(Arg(a, i) for i, a in enumerate(schema.arguments))
+    (out,) = output_names([*params, *(s.name for s in stats)], 1)
+    lead_shape = op.shapes[0][op.lead.name] if op.shapes else ()
+    stat_shape = (*lead_shape[:-1], 1)  # a value per row, kept as a last dimension of 1 (norm_stat)
+    shapes = tuple({n: shape.get(n, stat_shape if n in saved else lead_shape) for n in params if types[n] == "Tensor"}
+                   for shape in op.shapes)
+    body = RowNormalization(stats, (Write(compute, out),), row_stats=tuple(n for n in saved if n in params))
+    return dataclasses.replace(
+        op, name=name, schema=schema, args=args, body=body,
+        doc=f"The gradient of {op.lead.name} for {op.qualname}: its row reductions, then the formula, in one pass.",
+        shapes=shapes, backward=None, sample_args=(), stem="", module_names=(), backward_of=op.name,
+    )
+
+
+def row_reductions(text: str, kinds: dict[str, str], taken: set[str]) -> tuple | None:
+    """A formula as a row normalisation: (compute, statistics), each `(E).mean(-1, keepdim=True)` or
+    `.sum(-1, keepdim=True)` (E pointwise) a statistic named `mean0`, `sum1`, ... that compute reads;
+    None where the formula, or an E, is not in the pointwise language (a reduction inside E is not)."""
+    tree = ast.parse(text, mode="eval")
+    found: dict[tuple[str, str], str] = {}  # (reduction, E) -> the statistic's name, one per distinct pair
+
+    class Reductions(ast.NodeTransformer):
+        def visit_Call(self, node):
+            kind = _row_reduction(node)
+            if kind is None:
+                return self.generic_visit(node)
+            key = (kind, ast.unparse(node.func.value))
+            if key not in found:
+                found[key] = fresh(f"{kind}{len(found)}", taken | set(found.values()))
+            return ast.Name(found[key], ast.Load())
+
+    compute = pointwise_formula(ast.unparse(Reductions().visit(tree)), {**kinds, **dict.fromkeys(found.values(), "tensor")})
+    stats = []
+    for (kind, reduced_text), stat in found.items():
+        reduced = pointwise_formula(reduced_text, kinds)
+        if reduced is None:
+            return None
+        stats.append(RowStat(stat, Reduction(kind), reduced, None, f"{kind}({reduced_text})"))
+    if compute is None or any(e.tested for e in (compute, *(s.reduced for s in stats))):
+        return None
+    return compute, tuple(stats)
+
+
+def _row_reduction(node: ast.Call) -> str | None:
+    """`sum` or `mean` where the call is `E.sum(-1, keepdim=True)` (or dim=-1), else None."""
+    func = node.func
+    if not (isinstance(func, ast.Attribute) and func.attr in ("sum", "mean")):
+        return None
+    dims = [*(ast.unparse(a) for a in node.args), *(ast.unparse(k.value) for k in node.keywords if k.arg == "dim")]
+    keep = [ast.unparse(k.value) for k in node.keywords if k.arg == "keepdim"]
+    if dims != ["-1"] or keep != ["True"] or len(node.args) + len(node.keywords) != 2:
+        return None
+    return func.attr
+
+
 def _half_width(shape: tuple[int, ...]) -> tuple[int, ...]:
     return (*shape[:-1], shape[-1] // 2) if shape else shape
 
@@ -237,6 +328,13 @@ def _calling(op: Op, kernel: Op, namespace: str, own_ops: set[str]) -> Op:
         gradients = [Gradient(g.arg, parse_formula(call, context), eager=g.formula) if g.arg == op.body.source else g
                      for g in op.backward.gradients]
         return dataclasses.replace(op, backward=plan_backward(tuple(gradients), op.args, num_outputs=1))
+    if isinstance(kernel.body, RowNormalization):  # the lead input's gradient; it reads the saved statistics
+        stats = op.body.stat_names
+        context = dataclasses.replace(context, arg_kinds={**context.arg_kinds, **dict.fromkeys(stats, "tensor")})
+        gradients = [Gradient(g.arg, parse_formula(call, context), eager=g.formula) if g.arg == op.lead else g
+                     for g in op.backward.gradients]
+        return dataclasses.replace(op, backward=plan_backward(tuple(gradients), op.args, num_outputs=1, stats=stats,
+                                                              stat_reads=op.body.reads))
     several = len(kernel.schema.returns) > 1
     outputs = [w.expr.to_torch() for w in kernel.body.writes]
     in_kernel = _in_kernel(op)

@@ -42,6 +42,9 @@ class RowNormalization:
 
     stats: tuple[RowStat, ...]
     writes: tuple[Write, ...]  # `compute`, written to `out`, or to each mutated argument
+    # A backward kernel's saved statistics (backward_kernel.py): Tensors of one value per row, in
+    # float32 beside bf16 or float16 ones, which the output's allocation does not take.
+    row_stats: tuple[str, ...] = ()
     templates: ClassVar[Mapping[str, str]] = MappingProxyType(
         {
             "kernels": "package/kernels/op.py.j2",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .backward_kernel import why_eager
 from .lang import autocast
 from .lang.cpp_autograd import python_reason
-from .model import Op, Package, RowReduction
+from .model import Op, Package, RowNormalization, RowReduction
 from .split import GatedSplit, SplitGradient
 
 
@@ -70,12 +70,21 @@ def _backward_kernel(op: Op, package: Package) -> list[str]:
     if isinstance(getattr(kernel, "body", None), SplitGradient):
         x = kernel.body.source.name
         return [f"  backward kernel: {kernel.qualname}, one launch writing both halves of {x}'s gradient (no cat)"]
+    if isinstance(getattr(kernel, "body", None), RowNormalization):
+        others = [g.arg.name for g in op.backward.gradients if g.formula and not g.eager]
+        rest = f"; {', '.join(others)}: the formulas, as torch ops" if others else ""
+        line = (f"  backward kernel: {kernel.qualname}, one launch for {op.lead.name}'s gradient (its row reductions, "
+                f"then the formula){rest}")
+        return [line]
     if kernel is not None:
         return [f"  backward kernel: {kernel.qualname}, one launch for every gradient (then summed to broadcast shapes)"]
     why = why_eager(op) or "a formula is outside the pointwise language, or reads a Tensor? argument"
     if isinstance(op.body, RowReduction) and not why_eager(op):
         why = ("a formula is not pointwise over the inputs with grad and result read as columns "
                "(grad.unsqueeze(-1)), or it reads no input (grad broadcast: a view, which no kernel beats)")
+    if isinstance(op.body, RowNormalization) and not why_eager(op):
+        why = (f"{op.lead.name}'s formula is not pointwise with row reductions (E).mean(-1, keepdim=True) or "
+               "(E).sum(-1, keepdim=True) of pointwise E, reads a Tensor? argument, or has no row reduction")
     if isinstance(op.body, GatedSplit) and not why_eager(op):
         why = (f"only {op.body.source.name}'s gradient, as torch.cat([A, B], -1) of two pointwise expressions "
                "over grad and the halves, gets one")

@@ -3,7 +3,10 @@ expressions, the formulas that call it, and what `kopgen check` says of each op.
 
 from __future__ import annotations
 
+import dataclasses
+
 from kopgen.backward_kernel import RowGradient, why_eager
+from kopgen.choices import Route
 from kopgen.model import PointwiseCompute
 from kopgen.pipeline import load_spec_text
 from kopgen.report import describe_plan
@@ -190,3 +193,77 @@ def test_a_tensor_optional_the_kernels_formulas_do_not_read_leaves_the_kernel_to
     assert [g.formula.text for g in ops["scale_shift"].backward.gradients] == [
         "scale_shift_backward(grad, x, scale)[0]", "scale_shift_backward(grad, x, scale)[1]", "grad"]
     assert "gated_scale_backward" not in ops  # its formula tests the Tensor?
+
+
+NORMS = """\
+  - schema: "rms_norm(Tensor x, Tensor weight, float eps=1e-6) -> Tensor"
+    normalize:
+      stats: {rstd: "rsqrt(mean(x * x) + eps)"}
+      compute: "x * rstd * weight"
+    backward:
+      x: "rstd * (grad * weight - x * rstd * rstd * (grad * weight * x).mean(-1, keepdim=True))"
+      weight: "grad * x * rstd"
+  - schema: "softmax(Tensor x) -> Tensor"
+    normalize:
+      stats: {x_max: "max(x)", sum_exp: "sum(exp(x - x_max))"}
+      compute: "exp(x - x_max) / sum_exp"
+    backward:
+      x: "result * (grad - (grad * result).sum(dim=-1, keepdim=True) + 0.0 * (grad * result).sum(-1, keepdim=True))"
+"""
+
+
+def test_a_normalisations_input_gradient_is_a_row_normalisation_reading_the_saved_statistics():
+    from kopgen.model_kinds import RowNormalization
+
+    ops = ops_of(NORMS)
+    kernel = ops["rms_norm_backward"]
+    assert kernel.schema_text == "rms_norm_backward(Tensor grad, Tensor x, Tensor weight, Tensor rstd) -> Tensor"
+    assert isinstance(kernel.body, RowNormalization) and kernel.body.row_stats == ("rstd",)
+    (mean,) = kernel.body.stats
+    assert (mean.name, mean.reduction.kind, mean.reduced.text, mean.outer) == ("mean0", "mean", "grad * weight * x", None)
+    assert [w.expr.text for w in kernel.body.writes] == ["rstd * (grad * weight - x * rstd * rstd * mean0)"]
+    assert kernel.shapes[0]["rstd"] == (*kernel.shapes[0]["x"][:-1], 1)  # a value per row, as norm_stat keeps it
+    # x's formula calls the kernel; weight's (a broadcast input's) stays a formula; rstd is still saved
+    x, weight = ops["rms_norm"].backward.gradients
+    assert x.formula.text == "rms_norm_backward(grad, x, weight, rstd)" and x.eager.text.startswith("rstd * (grad")
+    assert weight.formula.text == "grad * x * rstd" and weight.eager is None
+    assert ops["rms_norm"].backward.stats == ("rstd",) and ops["rms_norm"].backward.differentiable_twice
+    # one statistic per distinct reduction (dim=-1 or -1 alike); result read as the row's elements
+    softmax = ops["softmax_backward"]
+    assert softmax.schema_text == "softmax_backward(Tensor grad, Tensor result) -> Tensor"
+    assert [s.name for s in softmax.body.stats] == ["sum0"] and softmax.body.row_stats == ()
+    plan = describe_plan(load_spec_text(HEAD + NORMS, "kopgen.yaml"), "kopgen.yaml")
+    assert ("backward kernel: kbw::rms_norm_backward, one launch for x's gradient (its row reductions, then the "
+            "formula); weight: the formulas, as torch ops") in plan
+
+
+def test_a_normalisations_formula_outside_the_reductions_of_pointwise_rows_keeps_the_eager_path():
+    def norm(name: str, formula: str, route: str = "custom_op") -> str:
+        return f"""\
+  - schema: "{name}(Tensor x, float eps=1e-6) -> Tensor"
+    registration: {route}
+    normalize:
+      stats: {{rstd: "rsqrt(mean(x * x) + eps)"}}
+      compute: "x * rstd"
+    backward: {{x: "{formula}"}}
+"""
+
+    ops = ops_of(
+        norm("nested", "rstd * (grad - x * (grad * (x * x).mean(-1, keepdim=True)).mean(-1, keepdim=True))")
+        + norm("no_keepdim", "rstd * (grad - x * rstd * rstd * (grad * x).mean(-1).unsqueeze(-1))")
+        + norm("other_dim", "rstd * (grad - x * rstd * rstd * (grad * x).mean(0, keepdim=True))")
+        + norm("pointwise", "grad * rstd")
+        + norm("own_op", "rstd * (grad - x * rstd * rstd * pointwise(grad * x).mean(-1, keepdim=True))")
+        + norm("reduced", "rstd * (grad - x * rstd * rstd * (grad * x).mean(-1, keepdim=True))")
+    )
+    # a reduction inside a reduced expression, one without keepdim or over another dimension, none at all
+    # (a pointwise kernel would do, not this one), an op of the namespace: each keeps its formula
+    kernels = {name for name in ops if name.endswith("_backward")}
+    assert kernels == {"reduced_backward"}
+    assert all(g.eager is None for name in ("nested", "no_keepdim", "other_dim", "pointwise", "own_op")
+               for g in ops[name].backward.gradients)
+    plan = describe_plan(load_spec_text(HEAD + norm("pointwise", "grad * rstd"), "kopgen.yaml"), "kopgen.yaml")
+    assert "backward kernel: none, the formulas run as torch ops: x's formula is not pointwise with row reductions" in plan
+    # the compiled routes' kernels are C++ and CUDA: their formulas stay
+    compiled = dataclasses.replace(ops["reduced"], registration=Route.TORCH_LIBRARY)
+    assert why_eager(compiled) == "a normalisation's backward kernel is generated for the Python routes (Triton, python) only"

@@ -37,11 +37,15 @@ import torch
 from triton.runtime.interpreter import InterpretedFunction
 from knorms import _support, reference
 from knorms.kernels import fused_add_rms_norm, layer_norm, log_softmax, rms_norm, softmax
+from knorms.kernels import layer_norm_backward, log_softmax_backward, rms_norm_backward, softmax_backward
 
 # layer_norm and log_softmax run their `python` kernels on the CPU: their Triton kernels are
 # interpreted here by hand.
 layer_norm.layer_norm_kernel = InterpretedFunction(layer_norm.layer_norm_kernel.fn)
 log_softmax.log_softmax_kernel = InterpretedFunction(log_softmax.log_softmax_kernel.fn)
+for module in (layer_norm_backward, log_softmax_backward):
+    name = module.__name__.rpartition(".")[2] + "_kernel"
+    setattr(module, name, InterpretedFunction(getattr(module, name).fn))
 
 def one_pass(n_rows, n_cols, element_size):
     return BLOCKS(n_rows, n_cols, element_size)
@@ -82,7 +86,36 @@ for form in (one_pass, looped):
         torch.testing.assert_close(out, cases[name][1](*cases[name][2]))
         torch.testing.assert_close(tuple(got), want, msg=lambda m: f"{name}'s statistics, {form.__name__}: {m}")
         assert all(s.dtype == torch.float32 and s.shape == (5, 1) for s in got)
+    # The backward kernels: x's gradient against autograd through the reference, from the statistics
+    # as the forward saves them (float32, also beside bfloat16 grad and x: their dtype apart).
+    for dtype in (torch.float32, torch.bfloat16):
+        g, xd, wd, bd = (t.to(dtype) for t in (torch.randn(5, 40), x, w, b))
+        saved = {"rms_norm": rms_norm.rms_norm_forward_triton(xd, wd),
+                 "layer_norm": layer_norm.layer_norm_forward_triton(xd, wd, bd)}
+        backward = {
+            "rms_norm": (rms_norm_backward.rms_norm_backward_triton(g, xd, wd, saved["rms_norm"][1]), (xd, wd)),
+            "layer_norm": (layer_norm_backward.layer_norm_backward_triton(g, xd, wd, *saved["layer_norm"][1:]),
+                           (xd, wd, bd)),
+            "softmax": (softmax_backward.softmax_backward_triton(g, softmax.softmax_triton(xd)), (xd,)),
+            "log_softmax": (log_softmax_backward.log_softmax_backward_triton(g, log_softmax.log_softmax_triton(xd)),
+                            (xd,)),
+        }
+        for name, (got, args) in backward.items():
+            leaf = args[0].detach().float().requires_grad_()
+            rest = [a.float() for a in args[1:]]
+            want = torch.autograd.grad(cases[name][1](leaf, *rest), leaf, g.float())[0]
+            assert got.dtype == dtype, (name, got.dtype)
+            tolerances = {} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 2e-2}
+            torch.testing.assert_close(got.float(), want, **tolerances,
+                                       msg=lambda m: f"{name}_backward, {form.__name__}, {dtype}: {m}")
     assert form is looped or BLOCKS(5, 40, 4)[2], "rows of 40 take one pass"
+# A statistic of a value per element, not per row, would be read as its first column: refused
+try:
+    rms_norm_backward.rms_norm_backward_triton(x, x, w, x)
+except RuntimeError as error:
+    assert "a saved statistic holds one float per row" in str(error), error
+else:
+    raise AssertionError("a statistic of x's shape was taken")
 print("ok")
 """
 

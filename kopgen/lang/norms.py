@@ -98,18 +98,32 @@ def python_forward_kernel(op: Op) -> list[str]:
 
 
 def loads(op: Op, names: set[str] | None, indent: int) -> list[str]:
-    """The Tensors the kernel reads (those of `names` only, where given), loaded into the compute dtype."""
+    """The Tensors the kernel reads (those of `names` only, where given), loaded into the compute dtype;
+    a backward kernel's saved statistics as columns, one value per row (row_stat_loads)."""
     lines = triton.loads(op, indent)
-    if names is None:
-        return lines
-    # triton.loads gives one line per plain Tensor and four per optional one, in read_args' order.
+    row_stats = op.body.row_stats
     kept, i = [], 0
+    # triton.loads gives one line per plain Tensor and four per optional one, in read_args' order.
     for arg in op.read_args:
         size = 4 if arg.is_optional else 1
-        if arg.name in names:
+        if (names is None or arg.name in names) and arg.name not in row_stats:
             kept += lines[i : i + size]
         i += size
-    return kept
+    return (row_stat_loads(op, indent) if names is None else []) + kept
+
+
+def row_stat_loads(op: Op, indent: int) -> list[str]:
+    """A backward kernel's saved statistics (a value per row, the column stride 0): each row's value
+    loaded once, as a column that broadcasts along the row."""
+    local, pad = locals_for(op), " " * indent
+    lines = []
+    for name in op.body.row_stats:
+        if name not in {a.name for a in op.read_args}:
+            continue
+        pointer = f"{local.pointer(name)} + {local.rows} * {local.derived('row_stride', name)}"
+        value = f"tl.load({pointer}, mask={local.row_mask}).to({local.COMPUTE_DTYPE})[:, None]"
+        lines.append(pad + python.layout.assign(name, value, indent))
+    return lines
 
 
 def one_pass_stats(op: Op, indent: int) -> list[str]:
@@ -158,7 +172,7 @@ def stat_pointer(name: str) -> str:
 def looped(op: Op, indent: int) -> list[str]:
     """Rows longer than a block: a loop over the columns per statistic, then one that writes."""
     local, pad = locals_for(op), " " * indent
-    lines = []
+    lines = row_stat_loads(op, indent)
     for stat in op.body.stats:
         values = f"{python.layout.operand(stat.reduced.to_triton())}.to({local.COMPUTE_DTYPE})"
         total = local.total
@@ -323,7 +337,14 @@ def backward_body(op: Op) -> list[str]:
     lines = autograd.backward_body(op)
     first = next(g for g in op.backward.gradients if g.formula)
     at = lines.index(f"    {locals_for(op).derived('gradient', first.arg.name)} = None")
-    return [*lines[:at], *recomputed_when_differentiated(op), *lines[at:]]
+    recomputed = recomputed_when_differentiated(op)
+    # Where backward runs a backward kernel, create_graph runs the formulas as written (autograd.py):
+    # the statistics are recomputed first, in that branch.
+    eager = next((i for i, line in enumerate(lines[:at]) if line.startswith("    if torch.is_grad_enabled():")), None)
+    if eager is not None:
+        return [*lines[: eager + 1], "        # the statistics too, which autograd differentiates", *recomputed[1:],
+                *lines[eager + 1 :]]
+    return [*lines[:at], *recomputed, *lines[at:]]
 
 
 def recomputed_when_differentiated(op: Op) -> list[str]:

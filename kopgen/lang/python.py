@@ -459,6 +459,16 @@ def _qualname_and_tensors(op: Op) -> list[str]:
     return [literal(op.qualname), *(a.name for a in op.kernel_args)]
 
 
+def _normalization_tensors(op: Op) -> list[str]:
+    """A normalisation's backward kernel's saved statistics apart (float32 beside bfloat16: their dtype
+    is checked apart, by norm_gradient_output), then its other Tensors."""
+    row_stats = op.body.row_stats
+    if not row_stats:
+        return _qualname_and_tensors(op)
+    stats = f"({', '.join(row_stats)}{',' if len(row_stats) == 1 else ''})"
+    return [literal(op.qualname), stats, *(a.name for a in op.kernel_args if a.name not in row_stats)]
+
+
 def autograd_template(op: Op) -> str:
     """What _registration.py registers for autograd: the formulas, an error, or nothing (mutating ops)."""
     if op.cpp_autograd:  # the extension registers it (lang/cpp_autograd.py)
@@ -497,7 +507,8 @@ class _Kind(NamedTuple):
 _KINDS = {
     PointwiseCompute: _Kind(lambda op: "pointwise_output", _qualname_and_tensors),
     RowReduction: _Kind(lambda op: "reduction_output", _qualname_and_tensors),
-    RowNormalization: _Kind(lambda op: "normalization_output", _qualname_and_tensors),
+    RowNormalization: _Kind(lambda op: "norm_gradient_output" if op.body.row_stats else "normalization_output",
+                            _normalization_tensors),
     GatedSplit: _Kind(lambda op: "pointwise_output", _qualname_and_tensors),
     SplitGradient: _Kind(lambda op: "joined_output", _qualname_and_tensors),
     RowGradient: _Kind(lambda op: "pointwise_output", _qualname_and_tensors),

@@ -370,6 +370,8 @@ def op_data(op: Op, package: Package) -> tuple[str, ...]:
         ]
     if kernel := kernel_name(op):
         arguments.append([f"backward_kernel=torch.ops.{op.namespace}.{kernel}.default,"])
+        if op.backward.stats:  # its kernel may read them (a normalisation's)
+            arguments.append(_keyword("saved_stats", "(", [_str(name) for name in op.backward.stats], ")"))
     if op.is_mutating:
         arguments.append(_keyword("written", "(", [str(a.index) for a in op.mutated_args], ")"))
         arguments += [["returns=True,"]] if op.num_outputs else []

@@ -57,6 +57,8 @@ class OpData:
     # BackwardKernel: the op <op>_backward that computes every gradient in one launch; its
     # arguments are named as the op's, grad (the output's gradient) and result (the output).
     backward_kernel: torch._ops.OpOverload | None = None
+    # A normalisation's statistics that _<op>_forward returns after the output, by name, in order
+    saved_stats: tuple[str, ...] = ()
     # The normal sample grown for the dynamic-shape compile, where shapes relate (out has half
     # of input's width): sizes grown and relations applied when kopgen generated it.
     grown_sample: Callable | None = None
@@ -499,6 +501,13 @@ class BackwardKernel(Contract):
         output = self.call(self.data.op, args)
         names = [a.name for a in self.data.op._schema.arguments]
         values = dict(zip(names, args), grad=torch.randn_like(output), result=output)
+        # A normalisation's kernel reads the statistics as its forward saves them
+        if self.data.saved_stats:
+            namespace, name = self.data.op._schema.name.split("::")
+            forward = getattr(getattr(torch.ops, namespace), f"_{name}_forward").default
+            positional, keywords = self.split(args)
+            saved = forward(*positional, **keywords)[1:]
+            values.update(zip(self.data.saved_stats, saved, strict=True))
         kernel = self.data.backward_kernel
         kernel_args = tuple(values[a.name] for a in kernel._schema.arguments)
         results = torch.library.opcheck(kernel, kernel_args, raise_exception=False)

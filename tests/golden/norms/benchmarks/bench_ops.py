@@ -23,9 +23,13 @@ import knorms
 from knorms import reference
 from knorms.kernels import fused_add_rms_norm as fused_add_rms_norm_kernels
 from knorms.kernels import layer_norm as layer_norm_kernels
+from knorms.kernels import layer_norm_backward as layer_norm_backward_kernels
 from knorms.kernels import log_softmax as log_softmax_kernels
+from knorms.kernels import log_softmax_backward as log_softmax_backward_kernels
 from knorms.kernels import rms_norm as rms_norm_kernels
+from knorms.kernels import rms_norm_backward as rms_norm_backward_kernels
 from knorms.kernels import softmax as softmax_kernels
+from knorms.kernels import softmax_backward as softmax_backward_kernels
 
 
 def seconds_per_call(fn, args, device: str, min_time: float = 0.2) -> float:
@@ -122,17 +126,33 @@ def variants_of(op: str, device: str) -> dict:
             "cpu": rms_norm_kernels.rms_norm_triton,
             "cuda": rms_norm_kernels.rms_norm_triton,
         },
+        "rms_norm_backward": {
+            "cpu": rms_norm_backward_kernels.rms_norm_backward_triton,
+            "cuda": rms_norm_backward_kernels.rms_norm_backward_triton,
+        },
         "layer_norm": {
             "cpu": layer_norm_kernels.layer_norm_python,
             "cuda": layer_norm_kernels.layer_norm_triton,
+        },
+        "layer_norm_backward": {
+            "cpu": layer_norm_backward_kernels.layer_norm_backward_python,
+            "cuda": layer_norm_backward_kernels.layer_norm_backward_triton,
         },
         "softmax": {
             "cpu": softmax_kernels.softmax_triton,
             "cuda": softmax_kernels.softmax_triton,
         },
+        "softmax_backward": {
+            "cpu": softmax_backward_kernels.softmax_backward_triton,
+            "cuda": softmax_backward_kernels.softmax_backward_triton,
+        },
         "log_softmax": {
             "cpu": log_softmax_kernels.log_softmax_python,
             "cuda": log_softmax_kernels.log_softmax_triton,
+        },
+        "log_softmax_backward": {
+            "cpu": log_softmax_backward_kernels.log_softmax_backward_python,
+            "cuda": log_softmax_backward_kernels.log_softmax_backward_triton,
         },
         "fused_add_rms_norm": {
             "cpu": fused_add_rms_norm_kernels.fused_add_rms_norm_triton,
@@ -193,24 +213,36 @@ def main() -> None:
 # The devices each op has a kernel for.
 OPS = {
     "rms_norm": ("cpu", "cuda"),
+    "rms_norm_backward": ("cpu", "cuda"),
     "layer_norm": ("cpu", "cuda"),
+    "layer_norm_backward": ("cpu", "cuda"),
     "softmax": ("cpu", "cuda"),
+    "softmax_backward": ("cpu", "cuda"),
     "log_softmax": ("cpu", "cuda"),
+    "log_softmax_backward": ("cpu", "cuda"),
     "fused_add_rms_norm": ("cpu", "cuda"),
 }
 KEYWORD_ONLY = {
     "rms_norm": (),
+    "rms_norm_backward": (),
     "layer_norm": (),
+    "layer_norm_backward": (),
     "softmax": (),
+    "softmax_backward": (),
     "log_softmax": (),
+    "log_softmax_backward": (),
     "fused_add_rms_norm": (),
 }
 # The positions of the arguments each op reads and then writes in place.
 READ_AND_WRITTEN = {
     "rms_norm": (),
+    "rms_norm_backward": (),
     "layer_norm": (),
+    "layer_norm_backward": (),
     "softmax": (),
+    "softmax_backward": (),
     "log_softmax": (),
+    "log_softmax_backward": (),
     "fused_add_rms_norm": (0, 1),
 }
 
@@ -223,9 +255,13 @@ def make_args(op: str, numel: int, device: str) -> tuple:
 
     return {
         "rms_norm": lambda: (make(), make(), 1.25),
+        "rms_norm_backward": lambda: (make(), make(), make(), make()),
         "layer_norm": lambda: (make(), make(), make(), 1.25),
+        "layer_norm_backward": lambda: (make(), make(), make(), make(), make()),
         "softmax": lambda: (make(),),
+        "softmax_backward": lambda: (make(), make()),
         "log_softmax": lambda: (make(),),
+        "log_softmax_backward": lambda: (make(), make()),
         "fused_add_rms_norm": lambda: (make(), make(), make(), 1.25),
     }[op]()
 

@@ -5,6 +5,26 @@ Importing this package registers the operators torch.ops.knorms.*, with their
 fake kernels and autograd formulas.
 """
 
-from .ops import fused_add_rms_norm, layer_norm, log_softmax, rms_norm, softmax
+from .ops import (
+    fused_add_rms_norm,
+    layer_norm,
+    layer_norm_backward,
+    log_softmax,
+    log_softmax_backward,
+    rms_norm,
+    rms_norm_backward,
+    softmax,
+    softmax_backward,
+)
 
-__all__ = ["fused_add_rms_norm", "layer_norm", "log_softmax", "rms_norm", "softmax"]
+__all__ = [
+    "fused_add_rms_norm",
+    "layer_norm",
+    "layer_norm_backward",
+    "log_softmax",
+    "log_softmax_backward",
+    "rms_norm",
+    "rms_norm_backward",
+    "softmax",
+    "softmax_backward",
+]

@@ -8,9 +8,13 @@ import torch
 from . import _support, reference
 from .kernels import fused_add_rms_norm as fused_add_rms_norm_kernels
 from .kernels import layer_norm as layer_norm_kernels
+from .kernels import layer_norm_backward as layer_norm_backward_kernels
 from .kernels import log_softmax as log_softmax_kernels
+from .kernels import log_softmax_backward as log_softmax_backward_kernels
 from .kernels import rms_norm as rms_norm_kernels
+from .kernels import rms_norm_backward as rms_norm_backward_kernels
 from .kernels import softmax as softmax_kernels
+from .kernels import softmax_backward as softmax_backward_kernels
 
 # A fragment of the namespace: the `library` route defines its ops on it; normalisations define the
 # op that saves their statistics on it.
@@ -48,22 +52,34 @@ def _rms_norm_setup_context(ctx, inputs, output, rstd):
     )
 
 
-def _rms_norm_backward(ctx, grad):
+def _rms_norm_backward_(ctx, grad):
     x, weight, rstd = ctx.saved_tensors
     eps = ctx.eps
-    if torch.is_grad_enabled():  # create_graph: statistics that autograd differentiates
+    if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel
+        # the statistics too, which autograd differentiates
         (x,) = _support.upcast(x)
         rstd = torch.rsqrt(_support.row_mean(x * x).unsqueeze(-1) + eps)
+        return (
+            (
+                rstd
+                * (
+                    grad * weight
+                    - x * rstd * rstd * (grad * weight * x).mean(-1, keepdim=True)
+                )
+            ).sum_to_size(ctx.x_shape)
+            if ctx.needs_input_grad[0]
+            else None,
+            (grad * x * rstd).sum_to_size(ctx.weight_shape)
+            if ctx.needs_input_grad[1]
+            else None,
+            None,
+        )
     grad_x = None
     grad_weight = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = (
-            rstd
-            * (
-                grad * weight
-                - x * rstd * rstd * (grad * weight * x).mean(-1, keepdim=True)
-            )
+        grad_x = torch.ops.knorms.rms_norm_backward.default(
+            grad, x, weight, rstd
         ).sum_to_size(ctx.x_shape)
     if ctx.needs_input_grad[1]:
         grad_weight = (grad * x * rstd).sum_to_size(ctx.weight_shape)
@@ -101,7 +117,7 @@ class _RmsNormSavingStats(torch.autograd.Function):
         _rms_norm_setup_context(ctx, (x, weight, eps), output, rstd)
         return output
 
-    backward = staticmethod(_rms_norm_backward)
+    backward = staticmethod(_rms_norm_backward_)
 
 
 def _rms_norm_autograd(keyset, x, weight, eps=1e-6):
@@ -141,7 +157,7 @@ class _RmsNormFunction(torch.autograd.Function):
         _rms_norm_setup_context(ctx, (x, weight, eps), output, rstd)
         return output
 
-    backward = staticmethod(_rms_norm_backward)
+    backward = staticmethod(_rms_norm_backward_)
 
 
 # DTensor shards knorms::rms_norm as its inputs, never splitting a row.
@@ -155,6 +171,64 @@ _support.shard_as_inputs(
 
 # Under torch.autocast: its floating inputs in float32, as autocast runs sums and norms, then the op.
 _support.register_autocast("knorms::rms_norm", "fp32")
+
+
+# knorms::rms_norm_backward ------------------------------------------------------------
+
+_rms_norm_backward = torch.library.custom_op(
+    "knorms::rms_norm_backward",
+    rms_norm_backward_kernels.rms_norm_backward_triton,
+    mutates_args=(),
+    device_types=("cpu", "cuda"),
+    schema="(Tensor grad, Tensor x, Tensor weight, Tensor rstd) -> Tensor",
+    tags=(torch.Tag.pt2_compliant_tag,),
+)
+
+
+@torch.library.register_fake("knorms::rms_norm_backward")
+def _rms_norm_backward_fake(grad, x, weight, rstd):
+    # Only metadata: the same output the launcher allocates, never reading data.
+    return _support.norm_gradient_output(
+        "knorms::rms_norm_backward", (rstd,), grad, x, weight
+    )
+
+
+def _rms_norm_backward_setup_context(ctx, inputs, output):
+    pass  # backward only raises: nothing to keep
+
+
+def _rms_norm_backward_backward(ctx, *grads):
+    raise RuntimeError(
+        "knorms::rms_norm_backward is not differentiable: it is the backward kernel of knorms::rms_norm"
+    )
+
+
+torch.library.register_autograd(
+    "knorms::rms_norm_backward",
+    _rms_norm_backward_backward,
+    setup_context=_rms_norm_backward_setup_context,
+)
+
+
+# torch.compile traces knorms::rms_norm_backward as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference("knorms::rms_norm_backward", reference.rms_norm_backward)
+
+
+# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.
+_rms_norm_backward_kernels = {
+    "cpu": rms_norm_backward_kernels.rms_norm_backward_triton,
+    "cuda": rms_norm_backward_kernels.rms_norm_backward_triton,
+}
+
+
+# DTensor shards knorms::rms_norm_backward as its inputs, never splitting a row.
+_support.shard_as_inputs(
+    torch.ops.knorms.rms_norm_backward.default,
+    tensors=(0, 1, 2, 3),
+    outputs=1,
+    rows=True,
+)
 
 
 # knorms::layer_norm -------------------------------------------------------------------
@@ -190,29 +264,42 @@ def _layer_norm_setup_context(ctx, inputs, output, mu, rstd):
     )
 
 
-def _layer_norm_backward(ctx, grad):
+def _layer_norm_backward_(ctx, grad):
     x, weight, mu, rstd = ctx.saved_tensors
     eps = ctx.eps
     # The dispatcher drops trailing arguments left at their defaults (None): they want no gradient.
     needs_input_grad = ctx.needs_input_grad + (False,) * (4 - len(ctx.needs_input_grad))
-    if torch.is_grad_enabled():  # create_graph: statistics that autograd differentiates
+    if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel
+        # the statistics too, which autograd differentiates
         (x,) = _support.upcast(x)
         mu = _support.row_mean(x).unsqueeze(-1)
         rstd = torch.rsqrt(_support.row_mean((x - mu) * (x - mu)).unsqueeze(-1) + eps)
+        return (
+            (
+                rstd
+                * (
+                    grad * weight
+                    - (grad * weight).mean(-1, keepdim=True)
+                    - (x - mu)
+                    * rstd
+                    * (grad * weight * (x - mu) * rstd).mean(-1, keepdim=True)
+                )
+            ).sum_to_size(ctx.x_shape)
+            if needs_input_grad[0]
+            else None,
+            (grad * (x - mu) * rstd).sum_to_size(ctx.weight_shape)
+            if needs_input_grad[1]
+            else None,
+            grad.sum_to_size(ctx.bias_shape) if needs_input_grad[2] else None,
+            None,
+        )
     grad_x = None
     grad_weight = None
     grad_bias = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if needs_input_grad[0]:
-        grad_x = (
-            rstd
-            * (
-                grad * weight
-                - (grad * weight).mean(-1, keepdim=True)
-                - (x - mu)
-                * rstd
-                * (grad * weight * (x - mu) * rstd).mean(-1, keepdim=True)
-            )
+        grad_x = torch.ops.knorms.layer_norm_backward.default(
+            grad, x, weight, mu, rstd
         ).sum_to_size(ctx.x_shape)
     if needs_input_grad[1]:
         grad_weight = (grad * (x - mu) * rstd).sum_to_size(ctx.weight_shape)
@@ -252,7 +339,7 @@ class _LayerNormSavingStats(torch.autograd.Function):
         _layer_norm_setup_context(ctx, (x, weight, bias, eps), output, mu, rstd)
         return output
 
-    backward = staticmethod(_layer_norm_backward)
+    backward = staticmethod(_layer_norm_backward_)
 
 
 def _layer_norm_autograd(keyset, x, weight, bias=None, eps=1e-5):
@@ -292,7 +379,7 @@ class _LayerNormFunction(torch.autograd.Function):
         _layer_norm_setup_context(ctx, (x, weight, bias, eps), output, mu, rstd)
         return output
 
-    backward = staticmethod(_layer_norm_backward)
+    backward = staticmethod(_layer_norm_backward_)
 
 
 # DTensor shards knorms::layer_norm as its inputs, never splitting a row.
@@ -309,6 +396,70 @@ _support.shard_as_inputs(
 
 # Under torch.autocast: its floating inputs in float32, as autocast runs sums and norms, then the op.
 _support.register_autocast("knorms::layer_norm", "fp32")
+
+
+# knorms::layer_norm_backward ----------------------------------------------------------
+
+_lib.define(
+    "layer_norm_backward(Tensor grad, Tensor x, Tensor weight, Tensor mu, Tensor rstd) -> Tensor",
+    tags=(torch.Tag.pt2_compliant_tag,),
+)
+_lib.impl(
+    "layer_norm_backward", layer_norm_backward_kernels.layer_norm_backward_python, "CPU"
+)
+_lib.impl(
+    "layer_norm_backward",
+    layer_norm_backward_kernels.layer_norm_backward_triton,
+    "CUDA",
+)
+
+
+@torch.library.register_fake("knorms::layer_norm_backward")
+def _layer_norm_backward_fake(grad, x, weight, mu, rstd):
+    # Only metadata: the same output the launcher allocates, never reading data.
+    return _support.norm_gradient_output(
+        "knorms::layer_norm_backward", (mu, rstd), grad, x, weight
+    )
+
+
+def _layer_norm_backward_setup_context(ctx, inputs, output):
+    pass  # backward only raises: nothing to keep
+
+
+def _layer_norm_backward_backward(ctx, *grads):
+    raise RuntimeError(
+        "knorms::layer_norm_backward is not differentiable: it is the backward kernel of knorms::layer_norm"
+    )
+
+
+torch.library.register_autograd(
+    "knorms::layer_norm_backward",
+    _layer_norm_backward_backward,
+    setup_context=_layer_norm_backward_setup_context,
+)
+
+
+# torch.compile traces knorms::layer_norm_backward as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference(
+    "knorms::layer_norm_backward", reference.layer_norm_backward
+)
+
+
+# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.
+_layer_norm_backward_kernels = {
+    "cpu": layer_norm_backward_kernels.layer_norm_backward_python,
+    "cuda": layer_norm_backward_kernels.layer_norm_backward_triton,
+}
+
+
+# DTensor shards knorms::layer_norm_backward as its inputs, never splitting a row.
+_support.shard_as_inputs(
+    torch.ops.knorms.layer_norm_backward.default,
+    tensors=(0, 1, 2, 3, 4),
+    outputs=1,
+    rows=True,
+)
 
 
 # knorms::softmax ----------------------------------------------------------------------
@@ -338,19 +489,27 @@ def _softmax_setup_context(ctx, inputs, output):
     )
 
 
-def _softmax_backward(ctx, grad):
+def _softmax_backward_(ctx, grad):
     (result,) = ctx.saved_tensors
+    if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel
+        return (
+            (result * (grad - (grad * result).sum(-1, keepdim=True))).sum_to_size(
+                ctx.x_shape
+            )
+            if ctx.needs_input_grad[0]
+            else None,
+        )
     grad_x = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = (result * (grad - (grad * result).sum(-1, keepdim=True))).sum_to_size(
+        grad_x = torch.ops.knorms.softmax_backward.default(grad, result).sum_to_size(
             ctx.x_shape
         )
     return (grad_x,)
 
 
 torch.library.register_autograd(
-    "knorms::softmax", _softmax_backward, setup_context=_softmax_setup_context
+    "knorms::softmax", _softmax_backward_, setup_context=_softmax_setup_context
 )
 
 
@@ -377,7 +536,7 @@ class _SoftmaxFunction(torch.autograd.Function):
         _softmax_setup_context(ctx, (x,), output)
         return output
 
-    backward = staticmethod(_softmax_backward)
+    backward = staticmethod(_softmax_backward_)
 
 
 # DTensor shards knorms::softmax as its inputs, never splitting a row.
@@ -388,6 +547,59 @@ _support.shard_as_inputs(
 
 # Under torch.autocast: its floating inputs in float32, as autocast runs sums and norms, then the op.
 _support.register_autocast("knorms::softmax", "fp32")
+
+
+# knorms::softmax_backward -------------------------------------------------------------
+
+_softmax_backward = torch.library.custom_op(
+    "knorms::softmax_backward",
+    softmax_backward_kernels.softmax_backward_triton,
+    mutates_args=(),
+    device_types=("cpu", "cuda"),
+    schema="(Tensor grad, Tensor result) -> Tensor",
+    tags=(torch.Tag.pt2_compliant_tag,),
+)
+
+
+@torch.library.register_fake("knorms::softmax_backward")
+def _softmax_backward_fake(grad, result):
+    # Only metadata: the same output the launcher allocates, never reading data.
+    return _support.normalization_output("knorms::softmax_backward", grad, result)
+
+
+def _softmax_backward_setup_context(ctx, inputs, output):
+    pass  # backward only raises: nothing to keep
+
+
+def _softmax_backward_backward(ctx, *grads):
+    raise RuntimeError(
+        "knorms::softmax_backward is not differentiable: it is the backward kernel of knorms::softmax"
+    )
+
+
+torch.library.register_autograd(
+    "knorms::softmax_backward",
+    _softmax_backward_backward,
+    setup_context=_softmax_backward_setup_context,
+)
+
+
+# torch.compile traces knorms::softmax_backward as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference("knorms::softmax_backward", reference.softmax_backward)
+
+
+# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.
+_softmax_backward_kernels = {
+    "cpu": softmax_backward_kernels.softmax_backward_triton,
+    "cuda": softmax_backward_kernels.softmax_backward_triton,
+}
+
+
+# DTensor shards knorms::softmax_backward as its inputs, never splitting a row.
+_support.shard_as_inputs(
+    torch.ops.knorms.softmax_backward.default, tensors=(0, 1), outputs=1, rows=True
+)
 
 
 # knorms::log_softmax ------------------------------------------------------------------
@@ -412,20 +624,28 @@ def _log_softmax_setup_context(ctx, inputs, output):
     )
 
 
-def _log_softmax_backward(ctx, grad):
+def _log_softmax_backward_(ctx, grad):
     (result,) = ctx.saved_tensors
+    if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel
+        return (
+            (grad - torch.exp(result) * grad.sum(-1, keepdim=True)).sum_to_size(
+                ctx.x_shape
+            )
+            if ctx.needs_input_grad[0]
+            else None,
+        )
     grad_x = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = (grad - torch.exp(result) * grad.sum(-1, keepdim=True)).sum_to_size(
-            ctx.x_shape
-        )
+        grad_x = torch.ops.knorms.log_softmax_backward.default(
+            grad, result
+        ).sum_to_size(ctx.x_shape)
     return (grad_x,)
 
 
 torch.library.register_autograd(
     "knorms::log_softmax",
-    _log_softmax_backward,
+    _log_softmax_backward_,
     setup_context=_log_softmax_setup_context,
 )
 
@@ -453,7 +673,7 @@ class _LogSoftmaxFunction(torch.autograd.Function):
         _log_softmax_setup_context(ctx, (x,), output)
         return output
 
-    backward = staticmethod(_log_softmax_backward)
+    backward = staticmethod(_log_softmax_backward_)
 
 
 # DTensor shards knorms::log_softmax as its inputs, never splitting a row.
@@ -464,6 +684,67 @@ _support.shard_as_inputs(
 
 # Under torch.autocast: its floating inputs in float32, as autocast runs sums and norms, then the op.
 _support.register_autocast("knorms::log_softmax", "fp32")
+
+
+# knorms::log_softmax_backward ---------------------------------------------------------
+
+_lib.define(
+    "log_softmax_backward(Tensor grad, Tensor result) -> Tensor",
+    tags=(torch.Tag.pt2_compliant_tag,),
+)
+_lib.impl(
+    "log_softmax_backward",
+    log_softmax_backward_kernels.log_softmax_backward_python,
+    "CPU",
+)
+_lib.impl(
+    "log_softmax_backward",
+    log_softmax_backward_kernels.log_softmax_backward_triton,
+    "CUDA",
+)
+
+
+@torch.library.register_fake("knorms::log_softmax_backward")
+def _log_softmax_backward_fake(grad, result):
+    # Only metadata: the same output the launcher allocates, never reading data.
+    return _support.normalization_output("knorms::log_softmax_backward", grad, result)
+
+
+def _log_softmax_backward_setup_context(ctx, inputs, output):
+    pass  # backward only raises: nothing to keep
+
+
+def _log_softmax_backward_backward(ctx, *grads):
+    raise RuntimeError(
+        "knorms::log_softmax_backward is not differentiable: it is the backward kernel of knorms::log_softmax"
+    )
+
+
+torch.library.register_autograd(
+    "knorms::log_softmax_backward",
+    _log_softmax_backward_backward,
+    setup_context=_log_softmax_backward_setup_context,
+)
+
+
+# torch.compile traces knorms::log_softmax_backward as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference(
+    "knorms::log_softmax_backward", reference.log_softmax_backward
+)
+
+
+# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.
+_log_softmax_backward_kernels = {
+    "cpu": log_softmax_backward_kernels.log_softmax_backward_python,
+    "cuda": log_softmax_backward_kernels.log_softmax_backward_triton,
+}
+
+
+# DTensor shards knorms::log_softmax_backward as its inputs, never splitting a row.
+_support.shard_as_inputs(
+    torch.ops.knorms.log_softmax_backward.default, tensors=(0, 1), outputs=1, rows=True
+)
 
 
 # knorms::fused_add_rms_norm -----------------------------------------------------------

@@ -164,6 +164,28 @@ def norm_stat(out: Tensor) -> Tensor:
     return out.new_empty(shape, dtype=dtype)
 
 
+def norm_gradient_output(
+    op: str, stats: tuple[Tensor, ...], *tensors: Tensor
+) -> Tensor:
+    """The output of a normalisation's backward kernel (normalization_output of the other Tensors),
+    and the statistics it reads checked as the forward saves them: a float per row of the output (a
+    last dimension of 1) on its device, of any float dtype (float32 beside bfloat16)."""
+    out = normalization_output(op, *tensors)
+    for stat in stats:
+        if (
+            stat.device != out.device
+            or not stat.is_floating_point()
+            or stat.shape[-1:] != (1,)
+            or _broadcast_shapes(out.shape, stat.shape) != out.shape
+        ):
+            raise RuntimeError(
+                f"{op}: a saved statistic holds one float per row (a last dimension of 1) on the "
+                f"device of the other Tensors, got {stat.dtype} of shape {list(stat.shape)} on "
+                f"{stat.device} for an output of shape {list(out.shape)}"
+            )
+    return out
+
+
 def norm_blocks(
     n_rows: int, n_cols: int, element_size: int
 ) -> tuple[int, int, bool, int]:

@@ -10,9 +10,13 @@ from torch import Tensor
 from . import _registration, _support
 
 _rms_norm = torch.ops.knorms.rms_norm.default
+_rms_norm_backward = torch.ops.knorms.rms_norm_backward.default
 _layer_norm = torch.ops.knorms.layer_norm.default
+_layer_norm_backward = torch.ops.knorms.layer_norm_backward.default
 _softmax = torch.ops.knorms.softmax.default
+_softmax_backward = torch.ops.knorms.softmax_backward.default
 _log_softmax = torch.ops.knorms.log_softmax.default
+_log_softmax_backward = torch.ops.knorms.log_softmax_backward.default
 _fused_add_rms_norm = torch.ops.knorms.fused_add_rms_norm.default
 
 
@@ -25,6 +29,17 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
     if _support.grad_wanted(x, weight):
         return _registration._RmsNormFunction.apply(x, weight, eps)
     return kernel(x, weight, eps)
+
+
+def rms_norm_backward(grad: Tensor, x: Tensor, weight: Tensor, rstd: Tensor) -> Tensor:
+    """The gradient of x for knorms::rms_norm: its row reductions, then the formula, in one pass."""
+    kernel = _support.eager_kernel(
+        _registration._rms_norm_backward_kernels, grad, x, weight, rstd
+    )
+    # Anything unusual goes to the operator, as does grad (the op has no backward: it raises).
+    if kernel is None or _support.grad_wanted(grad, x, weight, rstd):
+        return _rms_norm_backward(grad, x, weight, rstd)
+    return kernel(grad, x, weight, rstd)
 
 
 def layer_norm(
@@ -40,6 +55,19 @@ def layer_norm(
     return kernel(x, weight, bias, eps)
 
 
+def layer_norm_backward(
+    grad: Tensor, x: Tensor, weight: Tensor, mu: Tensor, rstd: Tensor
+) -> Tensor:
+    """The gradient of x for knorms::layer_norm: its row reductions, then the formula, in one pass."""
+    kernel = _support.eager_kernel(
+        _registration._layer_norm_backward_kernels, grad, x, weight, mu, rstd
+    )
+    # Anything unusual goes to the operator, as does grad (the op has no backward: it raises).
+    if kernel is None or _support.grad_wanted(grad, x, weight, mu, rstd):
+        return _layer_norm_backward(grad, x, weight, mu, rstd)
+    return kernel(grad, x, weight, mu, rstd)
+
+
 def softmax(x: Tensor) -> Tensor:
     """Softmax over the last dimension."""
     kernel = _support.eager_kernel(_registration._softmax_kernels, x)
@@ -51,6 +79,17 @@ def softmax(x: Tensor) -> Tensor:
     return kernel(x)
 
 
+def softmax_backward(grad: Tensor, result: Tensor) -> Tensor:
+    """The gradient of x for knorms::softmax: its row reductions, then the formula, in one pass."""
+    kernel = _support.eager_kernel(
+        _registration._softmax_backward_kernels, grad, result
+    )
+    # Anything unusual goes to the operator, as does grad (the op has no backward: it raises).
+    if kernel is None or _support.grad_wanted(grad, result):
+        return _softmax_backward(grad, result)
+    return kernel(grad, result)
+
+
 def log_softmax(x: Tensor) -> Tensor:
     """Log-softmax over the last dimension."""
     kernel = _support.eager_kernel(_registration._log_softmax_kernels, x)
@@ -60,6 +99,17 @@ def log_softmax(x: Tensor) -> Tensor:
     if _support.grad_wanted(x):
         return _registration._LogSoftmaxFunction.apply(x)
     return kernel(x)
+
+
+def log_softmax_backward(grad: Tensor, result: Tensor) -> Tensor:
+    """The gradient of x for knorms::log_softmax: its row reductions, then the formula, in one pass."""
+    kernel = _support.eager_kernel(
+        _registration._log_softmax_backward_kernels, grad, result
+    )
+    # Anything unusual goes to the operator, as does grad (the op has no backward: it raises).
+    if kernel is None or _support.grad_wanted(grad, result):
+        return _log_softmax_backward(grad, result)
+    return kernel(grad, result)
 
 
 def fused_add_rms_norm(

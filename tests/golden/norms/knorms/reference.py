@@ -28,6 +28,14 @@ def rms_norm_forward(
     return (x * rstd * weight).to(dtype), rstd
 
 
+def rms_norm_backward(grad: Tensor, x: Tensor, weight: Tensor, rstd: Tensor) -> Tensor:
+    """knorms::rms_norm_backward in plain PyTorch, computed in float32 at least."""
+    dtype = grad.dtype
+    grad, x, weight, rstd = upcast(grad, x, weight, rstd)
+    mean0 = row_mean(grad * weight * x).unsqueeze(-1)
+    return (rstd * (grad * weight - x * rstd * rstd * mean0)).to(dtype)
+
+
 def layer_norm(
     x: Tensor, weight: Tensor, bias: Tensor | None = None, eps: float = 1e-5
 ) -> Tensor:
@@ -55,6 +63,17 @@ def layer_norm_forward(
     )
 
 
+def layer_norm_backward(
+    grad: Tensor, x: Tensor, weight: Tensor, mu: Tensor, rstd: Tensor
+) -> Tensor:
+    """knorms::layer_norm_backward in plain PyTorch, computed in float32 at least."""
+    dtype = grad.dtype
+    grad, x, weight, mu, rstd = upcast(grad, x, weight, mu, rstd)
+    mean0 = row_mean(grad * weight).unsqueeze(-1)
+    mean1 = row_mean(grad * weight * (x - mu) * rstd).unsqueeze(-1)
+    return (rstd * (grad * weight - mean0 - (x - mu) * rstd * mean1)).to(dtype)
+
+
 def softmax(x: Tensor) -> Tensor:
     """knorms::softmax in plain PyTorch, computed in float32 at least."""
     dtype = x.dtype
@@ -64,6 +83,14 @@ def softmax(x: Tensor) -> Tensor:
     return (torch.exp(x - x_max) / sum_exp).to(dtype)
 
 
+def softmax_backward(grad: Tensor, result: Tensor) -> Tensor:
+    """knorms::softmax_backward in plain PyTorch, computed in float32 at least."""
+    dtype = grad.dtype
+    grad, result = upcast(grad, result)
+    sum0 = row_sum(grad * result).unsqueeze(-1)
+    return (result * (grad - sum0)).to(dtype)
+
+
 def log_softmax(x: Tensor) -> Tensor:
     """knorms::log_softmax in plain PyTorch, computed in float32 at least."""
     dtype = x.dtype
@@ -71,6 +98,14 @@ def log_softmax(x: Tensor) -> Tensor:
     x_max = row_max(x).unsqueeze(-1)
     lse = torch.log(row_sum(torch.exp(x - x_max)).unsqueeze(-1))
     return (x - x_max - lse).to(dtype)
+
+
+def log_softmax_backward(grad: Tensor, result: Tensor) -> Tensor:
+    """knorms::log_softmax_backward in plain PyTorch, computed in float32 at least."""
+    dtype = grad.dtype
+    grad, result = upcast(grad, result)
+    sum0 = row_sum(grad).unsqueeze(-1)
+    return (grad - torch.exp(result) * sum0).to(dtype)
 
 
 def fused_add_rms_norm(

@@ -4,6 +4,7 @@
 import torch
 from _contract import (
     Autocasts,
+    BackwardKernel,
     Contract,
     Differentiable,
     DirectInEager,
@@ -51,6 +52,8 @@ LAYER_NORM = OpData(
         (1, 2): 3,
         (0, 1, 2): 4,
     },
+    backward_kernel=torch.ops.knorms.layer_norm_backward.default,
+    saved_stats=("mu", "rstd"),
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
     autocast="fp32",
@@ -59,6 +62,7 @@ LAYER_NORM = OpData(
 
 class TestLayerNorm(
     Differentiable,
+    BackwardKernel,
     OnCuda,
     Tagged,
     TracedAsReference,

@@ -4,6 +4,7 @@
 import torch
 from _contract import (
     Autocasts,
+    BackwardKernel,
     Contract,
     Differentiable,
     DirectInEager,
@@ -37,6 +38,8 @@ RMS_NORM = OpData(
     gradgradcheck=True,
     backward_sample="broadcast",
     saved_tensors={(0,): 3, (1,): 2, (0, 1): 3},
+    backward_kernel=torch.ops.knorms.rms_norm_backward.default,
+    saved_stats=("rstd",),
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
     autocast="fp32",
@@ -45,6 +48,7 @@ RMS_NORM = OpData(
 
 class TestRmsNorm(
     Differentiable,
+    BackwardKernel,
     OnCuda,
     Tagged,
     TracedAsReference,

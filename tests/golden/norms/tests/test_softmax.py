@@ -4,6 +4,7 @@
 import torch
 from _contract import (
     Autocasts,
+    BackwardKernel,
     Contract,
     Differentiable,
     DirectInEager,
@@ -35,6 +36,7 @@ SOFTMAX = OpData(
     gradgradcheck=True,
     backward_sample="normal",
     saved_tensors={(0,): 1},
+    backward_kernel=torch.ops.knorms.softmax_backward.default,
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
     autocast="fp32",
@@ -43,6 +45,7 @@ SOFTMAX = OpData(
 
 class TestSoftmax(
     Differentiable,
+    BackwardKernel,
     OnCuda,
     Tagged,
     TracedAsReference,
