@@ -128,6 +128,7 @@ def variants_of(op: str, device: str) -> dict:
             "cuda": gelu_tanh_and_mul_backward_kernels.gelu_tanh_and_mul_backward_triton,
         },
         "fatrelu_and_mul": {},
+        "fatrelu_and_mul_backward": {},
         "silu_and_mul_out": {},
     }[op]
     variants = {"bare launcher": launchers[device]} if device in launchers else {}
@@ -188,6 +189,7 @@ OPS = {
     "gelu_tanh_and_mul": ("cpu", "cuda"),
     "gelu_tanh_and_mul_backward": ("cpu", "cuda"),
     "fatrelu_and_mul": ("cpu", "cuda"),
+    "fatrelu_and_mul_backward": ("cpu", "cuda"),
     "silu_and_mul_out": ("cpu", "cuda"),
 }
 KEYWORD_ONLY = {
@@ -196,6 +198,7 @@ KEYWORD_ONLY = {
     "gelu_tanh_and_mul": (),
     "gelu_tanh_and_mul_backward": (),
     "fatrelu_and_mul": (),
+    "fatrelu_and_mul_backward": (),
     "silu_and_mul_out": (),
 }
 
@@ -212,6 +215,11 @@ def make_args(op: str, numel: int, device: str) -> tuple:
         "gelu_tanh_and_mul": lambda: (make(),),
         "gelu_tanh_and_mul_backward": lambda: (make()[:, :512].contiguous(), make()),
         "fatrelu_and_mul": lambda: (make(), 1.25),
+        "fatrelu_and_mul_backward": lambda: (
+            make()[:, :512].contiguous(),
+            make(),
+            1.25,
+        ),
         "silu_and_mul_out": lambda: (make(), make()[:, :512].contiguous()),
     }[op]()
 
