@@ -449,12 +449,12 @@ class C10_HIDDEN KernelCall {
     }
     if (sizes == shape_ && (cols_ <= 1 || tensor.strides()[sizes.size() - 1] == 1)) {
       int64_t stride = 0;  // between rows; the dimensions before the last step as one
-      int64_t span = 0;  // the stride the next outer dimension must have
+      int64_t span = -1;  // the stride the next outer dimension must have (-1: none seen yet)
       for (size_t d = sizes.size() - 1; d-- > 0;) {
         if (sizes[d] == 1) {
           continue;
         }
-        if (span == 0) {
+        if (span < 0) {
           stride = tensor.strides()[d];
         } else if (tensor.strides()[d] != span) {
           return -1;
