@@ -20,9 +20,10 @@ CPU) in float32 and bfloat16: its backward kernel writes both halves of x's grad
 where the formula is a torch.cat of the halves' gradients; rowsum and rowmax of x 4096 x 4096 float32
 (1024 x 1024 on the CPU): rowmax's backward kernel reads grad and result as columns, rowsum keeps its
 formula in both variants (grad expanded: a view). A candidate is labelled with what its backward runs:
-a compiled route's split and row ops keep their formulas (`kopgen check` says why).
-Routes: custom_op (cpu: python, cuda: triton; on the CPU its kernel is the PyTorch reference) and
-torch_library (cpu: cpp, cuda: cuda), both by default.
+a compiled route's row reductions keep their formulas (`kopgen check` says why); its split ops get the
+C++/CUDA backward kernel, which writes the halves of x's gradient row by row.
+Routes: custom_op (cpu: python, cuda: triton; on the CPU its kernel is the PyTorch reference),
+torch_library and stable_abi (cpu: cpp, cuda: cuda), all three by default.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ from pathlib import Path
 from timing import interleaved_medians
 
 ROOT = Path(__file__).resolve().parent.parent
-BACKENDS = {"custom_op": "{cpu: python, cuda: triton}", "torch_library": "{cpu: cpp, cuda: cuda}"}
+BACKENDS = {"custom_op": "{cpu: python, cuda: triton}", "torch_library": "{cpu: cpp, cuda: cuda}",
+            "stable_abi": "{cpu: cpp, cuda: cuda}"}
 SILU_GATE = "grad * up * torch.sigmoid(gate) * (1 + gate * (1 - torch.sigmoid(gate)))"
 FORMULAS = {  # variant: (muladd's a, b; bias_relu's x and bias; silu_and_mul's x; rowmax's x)
     "kernel": ("grad * b", "grad * a", "torch.where(result > 0, grad, 0.0)",

@@ -9,9 +9,10 @@ are then rewritten to index its call (`muladd_backward(grad, a, b)[0]`), which b
 written stay beside them (`Gradient.eager`), for `kopgen check` and for a backward that must itself be
 differentiable (create_graph), which runs them as torch ops (lang/autograd.py, lang/cpp_autograd.py).
 
-Two kinds get a kernel of their own shape (Python routes): a `split` op whose gradient is
-`torch.cat([A, B], -1)` (SplitGradient: one launch writing both halves of one Tensor), and a `reduce`
-op whose formulas read grad and result as columns (RowGradient: grad.unsqueeze(-1) read with stride 0).
+Two kinds get a kernel of their own shape: a `split` op whose gradient is `torch.cat([A, B], -1)`
+(SplitGradient: one launch writing both halves of one Tensor, on every route; the C++ and CUDA kernels
+run by rows, lang/cpp.py), and, on the Python routes, a `reduce` op whose formulas read grad and result
+as columns (RowGradient: grad.unsqueeze(-1) read with stride 0).
 
 A `normalize` op's input gradient is itself a row normalisation (`_norm_kernel`, Python routes): its
 statistics are the row reductions of the formula (`(E).mean(-1, keepdim=True)`, `.sum(...)`, E
@@ -96,9 +97,6 @@ def why_eager(op: Op) -> str | None:
     for gradient in op.backward.gradients:
         if gradient.formula is not None and gradient.formula.own_ops_called:
             return f"the formula of {gradient.arg.name} calls an op of the namespace"
-    if isinstance(op.body, GatedSplit) and op.is_compiled:
-        return (f"its compiled kernels write dense outputs, and {op.body.source.name}'s gradient is written "
-                "as two strided halves (a Triton or python kernel writes them in place)")
     return None
 
 

@@ -139,17 +139,39 @@ def test_a_split_ops_cat_of_two_pointwise_halves_is_one_kernel_writing_both():
     assert gradient.eager.text.startswith("torch.cat([")
 
 
-def test_a_split_op_keeps_its_formulas_where_they_are_no_cat_of_pointwise_halves_or_the_route_compiles():
+def test_a_split_op_keeps_its_formulas_where_they_are_no_cat_of_pointwise_halves():
     not_cat = SILU_AND_MUL.replace("torch.cat([", "torch.stack([")
     assert "silu_and_mul_backward" not in ops_of(not_cat)
     other_dim = SILU_AND_MUL.replace("dim=-1", "dim=0")
     assert "silu_and_mul_backward" not in ops_of(other_dim)
-    compiled = SILU_AND_MUL.replace("    split:", "    registration: torch_library\n    backends: {cpu: cpp}\n    split:")
-    ops = ops_of(compiled)
-    assert "silu_and_mul_backward" not in ops
-    assert "compiled kernels write dense outputs" in why_eager(ops["silu_and_mul"])
     plan = describe_plan(load_spec_text(HEAD + SILU_AND_MUL, "kopgen.yaml"), "kopgen.yaml")
     assert "  backward kernel: kbw::silu_and_mul_backward, one launch writing both halves of x's gradient (no cat)\n" in plan
+
+
+def test_a_compiled_split_ops_gradient_kernel_runs_by_rows_writing_the_halves_of_one_tensor():
+    """On torch_library and stable_abi the C++ and CUDA kernels of `<op>_backward` run the norms loop with no
+    statistics: the halves of x read in place, the two writes the halves of the one Tensor joined_output makes."""
+    from kopgen.lang.cpp import CppOp
+
+    for route in ("torch_library", "stable_abi"):
+        compiled = SILU_AND_MUL.replace("    split:", f"    registration: {route}\n    backends: {{cpu: cpp, cuda: cuda}}\n    split:")
+        ops = ops_of(compiled)
+        assert ops["silu_and_mul"].backward.gradients[0].formula.text == "silu_and_mul_backward(grad, x)"
+        kernel = CppOp(ops["silu_and_mul_backward"])
+        assert isinstance(kernel.op.body, SplitGradient)
+        assert kernel.host_signature.startswith("Tensor silu_and_mul_backward(")  # one Tensor: x's gradient
+        body = kernel.host_body("cpu")
+        assert body[-6:] == ['KernelCall call("kbw::silu_and_mul_backward", {grad, gate, up});', "call.read(grad);",
+                             "call.read(gate);", "call.read(up);", "Tensor out = call.joined_output();",
+                             "call.norms_cpu<functors::silu_and_mul_backward>();"][1:] + ["return out;"], body
+        assert body[-7] == 'KernelCall call("kbw::silu_and_mul_backward", {grad, gate, up});', body
+        assert "launch(call, kernels::silu_and_mul_backward);" in kernel.host_body("cuda")
+        assert kernel.functor_methods("cpu") == ["using Reductions = std::tuple<>;"]
+        assert kernel.cpu_operator.startswith("Values<acc_t, 2> operator()(")  # grad_gate and grad_up
+        assert "const acc_t* /*no statistics*/" in kernel.cpu_operator
+        assert kernel.launcher_return == "return cuda::norms<functors::silu_and_mul_backward>(launch);"
+        plan = describe_plan(load_spec_text(HEAD + compiled, "kopgen.yaml"), "kopgen.yaml")
+        assert "backward kernel: kbw::silu_and_mul_backward, one launch writing both halves" in plan
 
 
 ROWS = """\

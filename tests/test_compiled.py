@@ -23,7 +23,8 @@ NVCC = shutil.which("nvcc")
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit)")
 
 # Every function of the pointwise language, scalars of each kind, two outputs, an op
-# that writes two of its arguments, ops over the halves of their input (`split`), and row
+# that writes two of its arguments, ops over the halves of their input (`split`; one with a backward
+# kernel, which writes the halves of its output), and row
 # normalisations (four statistics of each reduction; one in place on two tensors).
 EVERYTHING = """\
 kopgen: 1
@@ -58,6 +59,11 @@ ops:
   - schema: "gated(Tensor x, float threshold=0.0) -> Tensor"
     split: {x: [gate, up]}
     compute: "silu(gate) * up + gelu_tanh(up) * gate + where(gate > threshold, gate, 0.0)"
+  - schema: "fatrelu(Tensor x, float threshold=0.0) -> Tensor"
+    split: {x: [gate, up]}
+    compute: "where(gate > threshold, gate, 0.0) * up"
+    backward:
+      x: "torch.cat([torch.where(gate > threshold, grad * up, 0.0), torch.where(gate > threshold, grad * gate, 0.0)], -1)"
   - schema: "gated_out(Tensor x, Tensor(a!) out) -> ()"
     split: {x: [gate, up]}
     compute: {out: "silu(gate) * up"}

@@ -1,7 +1,8 @@
 """The CUDA kernels run where no GPU is: the generated csrc/cuda/kernels.cu and pointwise.cuh built
 as host C++, each CUDA thread a std::thread (tests/cuda_emu/emu.h), on odd shapes and layouts
 (tests/cuda_emu/check.cpp): row reductions a warp and a block a row, tiles for transposed inputs,
-row normalisations held in registers and looped, with 16-byte vectors and without. It checks the kernels' indexing, not their speed; on a GPU,
+row normalisations held in registers and looped, with 16-byte vectors and without, and a split op's
+backward kernel writing the two halves of one output. It checks the kernels' indexing, not their speed; on a GPU,
 benchmarks/cuda_kernels.py checks the same and times them."""
 
 from __future__ import annotations
@@ -39,6 +40,11 @@ ops:
       compute: "(x - mu) * rstd * w + (b if present(b) else 0.0)"
   - schema: "softmax(Tensor x) -> Tensor"
     normalize: {stats: {top: "max(x)", sum_exp: "sum(exp(x - top))"}, compute: "exp(x - top) / sum_exp"}
+  - schema: "fatrelu_and_mul(Tensor x, float threshold=0.0) -> Tensor"
+    split: {x: [gate, up]}
+    compute: "where(gate > threshold, gate, 0.0) * up"
+    backward:
+      x: "torch.cat([torch.where(gate > threshold, grad * up, 0.0), torch.where(gate > threshold, grad * gate, 0.0)], -1)"
 """
 # kernel<FIRST, ...><<<grid, block, shared, stream>>>(args);
 LAUNCH = re.compile(r"(\w+)<(\w+)([^<>;]*)><<<(.*?)>>>\((.*?)\);", re.DOTALL)

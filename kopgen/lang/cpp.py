@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from ..model import Op, Package, PointwiseCompute, RowReduction
 from ..model_kinds import RowNormalization
 from ..names import locals_for
-from ..split import GatedSplit
+from ..split import GatedSplit, SplitGradient
 from . import autocast, layout, split
 
 LINE_LENGTH = 100  # generated C++/CUDA lines stay within it (but for very long names or expressions)
@@ -34,11 +34,14 @@ class Loop:
     allocate: str  # the KernelCall method that allocates each output
     reduces: bool  # the functor gives one value per element, which a reducer (Sum, ...) combines over a row
     normalizes: bool = False  # statistics of each row first, which the functor reads (lang/cpp_norms.py)
+    by_rows: bool = False  # the norms loop: rows read in place through their strides, then the functor per element
 
 
-# The one place this module chooses by op kind (kernel: custom ops have no C++).
+# The one place this module chooses by op kind (kernel: custom ops have no C++). A split op's gradient runs
+# the norms loop with no statistics: its halves are read, and its output's halves written, rows 2d apart.
 LOOPS = {PointwiseCompute: Loop("pointwise", "output", False), RowReduction: Loop("rows", "row_output", True),
-         GatedSplit: Loop("pointwise", "output", False), RowNormalization: Loop("norms", "output", False, True)}
+         GatedSplit: Loop("pointwise", "output", False), RowNormalization: Loop("norms", "output", False, True, True),
+         SplitGradient: Loop("norms", "joined_output", False, False, True)}
 
 
 @dataclass(frozen=True)
@@ -139,7 +142,7 @@ class CppOp:
 
     @property
     def _return_type(self) -> str:
-        count = len(self.op.outputs)
+        count = len(self.op.output_names)  # a split op's gradient: one Tensor, whose halves are its two writes
         if count == 0:
             return "void"
         return "Tensor" if count == 1 else f"std::tuple<{', '.join(['Tensor'] * count)}>"
@@ -210,6 +213,8 @@ class CppOp:
         parameters = [f"acc_t {a.name}" for a in self.op.read_args]
         if self._loop.normalizes:  # the row's statistics first
             parameters.insert(0, _norms().stat_parameter(self.op, self._compute_reads))
+        elif self._loop.by_rows:  # the norms loop passes statistics, of which this functor has none
+            parameters.insert(0, "const acc_t* /*no statistics*/")
         return wrap(f"{prefix}{result} operator()(", parameters, ") const", indent=2, after=2)
 
     @property
@@ -234,8 +239,11 @@ class CppOp:
         return {n for w in self.op.writes for n in (*w.expr.names, *w.expr.tested)}
 
     def functor_methods(self, device: str) -> list[str]:
-        """The functor's lines before operator(): a row normalisation's statistics."""
-        return _norms().methods(self.op, device) if self._loop.normalizes else []
+        """The functor's lines before operator(): a row normalisation's statistics (none for a split op's
+        gradient, which runs in the same loop)."""
+        if self._loop.normalizes:
+            return _norms().methods(self.op, device)
+        return ["using Reductions = std::tuple<>;"] if self._loop.by_rows else []
 
     @property
     def functor_return(self) -> str:

@@ -147,8 +147,9 @@ void norms_case(int op, int64_t rows, int64_t cols, int offset, bool per_row, bo
   const void* inputs[3] = {x.data() + offset, w.data() + offset, with_b ? b.data() + offset : nullptr};
   void* outputs[1] = {out.data()};
   const int64_t row_strides[3] = {cols, per_row ? cols : 0, 0};
+  const int64_t output_offsets[1] = {0};
   const Launch launch{Type<T>::dtype, rows, cols, inputs, outputs, nullptr, true, 1, nullptr,
-                      nullptr, row_strides};
+                      nullptr, row_strides, output_offsets, cols};
   const char* what = op == 1 ? "softmax" : with_b ? "layer_norm" : "layer_norm(b=None)";
   if (op == 0) {
     kernels::layer_norm(launch, 1e-5, with_b);
@@ -187,6 +188,40 @@ void norms_case(int op, int64_t rows, int64_t cols, int offset, bool per_row, bo
   }
 }
 
+// fatrelu_and_mul's backward kernel: x of rows x 2 cols (its halves gate and up read in place,
+// rows 2 cols apart), grad of rows x cols (or one row read by all: `grad_row`), `offset`
+// elements past an aligned start; the output as wide as x, both halves written by one launch.
+template <typename T>
+void split_gradient_case(int64_t rows, int64_t cols, int offset, bool grad_row) {
+  const double threshold = 0.1;
+  const std::vector<T> x = random_values<T>(rows * 2 * cols + offset);
+  const std::vector<T> grad = random_values<T>((grad_row ? 1 : rows) * cols + offset);
+  std::vector<T> out(rows * 2 * cols + offset + 1, from_compute<T>(kSentinel));
+  const void* inputs[3] = {grad.data() + offset, x.data() + offset, x.data() + offset + cols};
+  void* outputs[2] = {out.data() + offset, out.data() + offset};
+  const int64_t row_strides[3] = {grad_row ? 0 : cols, 2 * cols, 2 * cols};
+  const int64_t output_offsets[2] = {0, cols};
+  const Launch launch{Type<T>::dtype, rows, cols, inputs, outputs, nullptr, true, 1, nullptr,
+                      nullptr, row_strides, output_offsets, 2 * cols};
+  kernels::fatrelu_and_mul_backward(launch, threshold);
+  const char* what = grad_row ? "fatrelu_and_mul_backward(grad[1, d])" : "fatrelu_and_mul_backward";
+  for (int64_t i = 0; i <= rows * 2 * cols + offset; ++i) {
+    const int64_t r = (i - offset) / (2 * cols + (cols == 0));
+    const int64_t c = (i - offset) % (2 * cols + (cols == 0));
+    double want = kSentinel;  // before the output's start, and after its end
+    if (i >= offset && i < rows * 2 * cols + offset) {
+      const double gate = as_double(x[offset + r * 2 * cols + c % cols]);
+      const double up = as_double(x[offset + r * 2 * cols + cols + c % cols]);
+      const double g = as_double(grad[offset + (grad_row ? 0 : r * cols) + c % cols]);
+      want = gate > threshold ? g * (c < cols ? up : gate) : 0.0;
+    }
+    const double got = as_double(out[i]);
+    if (!(std::abs(got - want) <= 2 * Type<T>::tolerance * (1 + std::abs(want)))) {
+      return fail(what, rows, cols, offset, i, got, want);
+    }
+  }
+}
+
 template <typename T>
 void check_all() {
   // Short rows (a warp each) and long ones (a block each: over 8 KiB), whole vectors or not.
@@ -216,6 +251,15 @@ void check_all() {
   norms_case<T>(0, 3, 5000, 0, false, false);
   norms_case<T>(0, 9, 1024, 0, true, false);
   rows_case<T>(2, 3, 5000, 0, false);
+  // A split op's gradient: the norms kernel with no statistics, two outputs in one Tensor.
+  for (const auto& [rows, cols] : norm_shapes) {
+    for (const int offset : {0, 1}) {
+      split_gradient_case<T>(rows, cols, offset, false);
+    }
+  }
+  split_gradient_case<T>(9, 64, 0, true);
+  split_gradient_case<T>(3, 4096, 0, false);
+  split_gradient_case<T>(4, 0, 0, false);
   // The output's rows x columns with a transposed input (x[cols, rows].t(): strides {rows, 1}).
   const std::pair<int64_t, int64_t> tile_shapes[] = {
       {96, 64}, {70, 33}, {100, 40}, {32, 32}, {8, 8}, {5, 3}, {16, 128}, {128, 16}};

@@ -136,6 +136,7 @@ def variants_of(op: str, device: str) -> dict:
             "cuda": gelu_tanh_and_mul_backward_kernels.gelu_tanh_and_mul_backward_triton,
         },
         "fatrelu_and_mul": {},
+        "fatrelu_and_mul_backward": {},
         "silu_and_mul_out": {},
     }[op]
     variants = {"bare launcher": launchers[device]} if device in launchers else {}
@@ -196,6 +197,7 @@ OPS = {
     "gelu_tanh_and_mul": ("cpu", "cuda"),
     "gelu_tanh_and_mul_backward": ("cpu", "cuda"),
     "fatrelu_and_mul": ("cpu", "cuda"),
+    "fatrelu_and_mul_backward": ("cpu", "cuda"),
     "silu_and_mul_out": ("cpu", "cuda"),
 }
 KEYWORD_ONLY = {
@@ -204,6 +206,7 @@ KEYWORD_ONLY = {
     "gelu_tanh_and_mul": (),
     "gelu_tanh_and_mul_backward": (),
     "fatrelu_and_mul": (),
+    "fatrelu_and_mul_backward": (),
     "silu_and_mul_out": (),
 }
 # The positions of the arguments each op reads and then writes in place.
@@ -213,6 +216,7 @@ READ_AND_WRITTEN = {
     "gelu_tanh_and_mul": (),
     "gelu_tanh_and_mul_backward": (),
     "fatrelu_and_mul": (),
+    "fatrelu_and_mul_backward": (),
     "silu_and_mul_out": (),
 }
 
@@ -229,6 +233,11 @@ def make_args(op: str, numel: int, device: str) -> tuple:
         "gelu_tanh_and_mul": lambda: (make(),),
         "gelu_tanh_and_mul_backward": lambda: (make()[:, :512].contiguous(), make()),
         "fatrelu_and_mul": lambda: (make(), 1.25),
+        "fatrelu_and_mul_backward": lambda: (
+            make()[:, :512].contiguous(),
+            make(),
+            1.25,
+        ),
         "silu_and_mul_out": lambda: (make(), make()[:, :512].contiguous()),
     }[op]()
 

@@ -7,6 +7,7 @@ fake kernels and autograd formulas.
 
 from .ops import (
     fatrelu_and_mul,
+    fatrelu_and_mul_backward,
     gelu_tanh_and_mul,
     gelu_tanh_and_mul_backward,
     silu_and_mul,
@@ -16,6 +17,7 @@ from .ops import (
 
 __all__ = [
     "fatrelu_and_mul",
+    "fatrelu_and_mul_backward",
     "gelu_tanh_and_mul",
     "gelu_tanh_and_mul_backward",
     "silu_and_mul",

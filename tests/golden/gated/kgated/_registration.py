@@ -388,26 +388,35 @@ def _fatrelu_and_mul_setup_context(ctx, inputs, output):
     )
 
 
-def _fatrelu_and_mul_backward(ctx, grad):
+def _fatrelu_and_mul_backward_(ctx, grad):
     (x,) = ctx.saved_tensors
     threshold = ctx.threshold
-    gate, up = _support.split_halves("kgated::fatrelu_and_mul", x)
+    if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel
+        gate, up = _support.split_halves("kgated::fatrelu_and_mul", x)
+        return (
+            torch.cat(
+                [
+                    torch.where(gate > threshold, grad * up, 0.0),
+                    torch.where(gate > threshold, grad * gate, 0.0),
+                ],
+                -1,
+            ).sum_to_size(ctx.x_shape)
+            if ctx.needs_input_grad[0]
+            else None,
+            None,
+        )
     grad_x = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = torch.cat(
-            [
-                torch.where(gate > threshold, grad * up, 0.0),
-                torch.where(gate > threshold, grad * gate, 0.0),
-            ],
-            -1,
+        grad_x = torch.ops.kgated.fatrelu_and_mul_backward.default(
+            grad, x, threshold
         ).sum_to_size(ctx.x_shape)
     return grad_x, None
 
 
 torch.library.register_autograd(
     "kgated::fatrelu_and_mul",
-    _fatrelu_and_mul_backward,
+    _fatrelu_and_mul_backward_,
     setup_context=_fatrelu_and_mul_setup_context,
 )
 
@@ -432,6 +441,52 @@ _support.shard_as_inputs(
 
 # Under torch.autocast: its floating inputs in the widest of their dtypes, then the op.
 _support.register_autocast("kgated::fatrelu_and_mul", "promote")
+
+
+# kgated::fatrelu_and_mul_backward -----------------------------------------------------
+
+# Defined by the extension, with its C++ CPU kernel and CUDA kernel.
+
+
+@torch.library.register_fake("kgated::fatrelu_and_mul_backward")
+def _fatrelu_and_mul_backward_fake(grad, x, threshold):
+    gate, up = _support.split_halves("kgated::fatrelu_and_mul_backward", x)
+    # Only metadata: the same output the launcher allocates, never reading data.
+    return _support.joined_output("kgated::fatrelu_and_mul_backward", grad, gate, up)
+
+
+def _fatrelu_and_mul_backward_setup_context(ctx, inputs, output):
+    pass  # backward only raises: nothing to keep
+
+
+def _fatrelu_and_mul_backward_backward(ctx, *grads):
+    raise RuntimeError(
+        "kgated::fatrelu_and_mul_backward is not differentiable: it is the backward kernel of kgated::fatrelu_and_mul"
+    )
+
+
+torch.library.register_autograd(
+    "kgated::fatrelu_and_mul_backward",
+    _fatrelu_and_mul_backward_backward,
+    setup_context=_fatrelu_and_mul_backward_setup_context,
+)
+
+
+# torch.compile traces kgated::fatrelu_and_mul_backward as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference(
+    "kgated::fatrelu_and_mul_backward", reference.fatrelu_and_mul_backward
+)
+
+
+# DTensor shards kgated::fatrelu_and_mul_backward as its inputs, never splitting a
+# row.
+_support.shard_as_inputs(
+    torch.ops.kgated.fatrelu_and_mul_backward.default,
+    tensors=(0, 1),
+    outputs=1,
+    rows=True,
+)
 
 
 # kgated::silu_and_mul_out -------------------------------------------------------------

@@ -14,6 +14,7 @@ _silu_and_mul_backward = torch.ops.kgated.silu_and_mul_backward.default
 _gelu_tanh_and_mul = torch.ops.kgated.gelu_tanh_and_mul.default
 _gelu_tanh_and_mul_backward = torch.ops.kgated.gelu_tanh_and_mul_backward.default
 _fatrelu_and_mul = torch.ops.kgated.fatrelu_and_mul.default
+_fatrelu_and_mul_backward = torch.ops.kgated.fatrelu_and_mul_backward.default
 _silu_and_mul_out = torch.ops.kgated.silu_and_mul_out.default
 
 
@@ -64,6 +65,11 @@ def gelu_tanh_and_mul_backward(grad: Tensor, x: Tensor) -> Tensor:
 def fatrelu_and_mul(x: Tensor, threshold: float = 0.0) -> Tensor:
     """gate where it exceeds threshold (else 0), times up."""
     return _fatrelu_and_mul(x, threshold)
+
+
+def fatrelu_and_mul_backward(grad: Tensor, x: Tensor, threshold: float) -> Tensor:
+    """The gradient of x for kgated::fatrelu_and_mul: both halves in one pass."""
+    return _fatrelu_and_mul_backward(grad, x, threshold)
 
 
 def silu_and_mul_out(x: Tensor, out: Tensor) -> None:

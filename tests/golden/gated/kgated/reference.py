@@ -86,6 +86,20 @@ def fatrelu_and_mul(x: Tensor, threshold: float = 0.0) -> Tensor:
     return (torch.where(gate > threshold, gate, 0.0) * up).to(dtype)
 
 
+def fatrelu_and_mul_backward(grad: Tensor, x: Tensor, threshold: float) -> Tensor:
+    """kgated::fatrelu_and_mul_backward in plain PyTorch, computed in float32 at least."""
+    dtype = grad.dtype
+    gate, up = split_halves("kgated::fatrelu_and_mul_backward", x)
+    grad, gate, up = upcast(grad, gate, up)
+    return torch.cat(
+        torch.broadcast_tensors(
+            torch.where(gate > threshold, grad * up, 0.0).to(dtype),
+            torch.where(gate > threshold, grad * gate, 0.0).to(dtype),
+        ),
+        -1,
+    )
+
+
 def silu_and_mul_out(x: Tensor, out: Tensor) -> Tensor:
     """What kgated::silu_and_mul_out writes to out, in plain PyTorch (float32 at least)."""
     dtype = x.dtype

@@ -4,6 +4,7 @@
 import torch
 from _contract import (
     Autocasts,
+    BackwardKernel,
     Batched,
     Contract,
     Differentiable,
@@ -33,6 +34,7 @@ FATRELU_AND_MUL = OpData(
     gradgradcheck=True,
     backward_sample="normal",
     saved_tensors={(0,): 1},
+    backward_kernel=torch.ops.kgated.fatrelu_and_mul_backward.default,
     lead_input=0,
     autocast="promote",
 )
@@ -40,6 +42,7 @@ FATRELU_AND_MUL = OpData(
 
 class TestFatreluAndMul(
     Differentiable,
+    BackwardKernel,
     OnCuda,
     TracedAsReference,
     SplitInHalves,

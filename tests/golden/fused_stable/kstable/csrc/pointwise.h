@@ -297,10 +297,28 @@ class C10_HIDDEN KernelCall {
   void by_rows() {
     KOPGEN_CHECK(!shape_.empty(), op_,
                  " works over the last dimension: its inputs need at least one dimension");
+    if (by_rows_) {
+      return;
+    }
     cols_ = shape_.back();
     n_ = cols_ == 0 ? 0 : n_ / cols_;
     rows_ = true;
     by_rows_ = true;
+  }
+
+  // A split op's gradient (its backward kernel): one Tensor twice as wide as the broadcast shape,
+  // whose halves of the last dimension the kernel writes in place as its two outputs, row by row
+  // (each output's rows 2 * cols apart), so that no cat joins them. The kernel runs by rows.
+  Tensor joined_output() {
+    by_rows();
+    std::vector<int64_t> shape = shape_;
+    shape.back() *= 2;
+    Tensor result = new_empty(like_, shape);
+    writes_.emplace_back(result, result);
+    writes_.emplace_back(result, result);
+    output_offsets_ = {0, cols_};
+    output_row_stride_ = 2 * cols_;
+    return result;
   }
 
   // A mutated argument the kernel writes (a dense copy where it is strided, copied back after);
@@ -331,6 +349,14 @@ class C10_HIDDEN KernelCall {
   const std::vector<Dims>& strides() const { return strides_; }
   // A row normalisation's inputs: each one's stride between rows (0 for one row read by all).
   const std::vector<int64_t>& row_strides() const { return row_strides_; }
+  // Where each output's first element lies from its data (in elements: a joined output's second
+  // half starts `cols` in), and the stride between an output's rows (a kernel that runs by rows).
+  std::vector<int64_t> output_offsets() const {
+    std::vector<int64_t> offsets(writes_.size(), 0);
+    std::copy(output_offsets_.begin(), output_offsets_.end(), offsets.begin());
+    return offsets;
+  }
+  int64_t output_row_stride() const { return output_row_stride_ < 0 ? cols_ : output_row_stride_; }
 
   std::vector<const void*> inputs() const {
     std::vector<const void*> pointers;
@@ -440,12 +466,29 @@ class C10_HIDDEN KernelCall {
     }
   }
 
-  // `tensor`'s stride between rows where it holds them dense (cols_ for the broadcast shape
-  // itself, 0 for one row), -1 where the kernel cannot read it in place.
+  // `tensor`'s stride between rows where it holds each row dense (cols_ for the broadcast shape
+  // itself, 0 for one row, more for rows evenly spaced, as the halves of a `split` argument's),
+  // -1 where the kernel cannot read it in place.
   int64_t row_stride(const Tensor& tensor) const {
     const std::vector<int64_t> sizes = sizes_of(tensor);
     if (sizes == shape_ && tensor.is_contiguous()) {
       return cols_;
+    }
+    if (sizes == shape_ && (cols_ <= 1 || tensor.strides()[sizes.size() - 1] == 1)) {
+      int64_t stride = 0;  // between rows; the dimensions before the last step as one
+      int64_t span = -1;  // the stride the next outer dimension must have (-1: none seen yet)
+      for (size_t d = sizes.size() - 1; d-- > 0;) {
+        if (sizes[d] == 1) {
+          continue;
+        }
+        if (span < 0) {
+          stride = tensor.strides()[d];
+        } else if (tensor.strides()[d] != span) {
+          return -1;
+        }
+        span = tensor.strides()[d] * sizes[d];
+      }
+      return stride;
     }
     int64_t leading = 1;  // the elements of its dimensions before the last
     for (size_t d = 0; d + 1 < sizes.size(); ++d) {
@@ -715,8 +758,10 @@ class C10_HIDDEN KernelCall {
     using acc_t = compute_t<scalar_t>;
     using Result = typename Signature<decltype(&Functor::operator())>::result;
     constexpr size_t kStats = std::tuple_size_v<typename Functor::Reductions>;
+    constexpr size_t kSlots = std::max<size_t>(kStats, 1);  // a split op's gradient has none
     const std::vector<const void*> pointers = this->inputs();
     const std::vector<void*> outputs = this->outputs();
+    const std::vector<int64_t> offsets = output_offsets();
     // Rows in parallel: each thread at least kGrain elements' worth.
     parallel_for(n_, std::max<int64_t>(1, kGrain / std::max<int64_t>(cols_, 1)),
                  [&](int64_t begin, int64_t end) {
@@ -727,9 +772,9 @@ class C10_HIDDEN KernelCall {
                 : nullptr...};
         scalar_t* to[Result::size];
         for (int j = 0; j < Result::size; ++j) {
-          to[j] = static_cast<scalar_t*>(outputs[j]) + row * cols_;
+          to[j] = static_cast<scalar_t*>(outputs[j]) + offsets[j] + row * output_row_stride();
         }
-        acc_t stat[kStats];
+        acc_t stat[kSlots];
         statistics(f, at, stat, std::make_index_sequence<kStats>{}, inputs);
         for (int64_t c = 0; c < cols_; ++c) {
           store(f(stat, load<acc_t>(at[I], c)...), to, c);
@@ -753,6 +798,8 @@ class C10_HIDDEN KernelCall {
   bool rows_ = false;  // a row reduction: dense inputs
   bool by_rows_ = false;  // a row normalisation: rows read in place (row_strides_)
   std::vector<int64_t> row_strides_;
+  std::vector<int64_t> output_offsets_;  // of the first outputs; the others' are 0
+  int64_t output_row_stride_ = -1;  // -1: cols_ (dense outputs)
   std::vector<std::optional<Tensor>> reads_;
   std::vector<std::pair<Tensor, Tensor>> writes_;  // (tensor, the dense buffer written)
   // How the kernel indexes the inputs (lay_out): the collapsed broadcast shape and strides.

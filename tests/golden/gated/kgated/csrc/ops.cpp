@@ -35,6 +35,21 @@ struct fatrelu_and_mul {
 };
 
 template <typename acc_t>
+struct fatrelu_and_mul_backward {
+  acc_t threshold;
+  using Reductions = std::tuple<>;
+  Values<acc_t, 2> operator()(
+      const acc_t* /*no statistics*/,
+      acc_t grad,
+      acc_t gate,
+      acc_t up) const {
+    return {
+        (gate > threshold ? grad * up : acc_t(0.0)),
+        (gate > threshold ? grad * gate : acc_t(0.0))};
+  }
+};
+
+template <typename acc_t>
 struct silu_and_mul_out {
   Values<acc_t, 1> operator()(acc_t gate, acc_t up) const {
     return {gate / (acc_t(1) + std::exp(-gate)) * up};
@@ -58,6 +73,22 @@ Tensor fatrelu_and_mul(Tensor x, double threshold) {
   return out;
 }
 
+Tensor fatrelu_and_mul_backward(Tensor grad, Tensor x, double threshold) {
+  // x's last dimension in halves, read in place: gate = x[..., :d], up = x[..., d:]
+  KOPGEN_CHECK(x.dim() > 0 && x.size(-1) % 2 == 0,
+               "kgated::fatrelu_and_mul_backward: the last dimension (", x.size(-1),
+               ") is split in halves, so its size must be even");
+  Tensor gate = torch::stable::narrow(x, -1, 0, x.size(-1) / 2);
+  Tensor up = torch::stable::narrow(x, -1, x.size(-1) / 2, x.size(-1) / 2);
+  KernelCall call("kgated::fatrelu_and_mul_backward", {grad, gate, up});
+  call.read(grad);
+  call.read(gate);
+  call.read(up);
+  Tensor out = call.joined_output();
+  call.norms_cpu<functors::fatrelu_and_mul_backward>(threshold);
+  return out;
+}
+
 void silu_and_mul_out(Tensor x, Tensor out) {
   // x's last dimension in halves, read in place: gate = x[..., :d], up = x[..., d:]
   KOPGEN_CHECK(x.dim() > 0 && x.size(-1) % 2 == 0,
@@ -76,10 +107,12 @@ void silu_and_mul_out(Tensor x, Tensor out) {
 
 STABLE_TORCH_LIBRARY(kgated, m) {
   m.def("fatrelu_and_mul(Tensor x, float threshold=0.0) -> Tensor");
+  m.def("fatrelu_and_mul_backward(Tensor grad, Tensor x, float threshold) -> Tensor");
   m.def("silu_and_mul_out(Tensor x, Tensor(a!) out) -> ()");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(kgated, CPU, m) {
   m.impl("fatrelu_and_mul", TORCH_BOX(&kgated::cpu::fatrelu_and_mul));
+  m.impl("fatrelu_and_mul_backward", TORCH_BOX(&kgated::cpu::fatrelu_and_mul_backward));
   m.impl("silu_and_mul_out", TORCH_BOX(&kgated::cpu::silu_and_mul_out));
 }

@@ -50,6 +50,7 @@ void launch(
     const c10::cuda::CUDAGuard guard(like.device());
     const std::vector<const void*> inputs = call.inputs();
     const std::vector<void*> outputs = call.outputs();
+    const std::vector<int64_t> offsets = call.output_offsets();
     std::vector<const int64_t*> strides;
     for (const Dims& input : call.strides()) {
       strides.push_back(input.data());
@@ -57,7 +58,7 @@ void launch(
     const cuda::Launch args{kernel_dtype(call.op(), like), call.n(), call.cols(),
                             inputs.data(), outputs.data(), current_stream(like),
                             call.flat(), call.dims(), call.sizes().data(), strides.data(),
-                            call.row_strides().data()};
+                            call.row_strides().data(), offsets.data(), call.output_row_stride()};
     const cudaError_t error = kernel(args, scalars...);
     KOPGEN_CHECK(error == cudaSuccess, call.op(), ": CUDA kernel launch failed: ",
                  cudaGetErrorString(error));

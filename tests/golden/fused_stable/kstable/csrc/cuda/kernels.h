@@ -32,6 +32,9 @@ struct Launch {
   const int64_t* sizes;
   const int64_t* const* strides;  // `dims` strides for each input
   const int64_t* row_strides;  // row normalisations: each input's stride between rows (0: one row)
+  // Kernels by rows: each output's first element from its pointer, and the stride between its rows.
+  const int64_t* output_offsets;
+  int64_t output_row_stride;
 };
 
 }  // namespace kstable::cuda

@@ -15,6 +15,21 @@ struct fatrelu_and_mul {
 };
 
 template <typename acc_t>
+struct fatrelu_and_mul_backward {
+  acc_t threshold;
+  using Reductions = std::tuple<>;
+  __device__ Values<acc_t, 2> operator()(
+      const acc_t* /*no statistics*/,
+      acc_t grad,
+      acc_t gate,
+      acc_t up) const {
+    return {
+        (gate > threshold ? grad * up : acc_t(0.0)),
+        (gate > threshold ? grad * gate : acc_t(0.0))};
+  }
+};
+
+template <typename acc_t>
 struct silu_and_mul_out {
   __device__ Values<acc_t, 1> operator()(acc_t gate, acc_t up) const {
     return {gate / (acc_t(1) + std::exp(-gate)) * up};
@@ -27,6 +42,10 @@ namespace kernels {
 
 cudaError_t fatrelu_and_mul(const Launch& launch, double threshold) {
   return cuda::pointwise<functors::fatrelu_and_mul>(launch, threshold);
+}
+
+cudaError_t fatrelu_and_mul_backward(const Launch& launch, double threshold) {
+  return cuda::norms<functors::fatrelu_and_mul_backward>(launch, threshold);
 }
 
 cudaError_t silu_and_mul_out(const Launch& launch) {

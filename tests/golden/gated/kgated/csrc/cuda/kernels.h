@@ -32,6 +32,9 @@ struct Launch {
   const int64_t* sizes;
   const int64_t* const* strides;  // `dims` strides for each input
   const int64_t* row_strides;  // row normalisations: each input's stride between rows (0: one row)
+  // Kernels by rows: each output's first element from its pointer, and the stride between its rows.
+  const int64_t* output_offsets;
+  int64_t output_row_stride;
 };
 
 }  // namespace kgated::cuda
@@ -40,6 +43,7 @@ struct Launch {
 namespace kgated::cuda::kernels {
 
 cudaError_t fatrelu_and_mul(const Launch& launch, double threshold);
+cudaError_t fatrelu_and_mul_backward(const Launch& launch, double threshold);
 cudaError_t silu_and_mul_out(const Launch& launch);
 
 }  // namespace kgated::cuda::kernels

@@ -55,6 +55,7 @@ void launch(
     const torch::stable::accelerator::DeviceGuard guard(like.get_device_index());
     const std::vector<const void*> inputs = call.inputs();
     const std::vector<void*> outputs = call.outputs();
+    const std::vector<int64_t> offsets = call.output_offsets();
     std::vector<const int64_t*> strides;
     for (const Dims& input : call.strides()) {
       strides.push_back(input.data());
@@ -62,7 +63,7 @@ void launch(
     const cuda::Launch args{kernel_dtype(call.op(), like), call.n(), call.cols(),
                             inputs.data(), outputs.data(), current_stream(like),
                             call.flat(), call.dims(), call.sizes().data(), strides.data(),
-                            call.row_strides().data()};
+                            call.row_strides().data(), offsets.data(), call.output_row_stride()};
     const cudaError_t error = kernel(args, scalars...);
     KOPGEN_CHECK(error == cudaSuccess, call.op(), ": CUDA kernel launch failed: ",
                  cudaGetErrorString(error));
@@ -88,6 +89,22 @@ Tensor fatrelu_and_mul(Tensor x, double threshold) {
   return out;
 }
 
+Tensor fatrelu_and_mul_backward(Tensor grad, Tensor x, double threshold) {
+  // x's last dimension in halves, read in place: gate = x[..., :d], up = x[..., d:]
+  KOPGEN_CHECK(x.dim() > 0 && x.size(-1) % 2 == 0,
+               "kgated::fatrelu_and_mul_backward: the last dimension (", x.size(-1),
+               ") is split in halves, so its size must be even");
+  Tensor gate = torch::stable::narrow(x, -1, 0, x.size(-1) / 2);
+  Tensor up = torch::stable::narrow(x, -1, x.size(-1) / 2, x.size(-1) / 2);
+  KernelCall call("kgated::fatrelu_and_mul_backward", {grad, gate, up});
+  call.read(grad);
+  call.read(gate);
+  call.read(up);
+  Tensor out = call.joined_output();
+  launch(call, kernels::fatrelu_and_mul_backward, threshold);
+  return out;
+}
+
 void silu_and_mul_out(Tensor x, Tensor out) {
   // x's last dimension in halves, read in place: gate = x[..., :d], up = x[..., d:]
   KOPGEN_CHECK(x.dim() > 0 && x.size(-1) % 2 == 0,
@@ -106,5 +123,6 @@ void silu_and_mul_out(Tensor x, Tensor out) {
 
 STABLE_TORCH_LIBRARY_IMPL(kgated, CUDA, m) {
   m.impl("fatrelu_and_mul", TORCH_BOX(&kgated::cuda::fatrelu_and_mul));
+  m.impl("fatrelu_and_mul_backward", TORCH_BOX(&kgated::cuda::fatrelu_and_mul_backward));
   m.impl("silu_and_mul_out", TORCH_BOX(&kgated::cuda::silu_and_mul_out));
 }

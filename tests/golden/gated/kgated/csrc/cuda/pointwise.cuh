@@ -825,12 +825,14 @@ __global__ void __launch_bounds__(kThreads) norms_kernel(
     Pointers<const scalar_t*, IN> in,
     RowStrides<IN> strides,
     Pointers<scalar_t*, OUT> out,
+    int64_t out_stride,
     int64_t rows,
     int64_t cols,
     int lanes) {
   using acc_t = compute_t<scalar_t>;
   using V = Vec<scalar_t, VEC>;
   constexpr int kStats = std::tuple_size_v<typename F::Reductions>;
+  constexpr int kSlots = kStats > 0 ? kStats : 1;  // a split op's gradient has none
   __shared__ acc_t partial[kWarpsPerBlock];
   const int per_block = kThreads / lanes;
   // Every thread of the block loops as often (past the last row with an empty part), so that each
@@ -847,7 +849,7 @@ __global__ void __launch_bounds__(kThreads) norms_kernel(
     part.lane = static_cast<int>(threadIdx.x) % lanes;
     part.lanes = lanes;
     part.hold();
-    acc_t stat[kStats];
+    acc_t stat[kSlots];
     statistics(f, part, stat, partial, cols, std::make_index_sequence<kStats>{});
     const auto compute = [&](auto... values) { return f(stat, values...); };
     part.each([&](const V (&x)[IN], int64_t v) {
@@ -862,7 +864,7 @@ __global__ void __launch_bounds__(kThreads) norms_kernel(
       }
 #pragma unroll
       for (int j = 0; j < OUT; ++j) {
-        reinterpret_cast<V*>(out.at[j] + row * cols)[v] = y[j];
+        reinterpret_cast<V*>(out.at[j] + row * out_stride)[v] = y[j];
       }
     });
   }
@@ -879,20 +881,24 @@ constexpr int64_t kShortNormBytes = 4096;
 template <int VEC, typename F, typename scalar_t, int IN, int OUT>
 void launch_norms(const F& f, const Pointers<const scalar_t*, IN>& in,
                   const RowStrides<IN>& strides, const Pointers<scalar_t*, OUT>& out,
-                  int64_t rows, int64_t cols, cudaStream_t stream) {
+                  int64_t out_stride, int64_t rows, int64_t cols, cudaStream_t stream) {
   const int lanes =
       cols * static_cast<int64_t>(sizeof(scalar_t)) <= kShortNormBytes ? kWarp : kThreads;
   const int64_t blocks = (rows + kThreads / lanes - 1) / (kThreads / lanes);
   const unsigned int grid = static_cast<unsigned int>(std::min(blocks, kMaxBlocks));
   if (cols / VEC <= static_cast<int64_t>(kHeld) * lanes) {
-    norms_kernel<VEC, kHeld><<<grid, kThreads, 0, stream>>>(f, in, strides, out, rows, cols, lanes);
+    norms_kernel<VEC, kHeld><<<grid, kThreads, 0, stream>>>(f, in, strides, out, out_stride, rows,
+                                                             cols, lanes);
   } else {
-    norms_kernel<VEC, 0><<<grid, kThreads, 0, stream>>>(f, in, strides, out, rows, cols, lanes);
+    norms_kernel<VEC, 0><<<grid, kThreads, 0, stream>>>(f, in, strides, out, out_stride, rows, cols,
+                                                         lanes);
   }
 }
 
 // Runs the row normalisation F<acc_t> over `launch`: launch.n rows of launch.cols, each input's
-// rows launch.row_strides apart, dense outputs; 16-byte vectors where every row starts aligned.
+// rows launch.row_strides apart, each output's launch.output_row_stride apart (from its start plus
+// launch.output_offsets: a split op's gradient writes the halves of one Tensor); 16-byte vectors
+// where every row starts aligned.
 template <template <typename> class F, typename... Scalars>
 cudaError_t norms(const Launch& launch, Scalars... scalars) {
   dispatch(launch.dtype, [&](auto zero) {
@@ -910,17 +916,20 @@ cudaError_t norms(const Launch& launch, Scalars... scalars) {
     for (int j = 0; j < IN; ++j) {
       in.at[j] = static_cast<const scalar_t*>(launch.inputs[j]);
       strides.at[j] = launch.row_strides[j];
-      vectors = vectors && (in.at[j] == nullptr || aligned(in.at[j]));
+      vectors = vectors && (in.at[j] == nullptr || (aligned(in.at[j]) && strides.at[j] % VEC == 0));
     }
     for (int j = 0; j < OUT; ++j) {
-      out.at[j] = static_cast<scalar_t*>(launch.outputs[j]);
+      out.at[j] = static_cast<scalar_t*>(launch.outputs[j]) + launch.output_offsets[j];
       vectors = vectors && aligned(out.at[j]);
     }
+    vectors = vectors && launch.output_row_stride % VEC == 0;
     const Functor f{scalar_as<acc_t>(scalars)...};
     if (vectors) {
-      launch_norms<VEC>(f, in, strides, out, launch.n, launch.cols, launch.stream);
+      launch_norms<VEC>(f, in, strides, out, launch.output_row_stride, launch.n, launch.cols,
+                        launch.stream);
     } else {
-      launch_norms<1>(f, in, strides, out, launch.n, launch.cols, launch.stream);
+      launch_norms<1>(f, in, strides, out, launch.output_row_stride, launch.n, launch.cols,
+                      launch.stream);
     }
   });
   return cudaGetLastError();
