@@ -88,8 +88,6 @@ def why_eager(op: Op) -> str | None:
         return "only functional `compute`, `reduce` and `normalize` ops get one"
     if row and op.is_compiled:
         return "a row reduction's backward kernel is generated for the Python routes (Triton, python) only"
-    if norm and op.is_compiled:
-        return "a normalisation's backward kernel is generated for the Python routes (Triton, python) only"
     if len(op.output_names) != 1:
         return "it has several outputs, and grads[i] is not in the pointwise language"
     if {"grad", "result"} & {a.name for a in op.args}:
@@ -235,7 +233,7 @@ def row_reductions(text: str, kinds: dict[str, str], taken: set[str]) -> tuple |
 
     class Reductions(ast.NodeTransformer):
         def visit_Call(self, node):
-            kind = _row_reduction(node)
+            kind = row_reduction(node)
             if kind is None:
                 return self.generic_visit(node)
             key = (kind, ast.unparse(node.func.value))
@@ -255,7 +253,7 @@ def row_reductions(text: str, kinds: dict[str, str], taken: set[str]) -> tuple |
     return compute, tuple(stats)
 
 
-def _row_reduction(node: ast.Call) -> str | None:
+def row_reduction(node: ast.Call) -> str | None:
     """`sum` or `mean` where the call is `E.sum(-1, keepdim=True)` (or dim=-1), else None."""
     func = node.func
     if not (isinstance(func, ast.Attribute) and func.attr in ("sum", "mean")):

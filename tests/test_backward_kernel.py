@@ -261,9 +261,11 @@ def test_a_normalisations_input_gradient_is_a_row_normalisation_reading_the_save
 
 def test_a_normalisations_formula_outside_the_reductions_of_pointwise_rows_keeps_the_eager_path():
     def norm(name: str, formula: str, route: str = "custom_op") -> str:
+        backends = "{cpu: cpp, cuda: cuda}" if route == "torch_library" else "{cpu: triton, cuda: triton}"
         return f"""\
   - schema: "{name}(Tensor x, float eps=1e-6) -> Tensor"
     registration: {route}
+    backends: {backends}
     normalize:
       stats: {{rstd: "rsqrt(mean(x * x) + eps)"}}
       compute: "x * rstd"
@@ -286,6 +288,11 @@ def test_a_normalisations_formula_outside_the_reductions_of_pointwise_rows_keeps
                for g in ops[name].backward.gradients)
     plan = describe_plan(load_spec_text(HEAD + norm("pointwise", "grad * rstd"), "kopgen.yaml"), "kopgen.yaml")
     assert "backward kernel: none, the formulas run as torch ops: x's formula is not pointwise with row reductions" in plan
-    # the compiled routes' kernels are C++ and CUDA: their formulas stay
-    compiled = dataclasses.replace(ops["reduced"], registration=Route.TORCH_LIBRARY)
-    assert why_eager(compiled) == "a normalisation's backward kernel is generated for the Python routes (Triton, python) only"
+    # the compiled routes run it through their norms loop (C++ and CUDA) where the formula reads no saved
+    # statistic (they save none: normalize.check_saved_stats), and their C++ autograd calls it
+    recomputed = ("torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * (grad - x * (grad * x).mean(-1, keepdim=True)"
+                  " / ((x * x).mean(-1, keepdim=True) + eps))")
+    compiled = ops_of(norm("compiled", recomputed, "torch_library"))
+    kernel = compiled["compiled_backward"]
+    assert kernel.body.row_stats == () and [s.text for s in kernel.body.stats] == ["mean(x * x)", "mean(grad * x)"]
+    assert compiled["compiled"].cpp_autograd and kernel.registration is Route.TORCH_LIBRARY

@@ -152,6 +152,9 @@ TRANSLATED = {
     "-grad if negate and alpha > 0 else grad": "negate && alpha > 0 ? -grad : grad",
     "grad * (not negate) - grad / (1 - alpha)": "grad * !negate - grad / (1 - alpha)",
     "grad * torch.maximum(x, bias)": "grad * at::maximum(x, bias)",
+    # a normalisation's row statistics, as its formulas write them
+    "grad - x * (grad * x).mean(-1, keepdim=True)": "grad - x * at::mean(grad * x, at::IntArrayRef{-1}, true)",
+    "(grad * x).sum(dim=-1, keepdim=True)": "at::sum(grad * x, at::IntArrayRef{-1}, true)",
 }
 REFUSED = {
     "grad.unsqueeze(-1) * x": "grad.unsqueeze() has no C++ translation",
@@ -163,6 +166,10 @@ REFUSED = {
     "grad * (1.0 if negate else x)": "'1.0 if negate else x': a condition on a scalar, choosing between two Tensors "
                                      "or two numbers",
     "grad // 2": "'grad // 2': C++ autograd takes + - * / and **",
+    "grad * x.sum(0, keepdim=True)": "'x.sum(0, keepdim=True)': C++ autograd takes a sum or mean over the last "
+                                     "dimension with keepdim=True",
+    "grad * (x * x).mean(-1)": "'(x * x).mean(-1)': C++ autograd takes a sum or mean over the last dimension "
+                               "with keepdim=True",
 }
 
 

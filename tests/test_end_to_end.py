@@ -260,15 +260,15 @@ def test_torch_library_extension_defines_the_ops_in_cpp(installed):
 @pytest.mark.xdist_group("fused.yaml")
 def test_torch_library_autograd_runs_in_cpp(installed):
     """fused's differentiable ops get their autograd from csrc/ops.cpp: the Autograd kernel is registered
-    from C++, the graph's nodes are the C++ Functions (a second backward too: square calls mul), and no
-    Python function runs in a forward and backward with grad."""
+    from C++, the graph's nodes are the C++ Functions (a second backward too: square calls mul; rms_norm's
+    calls its backward kernel), and no Python function runs in a forward and backward with grad."""
     _, _, env = installed("fused.yaml")
     script = textwrap.dedent(
         """
         import sys
         import torch
         import kfused
-        for name in ["muladd", "mul", "square"]:
+        for name in ["muladd", "mul", "square", "rms_norm", "softmax"]:
             autograd = [line for line in torch._C._dispatch_dump(f"kfused::{name}").splitlines() if "Autograd" in line]
             print(name, autograd)
             assert len(autograd) == 1 and "csrc/ops.cpp" in autograd[0], autograd
@@ -286,6 +286,13 @@ def test_torch_library_autograd_runs_in_cpp(installed):
         (grad_x,) = torch.autograd.grad(kfused.square(b).sum(), b, create_graph=True)
         assert grad_x.grad_fn.name() == "torch::autograd::CppNode<kfused::autograd::mul_function>"
         assert torch.autograd.gradgradcheck(kfused.square, (b,))
+        # a normalisation's: its backward kernel, kfused::rms_norm_backward, called from C++
+        x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+        y = kfused.rms_norm(x, b, 1e-6)
+        assert y.grad_fn.name() == "torch::autograd::CppNode<kfused::autograd::rms_norm_function>"
+        with torch.profiler.profile() as profile:
+            y.backward(torch.ones_like(y))
+        assert "kfused::rms_norm_backward" in {e.name for e in profile.events()}
         """
     )
     result = subprocess.run([sys.executable, "-P", "-c", script], env=env, capture_output=True, text=True, check=False)

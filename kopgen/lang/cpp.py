@@ -75,16 +75,17 @@ def wrap(opening: str, items: Sequence[str], closing: str, indent: int = 0, afte
 _OPERATORS = frozenset({"+", "-", "*", "/", "%", "?", ":", "&&", "||", "<", ">", "<=", ">=", "==", "!="})
 
 
-def wrap_expression(code: str, column: int, indent: int) -> str:
+def wrap_expression(code: str, column: int, indent: int, depth: int = 0) -> str:
     """C++ expression `code`, starting at `column`, broken before the binary operators outside
-    parentheses where a line would pass LINE_LENGTH; continuation lines start at `indent`."""
-    segments, depth = [""], 0
+    parentheses where a line would pass LINE_LENGTH; continuation lines start at `indent`. A line still
+    too long is broken the same way inside its parentheses, one level deeper and 4 columns further in."""
+    segments, level = [""], 0
     for word in code.split(" "):
-        if depth == 0 and word in _OPERATORS and segments[-1]:
+        if level == depth and word in _OPERATORS and segments[-1]:
             segments.append(word)
         else:
             segments[-1] = f"{segments[-1]} {word}" if segments[-1] else word
-        depth += word.count("(") - word.count(")")
+        level += word.count("(") - word.count(")")
     lines = [segments[0]]
     for segment in segments[1:]:
         start = column if len(lines) == 1 else indent
@@ -92,6 +93,10 @@ def wrap_expression(code: str, column: int, indent: int) -> str:
             lines.append(segment)
         else:
             lines[-1] += " " + segment
+    if depth < 3:  # a long operand: its own parenthesised operators
+        lines = [wrap_expression(line, column if i == 0 else indent, indent + 4, depth + 1)
+                 if (column if i == 0 else indent) + len(line) + 2 > LINE_LENGTH else line
+                 for i, line in enumerate(lines)]
     return f"\n{' ' * indent}".join(lines)
 
 

@@ -6,8 +6,9 @@ It is registered at the Autograd key, so a call with inputs requiring grad never
 
 Only torch_library ops take it (the stable ABI has no autograd; docs/performance.md), and only where
 every formula falls in the subset below: arithmetic and comparisons of Tensors and scalars, the
-pointwise language's functions as torch.<f>, torch.where, the namespace's ops called with every
-argument, grad(s) and result(s). Anything else (methods, .shape, keywords, optional Tensors) keeps the
+pointwise language's functions as torch.<f>, torch.where, row sums and means over the last dimension
+(`(E).sum(-1, keepdim=True)`, as a normalisation's formulas write them), the namespace's ops called
+with every argument, grad(s) and result(s). Anything else (methods, .shape, keywords, optional Tensors) keeps the
 Python registration; `python_reason` says why, and `kopgen check` prints it.
 """
 
@@ -17,6 +18,7 @@ import ast
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..backward_kernel import row_reduction as _row_reduction
 from ..expr.emitters import UNARY_FUNCS
 from ..model import Op, Package, Route
 from ..names import locals_for
@@ -196,6 +198,15 @@ class _Formula:
         if shared is not None:
             return _Value(shared.local, _ATOM, _returns_kind(self.ops[shared.called_op]),
                           len(self.ops[shared.called_op].schema.returns))
+        reduction = _row_reduction(node)
+        if reduction is not None:  # `(E).mean(-1, keepdim=True)`: a row statistic of a normalisation's formula
+            operand, kind = self.sub(node.func.value, 0)
+            if kind != "tensor":
+                raise Unsupported(f"{ast.unparse(node)!r} of a number")
+            return _Value(f"at::{reduction}({operand}, at::IntArrayRef{{-1}}, true)", _ATOM, "tensor")
+        if isinstance(node.func, ast.Attribute) and node.func.attr in ("sum", "mean") and node.args:
+            raise Unsupported(f"{ast.unparse(node)!r}: C++ autograd takes a sum or mean over the last dimension "
+                              "with keepdim=True")
         path = ast.unparse(node.func).split(".")
         if node.keywords:
             raise Unsupported(f"{ast.unparse(node)!r}: keyword arguments")

@@ -121,8 +121,10 @@ def variants_of(op: str, device: str) -> dict:
         "mul": {},
         "square": {"cuda": square_kernels.square_triton},
         "rms_norm": {},
+        "rms_norm_backward": {},
         "layer_norm": {},
         "softmax": {},
+        "softmax_backward": {},
     }[op]
     variants = {"bare launcher": launchers[device]} if device in launchers else {}
     variants["operator"] = getattr(kfused, op)
@@ -184,8 +186,10 @@ OPS = {
     "mul": ("cpu", "cuda"),
     "square": ("cpu", "cuda"),
     "rms_norm": ("cpu", "cuda"),
+    "rms_norm_backward": ("cpu", "cuda"),
     "layer_norm": ("cpu", "cuda"),
     "softmax": ("cpu", "cuda"),
+    "softmax_backward": ("cpu", "cuda"),
 }
 KEYWORD_ONLY = {
     "muladd": (),
@@ -195,8 +199,10 @@ KEYWORD_ONLY = {
     "mul": (),
     "square": (),
     "rms_norm": (),
+    "rms_norm_backward": (),
     "layer_norm": (),
     "softmax": (),
+    "softmax_backward": (),
 }
 # The positions of the arguments each op reads and then writes in place.
 READ_AND_WRITTEN = {
@@ -207,8 +213,10 @@ READ_AND_WRITTEN = {
     "mul": (),
     "square": (),
     "rms_norm": (),
+    "rms_norm_backward": (),
     "layer_norm": (),
     "softmax": (),
+    "softmax_backward": (),
 }
 
 
@@ -226,8 +234,10 @@ def make_args(op: str, numel: int, device: str) -> tuple:
         "mul": lambda: (make(), make()),
         "square": lambda: (make(),),
         "rms_norm": lambda: (make(), make(), 1.25),
+        "rms_norm_backward": lambda: (make(), make(), make(), 1.25),
         "layer_norm": lambda: (make(), make(), make(), 1.25),
         "softmax": lambda: (make(),),
+        "softmax_backward": lambda: (make(), make()),
     }[op]()
 
 

@@ -12,8 +12,10 @@ from .ops import (
     muladd_backward,
     muladd_out,
     rms_norm,
+    rms_norm_backward,
     scale_,
     softmax,
+    softmax_backward,
     square,
 )
 
@@ -24,7 +26,9 @@ __all__ = [
     "muladd_backward",
     "muladd_out",
     "rms_norm",
+    "rms_norm_backward",
     "scale_",
     "softmax",
+    "softmax_backward",
     "square",
 ]

@@ -193,44 +193,8 @@ def _rms_norm_fake(x, weight, eps=1e-6):
     return _support.normalization_output("kfused::rms_norm", x, weight)
 
 
-def _rms_norm_setup_context(ctx, inputs, output):
-    x, weight, eps = inputs
-    ctx.x_shape = x.shape
-    ctx.weight_shape = weight.shape
-    ctx.eps = eps
-    # Save only what the formulas read, and only when a gradient that reads it is wanted.
-    ctx.save_for_backward(
-        x if ctx.needs_input_grad[0] or ctx.needs_input_grad[1] else None,
-        weight if ctx.needs_input_grad[0] else None,
-    )
-
-
-def _rms_norm_backward(ctx, grad):
-    x, weight = ctx.saved_tensors
-    eps = ctx.eps
-    grad_x = None
-    grad_weight = None
-    # Each gradient is summed back to its input's shape, where the input was broadcast.
-    if ctx.needs_input_grad[0]:
-        grad_x = (
-            torch.rsqrt((x * x).mean(-1, keepdim=True) + eps)
-            * (
-                grad * weight
-                - x
-                * (grad * weight * x).mean(-1, keepdim=True)
-                / ((x * x).mean(-1, keepdim=True) + eps)
-            )
-        ).sum_to_size(ctx.x_shape)
-    if ctx.needs_input_grad[1]:
-        grad_weight = (
-            grad * x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps)
-        ).sum_to_size(ctx.weight_shape)
-    return grad_x, grad_weight, None
-
-
-torch.library.register_autograd(
-    "kfused::rms_norm", _rms_norm_backward, setup_context=_rms_norm_setup_context
-)
+# Its autograd is the extension's: a torch::autograd::Function in csrc/ops.cpp, so that a call with
+# inputs requiring grad stays in C++.
 
 
 # torch.compile traces kfused::rms_norm as its PyTorch reference, which Inductor fuses with the
@@ -246,6 +210,45 @@ _support.shard_as_inputs(
 
 # Under torch.autocast: its floating inputs in float32, as autocast runs sums and norms, then the op.
 _support.register_autocast("kfused::rms_norm", "fp32")
+
+
+# kfused::rms_norm_backward ------------------------------------------------------------
+
+# Defined by the extension, with its C++ CPU kernel and CUDA kernel.
+
+
+@torch.library.register_fake("kfused::rms_norm_backward")
+def _rms_norm_backward_fake(grad, x, weight, eps):
+    # Only metadata: the same output the launcher allocates, never reading data.
+    return _support.normalization_output("kfused::rms_norm_backward", grad, x, weight)
+
+
+def _rms_norm_backward_setup_context(ctx, inputs, output):
+    pass  # backward only raises: nothing to keep
+
+
+def _rms_norm_backward_backward(ctx, *grads):
+    raise RuntimeError(
+        "kfused::rms_norm_backward is not differentiable: it is the backward kernel of kfused::rms_norm"
+    )
+
+
+torch.library.register_autograd(
+    "kfused::rms_norm_backward",
+    _rms_norm_backward_backward,
+    setup_context=_rms_norm_backward_setup_context,
+)
+
+
+# torch.compile traces kfused::rms_norm_backward as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference("kfused::rms_norm_backward", reference.rms_norm_backward)
+
+
+# DTensor shards kfused::rms_norm_backward as its inputs, never splitting a row.
+_support.shard_as_inputs(
+    torch.ops.kfused.rms_norm_backward.default, tensors=(0, 1, 2), outputs=1, rows=True
+)
 
 
 # kfused::layer_norm -------------------------------------------------------------------
@@ -300,29 +303,8 @@ def _softmax_fake(x):
     return _support.normalization_output("kfused::softmax", x)
 
 
-def _softmax_setup_context(ctx, inputs, output):
-    (x,) = inputs
-    ctx.x_shape = x.shape
-    # Save only what the formulas read, and only when a gradient that reads it is wanted.
-    ctx.save_for_backward(
-        output if ctx.needs_input_grad[0] else None,
-    )
-
-
-def _softmax_backward(ctx, grad):
-    (result,) = ctx.saved_tensors
-    grad_x = None
-    # Each gradient is summed back to its input's shape, where the input was broadcast.
-    if ctx.needs_input_grad[0]:
-        grad_x = (result * (grad - (grad * result).sum(-1, keepdim=True))).sum_to_size(
-            ctx.x_shape
-        )
-    return (grad_x,)
-
-
-torch.library.register_autograd(
-    "kfused::softmax", _softmax_backward, setup_context=_softmax_setup_context
-)
+# Its autograd is the extension's: a torch::autograd::Function in csrc/ops.cpp, so that a call with
+# inputs requiring grad stays in C++.
 
 
 # torch.compile traces kfused::softmax as its PyTorch reference, which Inductor fuses with the
@@ -338,3 +320,42 @@ _support.shard_as_inputs(
 
 # Under torch.autocast: its floating inputs in float32, as autocast runs sums and norms, then the op.
 _support.register_autocast("kfused::softmax", "fp32")
+
+
+# kfused::softmax_backward -------------------------------------------------------------
+
+# Defined by the extension, with its C++ CPU kernel and CUDA kernel.
+
+
+@torch.library.register_fake("kfused::softmax_backward")
+def _softmax_backward_fake(grad, result):
+    # Only metadata: the same output the launcher allocates, never reading data.
+    return _support.normalization_output("kfused::softmax_backward", grad, result)
+
+
+def _softmax_backward_setup_context(ctx, inputs, output):
+    pass  # backward only raises: nothing to keep
+
+
+def _softmax_backward_backward(ctx, *grads):
+    raise RuntimeError(
+        "kfused::softmax_backward is not differentiable: it is the backward kernel of kfused::softmax"
+    )
+
+
+torch.library.register_autograd(
+    "kfused::softmax_backward",
+    _softmax_backward_backward,
+    setup_context=_softmax_backward_setup_context,
+)
+
+
+# torch.compile traces kfused::softmax_backward as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference("kfused::softmax_backward", reference.softmax_backward)
+
+
+# DTensor shards kfused::softmax_backward as its inputs, never splitting a row.
+_support.shard_as_inputs(
+    torch.ops.kfused.softmax_backward.default, tensors=(0, 1), outputs=1, rows=True
+)

@@ -15,8 +15,10 @@ _scale = torch.ops.kfused.scale_.default
 _mul = torch.ops.kfused.mul.default
 _square = torch.ops.kfused.square.default
 _rms_norm = torch.ops.kfused.rms_norm.default
+_rms_norm_backward = torch.ops.kfused.rms_norm_backward.default
 _layer_norm = torch.ops.kfused.layer_norm.default
 _softmax = torch.ops.kfused.softmax.default
+_softmax_backward = torch.ops.kfused.softmax_backward.default
 
 
 def muladd(a: Tensor, b: Tensor, c: float) -> Tensor:
@@ -54,6 +56,11 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
     return _rms_norm(x, weight, eps)
 
 
+def rms_norm_backward(grad: Tensor, x: Tensor, weight: Tensor, eps: float) -> Tensor:
+    """The gradient of x for kfused::rms_norm: its row reductions, then the formula, in one pass."""
+    return _rms_norm_backward(grad, x, weight, eps)
+
+
 def layer_norm(
     x: Tensor, weight: Tensor, bias: Tensor | None = None, eps: float = 1e-5
 ) -> Tensor:
@@ -64,3 +71,8 @@ def layer_norm(
 def softmax(x: Tensor) -> Tensor:
     """Softmax over the last dimension."""
     return _softmax(x)
+
+
+def softmax_backward(grad: Tensor, result: Tensor) -> Tensor:
+    """The gradient of x for kfused::softmax: its row reductions, then the formula, in one pass."""
+    return _softmax_backward(grad, result)

@@ -62,6 +62,17 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
     return (x * rstd * weight).to(dtype)
 
 
+def rms_norm_backward(grad: Tensor, x: Tensor, weight: Tensor, eps: float) -> Tensor:
+    """kfused::rms_norm_backward in plain PyTorch, computed in float32 at least."""
+    dtype = grad.dtype
+    grad, x, weight = upcast(grad, x, weight)
+    mean0 = row_mean(x * x).unsqueeze(-1)
+    mean1 = row_mean(grad * weight * x).unsqueeze(-1)
+    return (torch.rsqrt(mean0 + eps) * (grad * weight - x * mean1 / (mean0 + eps))).to(
+        dtype
+    )
+
+
 def layer_norm(
     x: Tensor, weight: Tensor, bias: Tensor | None = None, eps: float = 1e-5
 ) -> Tensor:
@@ -80,3 +91,11 @@ def softmax(x: Tensor) -> Tensor:
     x_max = row_max(x).unsqueeze(-1)
     sum_exp = row_sum(torch.exp(x - x_max)).unsqueeze(-1)
     return (torch.exp(x - x_max) / sum_exp).to(dtype)
+
+
+def softmax_backward(grad: Tensor, result: Tensor) -> Tensor:
+    """kfused::softmax_backward in plain PyTorch, computed in float32 at least."""
+    dtype = grad.dtype
+    grad, result = upcast(grad, result)
+    sum0 = row_sum(grad * result).unsqueeze(-1)
+    return (result * (grad - sum0)).to(dtype)

@@ -4,6 +4,7 @@
 import torch
 from _contract import (
     Autocasts,
+    BackwardKernel,
     Contract,
     Differentiable,
     OnCuda,
@@ -34,6 +35,7 @@ RMS_NORM = OpData(
     gradgradcheck=True,
     backward_sample="broadcast",
     saved_tensors={(0,): 2, (1,): 1, (0, 1): 2},
+    backward_kernel=torch.ops.kfused.rms_norm_backward.default,
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
     autocast="fp32",
@@ -41,6 +43,13 @@ RMS_NORM = OpData(
 
 
 class TestRmsNorm(
-    Differentiable, OnCuda, Tagged, TracedAsReference, Sharded, Autocasts, Contract
+    Differentiable,
+    BackwardKernel,
+    OnCuda,
+    Tagged,
+    TracedAsReference,
+    Sharded,
+    Autocasts,
+    Contract,
 ):
     data = RMS_NORM

@@ -4,6 +4,7 @@
 import torch
 from _contract import (
     Autocasts,
+    BackwardKernel,
     Contract,
     Differentiable,
     OnCuda,
@@ -33,6 +34,7 @@ SOFTMAX = OpData(
     gradgradcheck=True,
     backward_sample="normal",
     saved_tensors={(0,): 1},
+    backward_kernel=torch.ops.kfused.softmax_backward.default,
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
     autocast="fp32",
@@ -40,6 +42,13 @@ SOFTMAX = OpData(
 
 
 class TestSoftmax(
-    Differentiable, OnCuda, Tagged, TracedAsReference, Sharded, Autocasts, Contract
+    Differentiable,
+    BackwardKernel,
+    OnCuda,
+    Tagged,
+    TracedAsReference,
+    Sharded,
+    Autocasts,
+    Contract,
 ):
     data = SOFTMAX

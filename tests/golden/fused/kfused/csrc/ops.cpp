@@ -91,6 +91,31 @@ struct rms_norm {
 };
 
 template <typename acc_t>
+struct rms_norm_backward {
+  acc_t eps;
+  using Reductions = std::tuple<Mean<acc_t>, Mean<acc_t>>;
+  // mean0 = mean(x * x)
+  acc_t reduced(Stat<0>, const acc_t*, acc_t /*grad*/, acc_t x, acc_t /*weight*/) const {
+    return x * x;
+  }
+  acc_t finished(Stat<0>, const acc_t*, acc_t mean0) const {
+    return mean0;
+  }
+  // mean1 = mean(grad * weight * x)
+  acc_t reduced(Stat<1>, const acc_t*, acc_t grad, acc_t x, acc_t weight) const {
+    return grad * weight * x;
+  }
+  acc_t finished(Stat<1>, const acc_t*, acc_t mean1) const {
+    return mean1;
+  }
+  Values<acc_t, 1> operator()(const acc_t* stat, acc_t grad, acc_t x, acc_t weight) const {
+    const acc_t mean0 = stat[0];
+    const acc_t mean1 = stat[1];
+    return {acc_t(1) / std::sqrt(mean0 + eps) * (grad * weight - x * mean1 / (mean0 + eps))};
+  }
+};
+
+template <typename acc_t>
 struct layer_norm {
   acc_t eps;
   bool has_bias;
@@ -139,6 +164,22 @@ struct softmax {
     const acc_t x_max = stat[0];
     const acc_t sum_exp = stat[1];
     return {std::exp(x - x_max) / sum_exp};
+  }
+};
+
+template <typename acc_t>
+struct softmax_backward {
+  using Reductions = std::tuple<Sum<acc_t>>;
+  // sum0 = sum(grad * result)
+  acc_t reduced(Stat<0>, const acc_t*, acc_t grad, acc_t result) const {
+    return grad * result;
+  }
+  acc_t finished(Stat<0>, const acc_t*, acc_t sum0) const {
+    return sum0;
+  }
+  Values<acc_t, 1> operator()(const acc_t* stat, acc_t grad, acc_t result) const {
+    const acc_t sum0 = stat[0];
+    return {result * (grad - sum0)};
   }
 };
 
@@ -205,6 +246,17 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   return out;
 }
 
+Tensor rms_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, double eps) {
+  KernelCall call("kfused::rms_norm_backward", {grad, x, weight});
+  call.by_rows();
+  call.read(grad);
+  call.read(x);
+  call.read(weight);
+  Tensor out = call.output();
+  call.norms_cpu<functors::rms_norm_backward>(eps);
+  return out;
+}
+
 Tensor layer_norm(
     const Tensor& x,
     const Tensor& weight,
@@ -229,6 +281,16 @@ Tensor softmax(const Tensor& x) {
   return out;
 }
 
+Tensor softmax_backward(const Tensor& grad, const Tensor& result) {
+  KernelCall call("kfused::softmax_backward", {grad, result});
+  call.by_rows();
+  call.read(grad);
+  call.read(result);
+  Tensor out = call.output();
+  call.norms_cpu<functors::softmax_backward>();
+  return out;
+}
+
 }  // namespace kfused::cpu
 
 TORCH_LIBRARY(kfused, m) {
@@ -246,9 +308,13 @@ TORCH_LIBRARY(kfused, m) {
       "rms_norm(Tensor x, Tensor weight, float eps=1e-6) -> Tensor",
       {at::Tag::pt2_compliant_tag});
   m.def(
+      "rms_norm_backward(Tensor grad, Tensor x, Tensor weight, float eps) -> Tensor",
+      {at::Tag::pt2_compliant_tag});
+  m.def(
       "layer_norm(Tensor x, Tensor weight, Tensor? bias=None, float eps=1e-5) -> Tensor",
       {at::Tag::pt2_compliant_tag});
   m.def("softmax(Tensor x) -> Tensor", {at::Tag::pt2_compliant_tag});
+  m.def("softmax_backward(Tensor grad, Tensor result) -> Tensor", {at::Tag::pt2_compliant_tag});
 }
 
 TORCH_LIBRARY_IMPL(kfused, CPU, m) {
@@ -259,8 +325,10 @@ TORCH_LIBRARY_IMPL(kfused, CPU, m) {
   m.impl("mul", &kfused::cpu::mul);
   m.impl("square", &kfused::cpu::square);
   m.impl("rms_norm", &kfused::cpu::rms_norm);
+  m.impl("rms_norm_backward", &kfused::cpu::rms_norm_backward);
   m.impl("layer_norm", &kfused::cpu::layer_norm);
   m.impl("softmax", &kfused::cpu::softmax);
+  m.impl("softmax_backward", &kfused::cpu::softmax_backward);
 }
 
 // Autograd in C++: a call with inputs requiring grad runs each op's Function below, never Python.
@@ -301,6 +369,34 @@ Tensor square(const Tensor& x) {
                            .findSchemaOrThrow("kfused::square", "")
                            .typed<Tensor(const Tensor&)>();
   return handle.call(x);
+}
+
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+  static auto handle = c10::Dispatcher::singleton()
+                           .findSchemaOrThrow("kfused::rms_norm", "")
+                           .typed<Tensor(const Tensor&, const Tensor&, double)>();
+  return handle.call(x, weight, eps);
+}
+
+Tensor rms_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, double eps) {
+  static auto handle = c10::Dispatcher::singleton()
+                           .findSchemaOrThrow("kfused::rms_norm_backward", "")
+                           .typed<Tensor(const Tensor&, const Tensor&, const Tensor&, double)>();
+  return handle.call(grad, x, weight, eps);
+}
+
+Tensor softmax(const Tensor& x) {
+  static auto handle = c10::Dispatcher::singleton()
+                           .findSchemaOrThrow("kfused::softmax", "")
+                           .typed<Tensor(const Tensor&)>();
+  return handle.call(x);
+}
+
+Tensor softmax_backward(const Tensor& grad, const Tensor& result) {
+  static auto handle = c10::Dispatcher::singleton()
+                           .findSchemaOrThrow("kfused::softmax_backward", "")
+                           .typed<Tensor(const Tensor&, const Tensor&)>();
+  return handle.call(grad, result);
 }
 
 }  // namespace ops
@@ -404,6 +500,94 @@ struct square_function : public torch::autograd::Function<square_function> {
   }
 };
 
+struct rms_norm_function : public torch::autograd::Function<rms_norm_function> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& weight, double eps) {
+    // The op's own kernels: below autograd, where this Function is not met again.
+    at::AutoDispatchBelowADInplaceOrView guard;
+    Tensor out = ops::rms_norm(x, weight, eps);
+    ctx->saved_data["x_shape"] = x.sym_sizes();
+    ctx->saved_data["weight_shape"] = weight.sym_sizes();
+    ctx->saved_data["eps"] = eps;
+    // Only what the formulas read, and only where a gradient that reads it is wanted.
+    ctx->save_for_backward({
+        x.requires_grad() || weight.requires_grad() ? x : Tensor(),
+        x.requires_grad() ? weight : Tensor()});
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    variable_list saved = ctx->get_saved_variables();
+    const Tensor& x = saved[0];
+    const Tensor& weight = saved[1];
+    double eps = ctx->saved_data["eps"].toDouble();
+    const Tensor& grad = grads[0];
+    Tensor grad_x, grad_weight;
+    if (torch::autograd::GradMode::is_enabled()) {  // create_graph: the formulas as written
+      // Each gradient is summed back to its input's shape, where the input was broadcast.
+      if (ctx->needs_input_grad(0)) {
+        grad_x = at::sum_to(
+            at::rsqrt(at::mean(x * x, at::IntArrayRef{-1}, true) + eps)
+            * (grad * weight - x * at::mean(grad * weight * x, at::IntArrayRef{-1}, true)
+                / (at::mean(x * x, at::IntArrayRef{-1}, true) + eps)),
+            ctx->saved_data["x_shape"].toSymIntVector());
+      }
+      if (ctx->needs_input_grad(1)) {
+        grad_weight = at::sum_to(
+            grad * x * at::rsqrt(at::mean(x * x, at::IntArrayRef{-1}, true) + eps),
+            ctx->saved_data["weight_shape"].toSymIntVector());
+      }
+    } else {
+      // Each gradient is summed back to its input's shape, where the input was broadcast.
+      if (ctx->needs_input_grad(0)) {
+        grad_x = at::sum_to(
+            ops::rms_norm_backward(grad, x, weight, eps),
+            ctx->saved_data["x_shape"].toSymIntVector());
+      }
+      if (ctx->needs_input_grad(1)) {
+        grad_weight = at::sum_to(
+            grad * x * at::rsqrt(at::mean(x * x, at::IntArrayRef{-1}, true) + eps),
+            ctx->saved_data["weight_shape"].toSymIntVector());
+      }
+    }
+    return {grad_x, grad_weight, Tensor()};
+  }
+};
+
+struct softmax_function : public torch::autograd::Function<softmax_function> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x) {
+    // The op's own kernels: below autograd, where this Function is not met again.
+    at::AutoDispatchBelowADInplaceOrView guard;
+    Tensor out = ops::softmax(x);
+    ctx->saved_data["x_shape"] = x.sym_sizes();
+    // Only what the formulas read, and only where a gradient that reads it is wanted.
+    ctx->save_for_backward({x.requires_grad() ? out : Tensor()});
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    variable_list saved = ctx->get_saved_variables();
+    const Tensor& result = saved[0];
+    const Tensor& grad = grads[0];
+    Tensor grad_x;
+    if (torch::autograd::GradMode::is_enabled()) {  // create_graph: the formulas as written
+      // Each gradient is summed back to its input's shape, where the input was broadcast.
+      if (ctx->needs_input_grad(0)) {
+        grad_x = at::sum_to(
+            result * (grad - at::sum(grad * result, at::IntArrayRef{-1}, true)),
+            ctx->saved_data["x_shape"].toSymIntVector());
+      }
+    } else {
+      // Each gradient is summed back to its input's shape, where the input was broadcast.
+      if (ctx->needs_input_grad(0)) {
+        grad_x = at::sum_to(
+            ops::softmax_backward(grad, result),
+            ctx->saved_data["x_shape"].toSymIntVector());
+      }
+    }
+    return {grad_x};
+  }
+};
+
 // The Autograd kernels: with no gradient wanted, the op's kernels at once (no node, nothing saved).
 namespace kernels {
 
@@ -431,6 +615,22 @@ Tensor square(const Tensor& x) {
   return square_function::apply(x);
 }
 
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+  if (!torch::autograd::compute_requires_grad(x, weight)) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return ops::rms_norm(x, weight, eps);
+  }
+  return rms_norm_function::apply(x, weight, eps);
+}
+
+Tensor softmax(const Tensor& x) {
+  if (!torch::autograd::compute_requires_grad(x)) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return ops::softmax(x);
+  }
+  return softmax_function::apply(x);
+}
+
 }  // namespace kernels
 }  // namespace kfused::autograd
 
@@ -438,4 +638,6 @@ TORCH_LIBRARY_IMPL(kfused, Autograd, m) {
   m.impl("muladd", &kfused::autograd::kernels::muladd);
   m.impl("mul", &kfused::autograd::kernels::mul);
   m.impl("square", &kfused::autograd::kernels::square);
+  m.impl("rms_norm", &kfused::autograd::kernels::rms_norm);
+  m.impl("softmax", &kfused::autograd::kernels::softmax);
 }

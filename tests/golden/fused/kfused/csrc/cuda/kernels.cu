@@ -62,6 +62,35 @@ struct rms_norm {
 };
 
 template <typename acc_t>
+struct rms_norm_backward {
+  acc_t eps;
+  using Reductions = std::tuple<Mean<acc_t>, Mean<acc_t>>;
+  // mean0 = mean(x * x)
+  __device__ acc_t reduced(Stat<0>, const acc_t*, acc_t /*grad*/, acc_t x, acc_t /*weight*/) const {
+    return x * x;
+  }
+  __device__ acc_t finished(Stat<0>, const acc_t*, acc_t mean0) const {
+    return mean0;
+  }
+  // mean1 = mean(grad * weight * x)
+  __device__ acc_t reduced(Stat<1>, const acc_t*, acc_t grad, acc_t x, acc_t weight) const {
+    return grad * weight * x;
+  }
+  __device__ acc_t finished(Stat<1>, const acc_t*, acc_t mean1) const {
+    return mean1;
+  }
+  __device__ Values<acc_t, 1> operator()(
+      const acc_t* stat,
+      acc_t grad,
+      acc_t x,
+      acc_t weight) const {
+    const acc_t mean0 = stat[0];
+    const acc_t mean1 = stat[1];
+    return {acc_t(1) / std::sqrt(mean0 + eps) * (grad * weight - x * mean1 / (mean0 + eps))};
+  }
+};
+
+template <typename acc_t>
 struct layer_norm {
   acc_t eps;
   bool has_bias;
@@ -122,6 +151,22 @@ struct softmax {
   }
 };
 
+template <typename acc_t>
+struct softmax_backward {
+  using Reductions = std::tuple<Sum<acc_t>>;
+  // sum0 = sum(grad * result)
+  __device__ acc_t reduced(Stat<0>, const acc_t*, acc_t grad, acc_t result) const {
+    return grad * result;
+  }
+  __device__ acc_t finished(Stat<0>, const acc_t*, acc_t sum0) const {
+    return sum0;
+  }
+  __device__ Values<acc_t, 1> operator()(const acc_t* stat, acc_t grad, acc_t result) const {
+    const acc_t sum0 = stat[0];
+    return {result * (grad - sum0)};
+  }
+};
+
 }  // namespace functors
 
 namespace kernels {
@@ -150,12 +195,20 @@ cudaError_t rms_norm(const Launch& launch, double eps) {
   return cuda::norms<functors::rms_norm>(launch, eps);
 }
 
+cudaError_t rms_norm_backward(const Launch& launch, double eps) {
+  return cuda::norms<functors::rms_norm_backward>(launch, eps);
+}
+
 cudaError_t layer_norm(const Launch& launch, double eps, bool has_bias) {
   return cuda::norms<functors::layer_norm>(launch, eps, has_bias);
 }
 
 cudaError_t softmax(const Launch& launch) {
   return cuda::norms<functors::softmax>(launch);
+}
+
+cudaError_t softmax_backward(const Launch& launch) {
+  return cuda::norms<functors::softmax_backward>(launch);
 }
 
 }  // namespace kernels

@@ -48,7 +48,9 @@ cudaError_t muladd_out(const Launch& launch, double c);
 cudaError_t scale_(const Launch& launch, double s);
 cudaError_t mul(const Launch& launch);
 cudaError_t rms_norm(const Launch& launch, double eps);
+cudaError_t rms_norm_backward(const Launch& launch, double eps);
 cudaError_t layer_norm(const Launch& launch, double eps, bool has_bias);
 cudaError_t softmax(const Launch& launch);
+cudaError_t softmax_backward(const Launch& launch);
 
 }  // namespace kfused::cuda::kernels

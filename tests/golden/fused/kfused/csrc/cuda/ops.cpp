@@ -122,6 +122,17 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   return out;
 }
 
+Tensor rms_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, double eps) {
+  KernelCall call("kfused::rms_norm_backward", {grad, x, weight});
+  call.by_rows();
+  call.read(grad);
+  call.read(x);
+  call.read(weight);
+  Tensor out = call.output();
+  launch(call, kernels::rms_norm_backward, eps);
+  return out;
+}
+
 Tensor layer_norm(
     const Tensor& x,
     const Tensor& weight,
@@ -146,6 +157,16 @@ Tensor softmax(const Tensor& x) {
   return out;
 }
 
+Tensor softmax_backward(const Tensor& grad, const Tensor& result) {
+  KernelCall call("kfused::softmax_backward", {grad, result});
+  call.by_rows();
+  call.read(grad);
+  call.read(result);
+  Tensor out = call.output();
+  launch(call, kernels::softmax_backward);
+  return out;
+}
+
 }  // namespace kfused::cuda
 
 TORCH_LIBRARY_IMPL(kfused, CUDA, m) {
@@ -155,6 +176,8 @@ TORCH_LIBRARY_IMPL(kfused, CUDA, m) {
   m.impl("scale_", &kfused::cuda::scale_);
   m.impl("mul", &kfused::cuda::mul);
   m.impl("rms_norm", &kfused::cuda::rms_norm);
+  m.impl("rms_norm_backward", &kfused::cuda::rms_norm_backward);
   m.impl("layer_norm", &kfused::cuda::layer_norm);
   m.impl("softmax", &kfused::cuda::softmax);
+  m.impl("softmax_backward", &kfused::cuda::softmax_backward);
 }
