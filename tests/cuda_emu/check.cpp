@@ -236,10 +236,10 @@ void check_all() {
     }
   }
   rows_case<T>(2, 9, 64, 0, false);
-  // Normalisations: a warp a row up to 4 KiB, a block beyond; rows held in registers up to kHeld
-  // vectors a thread (32 KiB a block), looped beyond; whole vectors or not.
+  // Normalisations: a warp a row, or 2, 4 or 8 warps (several rows a block: 3000 and 2048 columns),
+  // as the row's held vectors need; looped beyond the block; whole vectors or not.
   const std::pair<int64_t, int64_t> norm_shapes[] = {
-      {5, 7}, {9, 64}, {9, 1024}, {3, 1100}, {2, 8200}, {1, 1}, {33, 3}};
+      {5, 7}, {9, 64}, {9, 1024}, {3, 1100}, {5, 3000}, {7, 2048}, {2, 8200}, {1, 1}, {33, 3}};
   for (int op = 0; op < 2; ++op) {
     for (const auto& [rows, cols] : norm_shapes) {
       for (const int offset : {0, 1}) {

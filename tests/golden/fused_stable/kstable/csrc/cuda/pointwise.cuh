@@ -715,7 +715,8 @@ cudaError_t rows(const Launch& launch, Scalars... scalars) {
 
 // -- row normalisations
 
-// The total of a row's lanes (a warp, or the block), in every lane.
+// The total of a row's lanes (a warp, or several: the block holds kThreads / lanes rows), in every
+// lane.
 template <typename Reduce, typename acc_t>
 __device__ __forceinline__ acc_t row_total(acc_t total, int lanes, acc_t* partial) {
   total = warp_total<Reduce>(total);
@@ -724,8 +725,10 @@ __device__ __forceinline__ acc_t row_total(acc_t total, int lanes, acc_t* partia
       partial[threadIdx.x / kWarp] = total;
     }
     __syncthreads();
-    const int lane = threadIdx.x % kWarp;  // every warp sums the partials, for its own lanes
-    total = warp_total<Reduce>(lane < kWarpsPerBlock ? partial[lane] : Reduce::identity());
+    // Every warp sums the partials of its row's warps, for its own lanes.
+    const int lane = threadIdx.x % kWarp;
+    const int first = static_cast<int>(threadIdx.x) / lanes * (lanes / kWarp);
+    total = warp_total<Reduce>(lane < lanes / kWarp ? partial[first + lane] : Reduce::identity());
     __syncthreads();  // partial is reused for the next statistic
   }
   return total;
@@ -870,20 +873,28 @@ __global__ void __launch_bounds__(kThreads) norms_kernel(
   }
 }
 
-// Vectors a thread keeps in registers for each input: rows of at most kHeld vectors a lane are
+// Vectors a thread keeps in registers for each input: rows of at most that many vectors a lane are
 // read from memory once (rows_kernel's one pass), longer ones once per statistic and once more.
-constexpr int kHeld = 8;
-// A row of at most this many bytes per input takes a warp (kHeld vectors a lane hold it), a longer
-// one the block (rows up to 32 KiB held).
-constexpr int64_t kShortNormBytes = 4096;
+// 32 elements: the compiler keeps the held values in the compute type, so 8 vectors of 8 bfloat16
+// took 178-241 registers a thread (ptxas -v), one block an SM, a third of the bytes in flight of
+// float32's 8 vectors of 4 (106), and 0.3-0.4x the Triton kernel's bandwidth on the H200.
+template <int VEC>
+constexpr int held_vectors() {
+  return VEC >= 4 ? 32 / VEC : 8;
+}
 
-// Launches norms_kernel<VEC> with a warp or a block a row, one pass where the row is held.
+// Launches norms_kernel<VEC> with the fewest lanes a row (a warp at least, the block at most) whose
+// held vectors hold it: each thread's loads in flight at once, several rows a block where they
+// fit. A row longer than the block holds takes the block, read in a loop.
 template <int VEC, typename F, typename scalar_t, int IN, int OUT>
 void launch_norms(const F& f, const Pointers<const scalar_t*, IN>& in,
                   const RowStrides<IN>& strides, const Pointers<scalar_t*, OUT>& out,
                   int64_t out_stride, int64_t rows, int64_t cols, cudaStream_t stream) {
-  const int lanes =
-      cols * static_cast<int64_t>(sizeof(scalar_t)) <= kShortNormBytes ? kWarp : kThreads;
+  constexpr int kHeld = held_vectors<VEC>();
+  int lanes = kWarp;
+  while (lanes < kThreads && cols / VEC > static_cast<int64_t>(kHeld) * lanes) {
+    lanes *= 2;
+  }
   const int64_t blocks = (rows + kThreads / lanes - 1) / (kThreads / lanes);
   const unsigned int grid = static_cast<unsigned int>(std::min(blocks, kMaxBlocks));
   if (cols / VEC <= static_cast<int64_t>(kHeld) * lanes) {
