@@ -770,6 +770,24 @@ struct RowPart {
     }
   }
 
+  // After a pass over held bfloat16 or float16 vectors: the compiler may no longer reuse the floats
+  // it converted them to, which it would otherwise keep for the next pass (twice the registers).
+  __device__ __forceinline__ void reload_barrier() {
+    if constexpr (HELD > 0 && sizeof(scalar_t) < 4) {
+#pragma unroll
+      for (int h = 0; h < HELD; ++h) {
+#pragma unroll
+        for (int j = 0; j < IN; ++j) {
+          uint32_t* words = reinterpret_cast<uint32_t*>(&held[h][j]);
+#pragma unroll
+          for (int w = 0; w < static_cast<int>(sizeof(V) / 4); ++w) {
+            asm volatile("" : "+r"(words[w]));
+          }
+        }
+      }
+    }
+  }
+
   // Calls visit(x, v) with vector v of every input, for each of the thread's vectors.
   template <typename Visit>
   __device__ __forceinline__ void each(Visit&& visit) const {
@@ -796,7 +814,7 @@ struct RowPart {
 // Statistic K of the row: F's reduced value of each element combined by its Reduce, over the
 // thread's part, then over the row's lanes, then finished. Every lane gets it.
 template <int K, typename F, typename Part, typename acc_t>
-__device__ __forceinline__ void statistic(const F& f, const Part& part, acc_t* stat,
+__device__ __forceinline__ void statistic(const F& f, Part& part, acc_t* stat,
                                           acc_t* partial, int64_t cols) {
   using Reduce = std::tuple_element_t<K, typename F::Reductions>;
   const auto reduced = [&](auto... values) { return f.reduced(Stat<K>{}, stat, values...); };
@@ -808,13 +826,14 @@ __device__ __forceinline__ void statistic(const F& f, const Part& part, acc_t* s
       total = Reduce::combine(total, value);
     }
   });
+  part.reload_barrier();
   total = row_total<Reduce>(total, part.lanes, partial);
   stat[K] = f.finished(Stat<K>{}, stat, Reduce::finish(total, cols));
 }
 
 // Each statistic in order: a later one may read those before it.
 template <typename F, typename Part, typename acc_t, size_t... K>
-__device__ __forceinline__ void statistics(const F& f, const Part& part, acc_t* stat,
+__device__ __forceinline__ void statistics(const F& f, Part& part, acc_t* stat,
                                            acc_t* partial, int64_t cols,
                                            std::index_sequence<K...>) {
   (statistic<static_cast<int>(K)>(f, part, stat, partial, cols), ...);
@@ -877,7 +896,8 @@ __global__ void __launch_bounds__(kThreads) norms_kernel(
 // read from memory once (rows_kernel's one pass), longer ones once per statistic and once more.
 // 32 elements: the compiler keeps the held values in the compute type, so 8 vectors of 8 bfloat16
 // took 178-241 registers a thread (ptxas -v), one block an SM, a third of the bytes in flight of
-// float32's 8 vectors of 4 (106), and 0.3-0.4x the Triton kernel's bandwidth on the H200.
+// float32's 8 vectors of 4 (106), and 0.3-0.4x the Triton kernel's bandwidth on the H200. With
+// RowPart::reload_barrier, 4 bfloat16 vectors take 40-121 (rms_norm 80, softmax 48).
 template <int VEC>
 constexpr int held_vectors() {
   return VEC >= 4 ? 32 / VEC : 8;
