@@ -227,7 +227,9 @@ def _norm_kernel(op: Op, name: str) -> Op | None:
 def row_reductions(text: str, kinds: dict[str, str], taken: set[str]) -> tuple | None:
     """A formula as a row normalisation: (compute, statistics), each `(E).mean(-1, keepdim=True)` or
     `.sum(-1, keepdim=True)` (E pointwise) a statistic named `mean0`, `sum1`, ... that compute reads;
-    None where the formula, or an E, is not in the pointwise language (a reduction inside E is not)."""
+    None where the formula, or an E, is not in the pointwise language. A reduction inside E is a
+    statistic of its own, computed before E's, which reads it by name (layer_norm's variance, recomputed
+    as `((x - x.mean(-1, keepdim=True)) ** 2).mean(-1, keepdim=True)`)."""
     tree = ast.parse(text, mode="eval")
     found: dict[tuple[str, str], str] = {}  # (reduction, E) -> the statistic's name, one per distinct pair
 
@@ -236,6 +238,7 @@ def row_reductions(text: str, kinds: dict[str, str], taken: set[str]) -> tuple |
             kind = row_reduction(node)
             if kind is None:
                 return self.generic_visit(node)
+            self.generic_visit(node)  # the reductions inside E first: statistics before E's
             key = (kind, ast.unparse(node.func.value))
             if key not in found:
                 found[key] = fresh(f"{kind}{len(found)}", taken | set(found.values()))
@@ -244,7 +247,8 @@ def row_reductions(text: str, kinds: dict[str, str], taken: set[str]) -> tuple |
     compute = pointwise_formula(ast.unparse(Reductions().visit(tree)), {**kinds, **dict.fromkeys(found.values(), "tensor")})
     stats = []
     for (kind, reduced_text), stat in found.items():
-        reduced = pointwise_formula(reduced_text, kinds)
+        earlier = {s.name: "tensor" for s in stats}
+        reduced = pointwise_formula(reduced_text, {**kinds, **earlier})
         if reduced is None:
             return None
         stats.append(RowStat(stat, Reduction(kind), reduced, None, f"{kind}({reduced_text})"))

@@ -280,12 +280,15 @@ def test_a_normalisations_formula_outside_the_reductions_of_pointwise_rows_keeps
         + norm("own_op", "rstd * (grad - x * rstd * rstd * pointwise(grad * x).mean(-1, keepdim=True))")
         + norm("reduced", "rstd * (grad - x * rstd * rstd * (grad * x).mean(-1, keepdim=True))")
     )
-    # a reduction inside a reduced expression, one without keepdim or over another dimension, none at all
-    # (a pointwise kernel would do, not this one), an op of the namespace: each keeps its formula
+    # a reduction without keepdim or over another dimension, none at all (a pointwise kernel would do, not
+    # this one), an op of the namespace: each keeps its formula
     kernels = {name for name in ops if name.endswith("_backward")}
-    assert kernels == {"reduced_backward"}
-    assert all(g.eager is None for name in ("nested", "no_keepdim", "other_dim", "pointwise", "own_op")
+    assert kernels == {"reduced_backward", "nested_backward"}
+    assert all(g.eager is None for name in ("no_keepdim", "other_dim", "pointwise", "own_op")
                for g in ops[name].backward.gradients)
+    # a reduction inside a reduced expression is a statistic of its own, computed first
+    nested = ops["nested_backward"].body.stats
+    assert [(s.name, s.text) for s in nested] == [("mean0", "mean(x * x)"), ("mean1", "mean(grad * mean0)")]
     plan = describe_plan(load_spec_text(HEAD + norm("pointwise", "grad * rstd"), "kopgen.yaml"), "kopgen.yaml")
     assert "backward kernel: none, the formulas run as torch ops: x's formula is not pointwise with row reductions" in plan
     # the compiled routes run it through their norms loop (C++ and CUDA) where the formula reads no saved

@@ -25,7 +25,8 @@ needs_nvcc = pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolk
 # Every function of the pointwise language, scalars of each kind, two outputs, an op
 # that writes two of its arguments, ops over the halves of their input (`split`; one with a backward
 # kernel, which writes the halves of its output), and row
-# normalisations (four statistics of each reduction; one in place on two tensors).
+# normalisations (four statistics of each reduction; one in place on two tensors; one whose backward
+# kernel's statistics nest: the variance's mean reads the mean's).
 EVERYTHING = """\
 kopgen: 1
 package: kall
@@ -74,6 +75,12 @@ ops:
     normalize:
       stats: {mu: "mean(x)", rstd: "rsqrt(mean((x - mu) * (x - mu)) + eps)", low: "min(x)", lse: "log(sum(exp(x - low))) + low"}
       compute: "(x - mu) * rstd * (w if present(w) else 1.0) + lse"
+  - schema: "centered(Tensor x, float eps=1e-5) -> Tensor"
+    normalize:
+      stats: {mu: "mean(x)", rstd: "rsqrt(mean((x - mu) * (x - mu)) + eps)"}
+      compute: "(x - mu) * rstd"
+    backward:
+      x: "torch.rsqrt(((x - x.mean(-1, keepdim=True)) ** 2).mean(-1, keepdim=True) + eps) * (grad - grad.mean(-1, keepdim=True) - (x - x.mean(-1, keepdim=True)) * (grad * (x - x.mean(-1, keepdim=True))).mean(-1, keepdim=True) / (((x - x.mean(-1, keepdim=True)) ** 2).mean(-1, keepdim=True) + eps))"
   - schema: "add_norm_(Tensor(a!) x, Tensor(b!) residual, float eps=1e-6) -> ()"
     normalize:
       stats: {rstd: "rsqrt(mean((x + residual) * (x + residual)) + eps)"}
