@@ -101,13 +101,27 @@ for form in (one_pass, looped):
                             (xd,)),
         }
         for name, (got, args) in backward.items():
-            leaf = args[0].detach().float().requires_grad_()
-            rest = [a.float() for a in args[1:]]
-            want = torch.autograd.grad(cases[name][1](leaf, *rest), leaf, g.float())[0]
-            assert got.dtype == dtype, (name, got.dtype)
+            # rms_norm's and layer_norm's kernels return weight's gradient too, summed over the rows
+            got = got if isinstance(got, tuple) else (got,)
+            leaves = [a.detach().float().requires_grad_() for a in args[: len(got)]]
+            rest = [a.float() for a in args[len(got):]]
+            want = torch.autograd.grad(cases[name][1](*leaves, *rest), leaves, g.float())
+            assert [t.dtype for t in got] == [dtype] * len(got), (name, got)
             tolerances = {} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 2e-2}
-            torch.testing.assert_close(got.float(), want, **tolerances,
+            torch.testing.assert_close(tuple(t.float() for t in got), want, **tolerances,
                                        msg=lambda m: f"{name}_backward, {form.__name__}, {dtype}: {m}")
+    # weight's gradient over many programs (their partial rows summed), for a weight of each shape: one
+    # row [N] or [1, N], one value [1] (summed along the row too), rows of its own (the formula in
+    # torch), and no rows at all (zeros)
+    for rows, weight_shape in [(300, (40,)), (300, (1, 40)), (300, (1,)), (300, (300, 40)), (0, (40,))]:
+        xr, wr = torch.randn(rows, 40, dtype=torch.float64), torch.randn(weight_shape, dtype=torch.float64)
+        gr = torch.randn(rows, 40, dtype=torch.float64)
+        leaves = [xr.clone().requires_grad_(), wr.clone().requires_grad_()]
+        want = torch.autograd.grad(reference.rms_norm(*leaves), leaves, gr)
+        rstd = rms_norm.rms_norm_forward_triton(xr, wr)[1]
+        got = rms_norm_backward.rms_norm_backward_triton(gr, xr, wr, rstd)
+        assert got[1].shape == wr.shape and got[1].dtype == wr.dtype
+        torch.testing.assert_close(got, want, msg=lambda m: f"rows {rows}, weight {weight_shape}, {form.__name__}: {m}")
     assert form is looped or BLOCKS(5, 40, 4)[2], "rows of 40 take one pass"
 # A statistic of a value per element, not per row, would be read as its first column: refused
 try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from ..model import Op
-from ..model_kinds import RowStat
+from ..model_kinds import ColumnSum, RowStat
 from ..names import DERIVED_NAMES, locals_for, module_name
 from . import python, triton
 from .layout import literal, wrap
@@ -30,6 +30,20 @@ def _substitute(text: str, name: str, value: str) -> str:
     return re.sub(rf"(?<![.\w]){re.escape(name)}\b", lambda _: value, text)
 
 
+def column_sums(op: Op) -> tuple[ColumnSum, ...]:
+    """A backward kernel's gradients of inputs read by all rows, which it sums over the rows."""
+    return getattr(op.body, "column_sums", ())
+
+
+def reference_dtypes(op: Op) -> list[str]:
+    """The reference's dtype lines: the lead input's, and each column sum's input's (its gradient's)."""
+    lines = [f"{locals_for(op).dtype} = {op.lead.name}.dtype"]
+    if column_sums(op):
+        dtypes = ", ".join(f"{c.like}.dtype" for c in column_sums(op))
+        lines.append(f"{locals_for(op).dtypes} = ({dtypes},)")
+    return lines
+
+
 def saved_stats(op: Op) -> tuple[str, ...]:
     """A normalisation's statistics its backward formulas read: its forward saves them for backward."""
     return op.backward.stats if op.backward is not None else ()
@@ -43,6 +57,9 @@ def reference_return(op: Op) -> str:
     dtype = locals_for(op).dtype
     lines = _stat_lines(op, "")
     values = [f"{python.layout.operand(w.expr.to_torch())}.to({dtype})" for w in op.writes]
+    # a gradient summed over the rows: to its input's shape, in its dtype (read before upcast: dtypes)
+    values += [f"{python.layout.operand(c.expr.to_torch())}.sum_to_size({c.like}.shape).to({locals_for(op).dtypes}[{k}])"
+               for k, c in enumerate(column_sums(op))]
     returned = python.layout.assign("return", values[0], 4) if len(values) == 1 else \
         wrap("return (", values, ")", 4, explode=True)
     return "\n    ".join([*lines, returned])
@@ -188,7 +205,8 @@ def looped(op: Op, indent: int) -> list[str]:
                                 ")[:, None]", indent))
         lines += _finish(op, stat, indent)
         lines += _save(op, stat, indent)
-    lines += _column_loop(op, {n for w in op.writes for n in (*w.expr.names, *w.expr.tested)}, indent)
+    written = (*(w.expr for w in op.writes), *(c.expr for c in column_sums(op)))
+    lines += _column_loop(op, {n for e in written for n in (*e.names, *e.tested)}, indent)
     return lines + [f"{pad}    {line}" for line in store(op, indent + 4)]
 
 
@@ -215,6 +233,25 @@ def store(op: Op, indent: int) -> list[str]:
             lines.append(python.layout.assign(name, write.expr.to_triton(), indent))
             stored = f"{name}.to({pointer}.dtype.element_ty)"
         lines.append(wrap("tl.store(", [f"{pointer} + {offsets}", stored, f"mask={local.mask}"], ")", indent))
+    return lines + _column_sum_stores(op, indent)
+
+
+def _column_sum_stores(op: Op, indent: int) -> list[str]:
+    """Each gradient summed over the rows: its formula over the block summed over the program's rows, stored
+    in the program's partial row of `partials` (programs x column sums x columns), which the launcher sums."""
+    sums = column_sums(op)
+    if not sums:
+        return []
+    local = locals_for(op)
+    width = local.n_cols if len(sums) == 1 else f"{len(sums)} * {local.n_cols}"
+    lines = [f"if {local.COLUMN_SUMS}:", "    # the program's partial rows",
+             f"    {local.offsets} = tl.program_id(0).to(tl.int64) * {width} + {local.cols}"]
+    for k, total in enumerate(sums):
+        values = f"tl.where({local.mask}, {python.layout.operand(total.expr.to_triton())}.to({local.COMPUTE_DTYPE}), 0.0)"
+        lines.append(f"    # {total.like}'s gradient: {total.expr.text}, summed over the rows")
+        lines.append("    " + wrap(f"{total.name} = tl.reduce(", [values, "0", _COMBINE["sum"]], ")", indent + 4))
+        pointer = f"{local.partials_ptr} + {local.offsets}" + (f" + {k} * {local.n_cols}" if k else "")
+        lines.append("    " + wrap("tl.store(", [pointer, total.name, f"mask={local.cols} < {local.n_cols}"], ")", indent + 4))
     return lines
 
 
@@ -251,8 +288,10 @@ def constants(op: Op) -> list[tuple[str, str]]:
 def kernel_define(op: Op) -> str:
     """The kernel's `def`: a pointer per saved statistic after the tensors, and SAVE_STATS, whether to write them."""
     saves = ("SAVE_STATS",) if saved_stats(op) else ()
-    sizes = ("n_rows", "n_cols", "strides", "BLOCK_ROWS", "BLOCK_COLS", "CONST_COLS", "ONE_PASS", *saves)
-    return triton.kernel_define(op, *sizes, pointers=[stat_pointer(n) for n in saved_stats(op)])
+    sums = ("COLUMN_SUMS",) if column_sums(op) else ()
+    sizes = ("n_rows", "n_cols", "strides", "BLOCK_ROWS", "BLOCK_COLS", "CONST_COLS", "ONE_PASS", *saves, *sums)
+    partials = [locals_for(op).partials_ptr] if column_sums(op) else []
+    return triton.kernel_define(op, *sizes, pointers=[*(stat_pointer(n) for n in saved_stats(op)), *partials])
 
 
 def forward_launcher(op: Op) -> str:
@@ -298,6 +337,12 @@ def launcher_template(op: Op) -> str:
 def outputs(op: Op) -> list[str]:
     """The launcher's output, then each saved statistic (None where not asked for)."""
     local, first = locals_for(op), triton.first_written(op)
+    if column_sums(op):  # one call allocates the output and each column sum's
+        likes = [c.like for c in column_sums(op)]
+        return ["    " + python.layout.assign(python.output_target(op), python.allocate(op), 4),
+                f"    # The gradient of {' and '.join(likes)} summed in the kernel where "
+                f"{'it is' if len(likes) == 1 else 'each is'} one row read by all rows",
+                "    " + python.layout.assign(local.column_sums, f"_support.norm_one_row({', '.join(likes)})", 4)]
     return [*triton.outputs(op), *(f"    {name} = _support.norm_stat({first}) if {local.save_stats} else None"
                                    for name in saved_stats(op))]
 
@@ -308,12 +353,34 @@ def empty_return(op: Op) -> str:
 
 
 def epilogue(op: Op) -> list[str]:
-    return ["    " + empty_return(op)] if saved_stats(op) else triton.epilogue(op)
+    sums = column_sums(op)
+    if not sums:
+        return ["    " + empty_return(op)] if saved_stats(op) else triton.epilogue(op)
+    local = locals_for(op)
+    lines = [f"    if {local.column_sums}:", f"        {local.sums} = {local.partials}.sum(0)"]
+    lines += ["        " + python.layout.assign(c.name, f"_support.norm_column_sum({local.sums}[{k}], {c.name})", 8)
+              for k, c in enumerate(sums)]
+    lines.append("    else:  # an input with rows of its own: its formula in torch, summed to its shape")
+    lines += ["        " + python.layout.assign(c.name, f"_support.norm_summed({c.expr.to_torch()}, {c.name})", 8)
+              for c in sums]
+    return lines + triton.epilogue(op)
 
 
 def launch(op: Op) -> list[str]:
-    saves = [("SAVE_STATS", locals_for(op).save_stats)] if saved_stats(op) else []
-    return triton.launch(op, ["n_rows", "n_cols", "strides"], [*constants(op), *saves], pointers=saved_stats(op))
+    local = locals_for(op)
+    saves = [("SAVE_STATS", local.save_stats)] if saved_stats(op) else []
+    if not column_sums(op):
+        return triton.launch(op, ["n_rows", "n_cols", "strides"], [*constants(op), *saves], pointers=saved_stats(op))
+    # Each program's partial row of each column sum, in COMPUTE_DTYPE (a placeholder where none is summed)
+    partials = python.layout.assign(local.partials, f"_support.norm_partials({triton.first_written(op)}, "
+                                    f"{local.grid}[0], {len(column_sums(op))}, {local.n_cols}, {local.column_sums})", 4)
+    return ["    " + partials, *triton.launch(op, ["n_rows", "n_cols", "strides"],
+                                               [*constants(op), ("COLUMN_SUMS", local.column_sums)],
+                                               pointers=[local.partials])]
+
+
+def any_column_sums(package) -> bool:
+    return any(column_sums(op) for op in package.ops)
 
 
 def any_saved_stats(package) -> bool:
