@@ -209,7 +209,7 @@ def norm_partials(
     """The partial rows of a backward kernel's column sums: one per program and column sum, in
     float32 (float64 for float64); a placeholder where it sums none."""
     dtype = torch.float64 if out.dtype == torch.float64 else torch.float32
-    shape = (programs, count, n_cols) if summed else (0,)
+    shape = (programs, count, n_cols) if summed else (1,)
     return torch.empty(shape, dtype=dtype, device=out.device)
 
 
