@@ -142,6 +142,54 @@ def test_the_looped_kernel_matches_the_one_pass_kernel_and_the_reference(tmp_pat
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
 
 
+# A normalisation that saves no statistics, on the triton_op route: its backward kernel sums weight's
+# gradient (which reads result) over the rows all the same; _support.py has what its launcher calls.
+WEIGHTED_SOFTMAX = """\
+kopgen: 1
+package: kws
+defaults:
+  registration: triton_op
+  backends: {cpu: triton, cuda: triton}
+ops:
+  - schema: "wsoftmax(Tensor x, Tensor weight) -> Tensor"
+    normalize:
+      stats: {x_max: "max(x)", sum_exp: "sum(exp(x - x_max))"}
+      compute: "exp(x - x_max) / sum_exp * weight"
+    tests:
+      shapes: [{x: [4, 10], weight: [10]}]
+    backward:
+      x: "(result / weight) * (grad * weight - (grad * result).sum(-1, keepdim=True))"
+      weight: "grad * result / weight"
+"""
+
+WEIGHTED_CHECK = """
+import torch
+from kws import reference
+from kws.kernels import wsoftmax, wsoftmax_backward
+
+torch.manual_seed(0)
+for rows, shape in [(70, (10,)), (70, (1, 10)), (70, (70, 10)), (0, (10,))]:
+    x, w, g = torch.randn(rows, 10), torch.rand(shape) + 0.5, torch.randn(rows, 10)
+    leaves = [x.clone().requires_grad_(), w.clone().requires_grad_()]
+    want = torch.autograd.grad(reference.wsoftmax(*leaves), leaves, g)
+    got = wsoftmax_backward.wsoftmax_backward_triton(g, w, wsoftmax.wsoftmax_triton(x, w))
+    assert got[1].shape == w.shape, (rows, shape, got[1].shape)
+    torch.testing.assert_close(got, want, msg=lambda m: f"rows {rows}, weight {shape}: {m}")
+print("ok")
+"""
+
+
+@pytest.mark.slow
+def test_a_normalisation_without_saved_statistics_sums_the_weights_gradient_in_its_kernel(tmp_path):
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text(WEIGHTED_SOFTMAX)
+    repo = generate(spec, tmp_path / "repo")
+    assert "summed=(1,)" in (repo / "kws" / "_registration.py").read_text()
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(WEIGHTED_CHECK)], cwd=repo, capture_output=True,
+                            text=True, check=False, timeout=600)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
+
+
 def test_check_prints_the_statistics():
     from kopgen.report import describe_plan
 
