@@ -319,10 +319,15 @@ def test_a_normalisations_backward_runs_its_kernel_once_for_every_gradient_it_co
     body = "\n".join(autograd.backward_body(ops["rms_norm"]))
     assert body.count("torch.ops.kbw.rms_norm_backward.default(") == 1  # create_graph runs the formulas as written
     assert "One rms_norm_backward call serves the gradients of x and weight" in body
-    # the partial sums are the launcher's: its kernel stores a partial row per program
+    # the partial sums are the launcher's: each program sums its blocks of rows, in registers (one pass),
+    # then stores its partial row, or adds to its partial row (longer rows)
     kernel = ops["rms_norm_backward"]
     stores = "\n".join(norms.store(kernel, 8))
-    assert "if COLUMN_SUMS:" in stores and "tl.store(partials_ptr + offsets, out1, mask=cols < n_cols)" in stores
+    assert "if COLUMN_SUMS:" in stores and "out1 += tl.reduce(" in stores
+    tail = "\n".join(norms.column_sum_tail(kernel))
+    assert "tl.store(partials_ptr + offsets, out1, mask=cols < n_cols)" in tail
+    looped = "\n".join(norms.looped(kernel, 8))
+    assert "tl.load(partials_ptr + offsets, mask=cols < n_cols) + values" in looped
     # DTensor: weight's gradient is a partial sum where the rows are sharded
     assert "summed=(2,)" in "".join(sharding.registration(kernel))
 

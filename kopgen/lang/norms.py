@@ -207,20 +207,21 @@ def looped(op: Op, indent: int) -> list[str]:
         lines += _save(op, stat, indent)
     written = (*(w.expr for w in op.writes), *(c.expr for c in column_sums(op)))
     lines += _column_loop(op, {n for e in written for n in (*e.names, *e.tested)}, indent)
-    return lines + [f"{pad}    {line}" for line in store(op, indent + 4)]
+    return lines + [f"{pad}    {line}" for line in store(op, indent + 4, looped=True)]
 
 
 def _column_loop(op: Op, names: set[str], indent: int) -> list[str]:
     """`for start in ...:` over a row's columns, BLOCK_COLS at a time, loading the Tensors of `names`."""
     local, pad = locals_for(op), " " * indent
-    return [f"{pad}for {local.start} in range(0, {triton.loop_end(op)}, {local.BLOCK_COLS}):",
+    return [pad + wrap(f"for {local.start} in range(", ["0", triton.loop_end(op), local.BLOCK_COLS], "):", indent),
             f"{pad}    {local.cols} = {local.start} + tl.arange(0, {local.BLOCK_COLS}).to(tl.int64)",
             f"{pad}    {local.mask} = {local.row_mask}[:, None] & ({local.cols} < {local.n_cols})[None, :]",
             *loads(op, names, indent + 4)]
 
 
-def store(op: Op, indent: int) -> list[str]:
-    """`compute` over the block, stored in each written tensor's dtype (lines without their indent)."""
+def store(op: Op, indent: int, looped: bool = False) -> list[str]:
+    """`compute` over the block, stored in each written tensor's dtype, then each column sum's part
+    (lines without their indent)."""
     local = locals_for(op)
     lines = []
     for write in op.writes:
@@ -233,25 +234,70 @@ def store(op: Op, indent: int) -> list[str]:
             lines.append(python.layout.assign(name, write.expr.to_triton(), indent))
             stored = f"{name}.to({pointer}.dtype.element_ty)"
         lines.append(wrap("tl.store(", [f"{pointer} + {offsets}", stored, f"mask={local.mask}"], ")", indent))
-    return lines + _column_sum_stores(op, indent)
+    return lines + _column_sum_parts(op, indent, looped)
 
 
-def _column_sum_stores(op: Op, indent: int) -> list[str]:
-    """Each gradient summed over the rows: its formula over the block summed over the program's rows, stored
-    in the program's partial row of `partials` (programs x column sums x columns), which the launcher sums."""
+def _column_sum_parts(op: Op, indent: int, looped: bool) -> list[str]:
+    """Each gradient summed over the rows: its formula over the block summed over the block's rows, added
+    to its sum over the program's blocks: in registers (one pass; column_sum_tail stores it), or, for
+    longer rows, to the program's partial row of `partials` (programs x column sums x columns, zeros
+    first), which the launcher sums."""
     sums = column_sums(op)
     if not sums:
         return []
     local = locals_for(op)
-    width = local.n_cols if len(sums) == 1 else f"{len(sums)} * {local.n_cols}"
-    lines = [f"if {local.COLUMN_SUMS}:", "    # the program's partial rows",
-             f"    {local.offsets} = tl.program_id(0).to(tl.int64) * {width} + {local.cols}"]
+    lines = [f"if {local.COLUMN_SUMS}:"]
+    if looped:
+        lines += ["    # the program's partial rows", f"    {local.offsets} = {_partial_row(op)} + {local.cols}"]
     for k, total in enumerate(sums):
         values = f"tl.where({local.mask}, {python.layout.operand(total.expr.to_triton())}.to({local.COMPUTE_DTYPE}), 0.0)"
         lines.append(f"    # {total.like}'s gradient: {total.expr.text}, summed over the rows")
-        lines.append("    " + wrap(f"{total.name} = tl.reduce(", [values, "0", _COMBINE["sum"]], ")", indent + 4))
+        if not looped:
+            lines.append("    " + wrap(f"{total.name} += tl.reduce(", [values, "0", _COMBINE["sum"]], ")", indent + 4))
+            continue
+        lines.append("    " + wrap(f"{local.values} = tl.reduce(", [values, "0", _COMBINE["sum"]], ")", indent + 4))
         pointer = f"{local.partials_ptr} + {local.offsets}" + (f" + {k} * {local.n_cols}" if k else "")
-        lines.append("    " + wrap("tl.store(", [pointer, total.name, f"mask={local.cols} < {local.n_cols}"], ")", indent + 4))
+        partial = f"tl.load({pointer}, mask={local.cols} < {local.n_cols})"
+        lines.append("    " + wrap("tl.store(", [pointer, f"{partial} + {local.values}", f"mask={local.cols} < {local.n_cols}"],
+                                   ")", indent + 4))
+    return lines
+
+
+def _partial_row(op: Op) -> str:
+    """The offset of the program's partial rows in `partials`."""
+    local, count = locals_for(op), len(column_sums(op))
+    return f"{local.program} * {local.n_cols}" if count == 1 else f"{local.program} * ({count} * {local.n_cols})"
+
+
+def first_row(op: Op) -> str:
+    """The first row of the program's block: of its step's block where the program takes several."""
+    local = locals_for(op)
+    if column_sums(op):
+        return f"({local.program} + {local.step} * {local.n_programs}) * {local.BLOCK_ROWS}"
+    return f"tl.program_id(0).to(tl.int64) * {local.BLOCK_ROWS}"
+
+
+def column_sum_head(op: Op) -> list[str]:
+    """A kernel with column sums: each program takes `steps` blocks of rows, every n_programs-th, its sum of
+    each column sum over them in registers (one pass), from zeros."""
+    local = locals_for(op)
+    lines = ["    # Each program takes every n_programs-th block of rows, `steps` of them, and sums the gradients of",
+             "    # the inputs read by all rows over them: in registers (one pass) or in its partial rows (longer).",
+             f"    {local.program} = tl.program_id(0).to(tl.int64)"]
+    lines += [f"    {c.name} = tl.full(({local.BLOCK_COLS},), 0.0, dtype={local.COMPUTE_DTYPE})" for c in column_sums(op)]
+    lines.append(f"    for {local.step} in range({local.steps} if {local.CONST_STEPS} is None else {local.CONST_STEPS}):")
+    return lines
+
+
+def column_sum_tail(op: Op) -> list[str]:
+    """After the blocks, one pass: each column sum's total over the program's blocks stored in its partial row."""
+    local = locals_for(op)
+    lines = [f"    if {local.ONE_PASS} and {local.COLUMN_SUMS}:",
+             f"        {local.cols} = tl.arange(0, {local.BLOCK_COLS}).to(tl.int64)",
+             f"        {local.offsets} = {_partial_row(op)} + {local.cols}"]
+    for k, total in enumerate(column_sums(op)):
+        pointer = f"{local.partials_ptr} + {local.offsets}" + (f" + {k} * {local.n_cols}" if k else "")
+        lines.append("        " + wrap("tl.store(", [pointer, total.name, f"mask={local.cols} < {local.n_cols}"], ")", 8))
     return lines
 
 
@@ -288,8 +334,9 @@ def constants(op: Op) -> list[tuple[str, str]]:
 def kernel_define(op: Op) -> str:
     """The kernel's `def`: a pointer per saved statistic after the tensors, and SAVE_STATS, whether to write them."""
     saves = ("SAVE_STATS",) if saved_stats(op) else ()
-    sums = ("COLUMN_SUMS",) if column_sums(op) else ()
-    sizes = ("n_rows", "n_cols", "strides", "BLOCK_ROWS", "BLOCK_COLS", "CONST_COLS", "ONE_PASS", *saves, *sums)
+    sums = ("COLUMN_SUMS", "CONST_STEPS") if column_sums(op) else ()
+    steps = ("n_programs", "steps") if column_sums(op) else ()
+    sizes = ("n_rows", "n_cols", *steps, "strides", "BLOCK_ROWS", "BLOCK_COLS", "CONST_COLS", "ONE_PASS", *saves, *sums)
     partials = [locals_for(op).partials_ptr] if column_sums(op) else []
     return triton.kernel_define(op, *sizes, pointers=[*(stat_pointer(n) for n in saved_stats(op)), *partials])
 
@@ -371,12 +418,18 @@ def launch(op: Op) -> list[str]:
     saves = [("SAVE_STATS", local.save_stats)] if saved_stats(op) else []
     if not column_sums(op):
         return triton.launch(op, ["n_rows", "n_cols", "strides"], [*constants(op), *saves], pointers=saved_stats(op))
+    first = triton.first_written(op)
+    programs = python.layout.assign(f"{local.n_programs}, {local.steps}",
+                                    f"_support.norm_programs({local.grid}[0], {first})", 4)
     # Each program's partial row of each column sum, in COMPUTE_DTYPE (a placeholder where none is summed)
-    partials = python.layout.assign(local.partials, f"_support.norm_partials({triton.first_written(op)}, "
-                                    f"{local.grid}[0], {len(column_sums(op))}, {local.n_cols}, {local.column_sums})", 4)
-    return ["    " + partials, *triton.launch(op, ["n_rows", "n_cols", "strides"],
-                                               [*constants(op), ("COLUMN_SUMS", local.column_sums)],
-                                               pointers=[local.partials])]
+    partials = python.layout.assign(local.partials, f"_support.norm_partials({first}, {local.n_programs}, "
+                                    f"{len(column_sums(op))}, {local.n_cols}, {local.column_sums}, {local.one_pass})", 4)
+    constants_ = [*constants(op), ("COLUMN_SUMS", local.column_sums),
+                  ("CONST_STEPS", f"None if {first}.is_cuda else {local.steps}")]
+    return ["    # Fewer programs than blocks, each summing its blocks' column sums: few partial rows to sum.",
+            "    " + programs, f"    {local.grid} = ({local.n_programs},)", "    " + partials,
+            *triton.launch(op, ["n_rows", "n_cols", "n_programs", "steps", "strides"], constants_,
+                           pointers=[local.partials])]
 
 
 def any_column_sums(package) -> bool:

@@ -203,14 +203,30 @@ def norm_one_row(*tensors: Tensor) -> bool:
     return all(all(size == 1 for size in t.shape[:-1]) for t in tensors)
 
 
+def norm_programs(blocks: int, out: Tensor) -> tuple[int, int]:
+    """The programs of a backward kernel with column sums, and the blocks of rows each takes: at
+    most 4 per multiprocessor of the GPU (4 on the CPU), so that few partial rows are summed."""
+    limit = 4 * _multiprocessors(out.device) if out.is_cuda else 4
+    programs = max(min(blocks, limit), 1)
+    return programs, (blocks + programs - 1) // programs
+
+
+@functools.cache
+def _multiprocessors(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
 def norm_partials(
-    out: Tensor, programs: int, count: int, n_cols: int, summed: bool
+    out: Tensor, programs: int, count: int, n_cols: int, summed: bool, one_pass: bool
 ) -> Tensor:
     """The partial rows of a backward kernel's column sums: one per program and column sum, in
-    float32 (float64 for float64); a placeholder where it sums none."""
+    float32 (float64 for float64), zeros where the kernel adds to them (rows longer than a block);
+    a placeholder where it sums none."""
     dtype = torch.float64 if out.dtype == torch.float64 else torch.float32
-    shape = (programs, count, n_cols) if summed else (1,)
-    return torch.empty(shape, dtype=dtype, device=out.device)
+    if not summed:
+        return torch.empty((1,), dtype=dtype, device=out.device)
+    allocate = torch.empty if one_pass else torch.zeros
+    return allocate((programs, count, n_cols), dtype=dtype, device=out.device)
 
 
 def norm_column_sum(total: Tensor, like: Tensor) -> Tensor:

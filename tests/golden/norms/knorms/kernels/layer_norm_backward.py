@@ -22,6 +22,8 @@ def layer_norm_backward_kernel(
     partials_ptr,
     n_rows,
     n_cols,
+    n_programs,
+    steps,
     grad_row_stride,
     grad_col_stride,
     x_row_stride,
@@ -39,144 +41,60 @@ def layer_norm_backward_kernel(
     CONST_COLS: tl.constexpr,
     ONE_PASS: tl.constexpr,
     COLUMN_SUMS: tl.constexpr,
+    CONST_STEPS: tl.constexpr,
     COMPUTE_DTYPE: tl.constexpr,
 ):
     # One program normalises BLOCK_ROWS rows, each tensor read through its strides (0 where it is
     # broadcast); 64-bit offsets. The statistics are columns of one value per row, in COMPUTE_DTYPE.
-    rows = tl.program_id(0).to(tl.int64) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
-    row_mask = rows < n_rows
-    if ONE_PASS:
-        # The rows fit in the block: read once, each statistic reduced from it, then written.
-        cols = tl.arange(0, BLOCK_COLS).to(tl.int64)
-        mask = row_mask[:, None] & (cols < n_cols)[None, :]
-        mu = tl.load(mu_ptr + rows * mu_row_stride, mask=row_mask).to(COMPUTE_DTYPE)[
-            :, None
-        ]
-        rstd = tl.load(rstd_ptr + rows * rstd_row_stride, mask=row_mask).to(
-            COMPUTE_DTYPE
-        )[:, None]
-        grad = tl.load(
-            grad_ptr
-            + rows[:, None] * grad_row_stride
-            + cols[None, :] * grad_col_stride,
-            mask=mask,
-        ).to(COMPUTE_DTYPE)
-        x = tl.load(
-            x_ptr + rows[:, None] * x_row_stride + cols[None, :] * x_col_stride,
-            mask=mask,
-        ).to(COMPUTE_DTYPE)
-        weight = tl.load(
-            weight_ptr
-            + rows[:, None] * weight_row_stride
-            + cols[None, :] * weight_col_stride,
-            mask=mask,
-        ).to(COMPUTE_DTYPE)
-        # mean0 = mean(grad * weight)
-        mean0 = tl.reduce(
-            tl.where(mask, (grad * weight).to(COMPUTE_DTYPE), 0.0),
-            1,
-            tl.standard._sum_combine,
-        )[:, None]
-        mean0 = mean0 / n_cols
-        # mean1 = mean(grad * weight * (x - mu) * rstd)
-        mean1 = tl.reduce(
-            tl.where(mask, (grad * weight * (x - mu) * rstd).to(COMPUTE_DTYPE), 0.0),
-            1,
-            tl.standard._sum_combine,
-        )[:, None]
-        mean1 = mean1 / n_cols
-        out0 = rstd * (grad * weight - mean0 - (x - mu) * rstd * mean1)
-        tl.store(
-            out0_ptr
-            + rows[:, None] * out0_row_stride
-            + cols[None, :] * out0_col_stride,
-            out0.to(out0_ptr.dtype.element_ty),
-            mask=mask,
-        )
-        if COLUMN_SUMS:
-            # the program's partial rows
-            offsets = tl.program_id(0).to(tl.int64) * n_cols + cols
-            # weight's gradient: grad * (x - mu) * rstd, summed over the rows
-            out1 = tl.reduce(
-                tl.where(mask, (grad * (x - mu) * rstd).to(COMPUTE_DTYPE), 0.0),
-                0,
+    # Each program takes every n_programs-th block of rows, `steps` of them, and sums the gradients of
+    # the inputs read by all rows over them: in registers (one pass) or in its partial rows (longer).
+    program = tl.program_id(0).to(tl.int64)
+    out1 = tl.full((BLOCK_COLS,), 0.0, dtype=COMPUTE_DTYPE)
+    for step in range(steps if CONST_STEPS is None else CONST_STEPS):
+        rows = (program + step * n_programs) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+        row_mask = rows < n_rows
+        if ONE_PASS:
+            # The rows fit in the block: read once, each statistic reduced from it, then written.
+            cols = tl.arange(0, BLOCK_COLS).to(tl.int64)
+            mask = row_mask[:, None] & (cols < n_cols)[None, :]
+            mu = tl.load(mu_ptr + rows * mu_row_stride, mask=row_mask).to(
+                COMPUTE_DTYPE
+            )[:, None]
+            rstd = tl.load(rstd_ptr + rows * rstd_row_stride, mask=row_mask).to(
+                COMPUTE_DTYPE
+            )[:, None]
+            grad = tl.load(
+                grad_ptr
+                + rows[:, None] * grad_row_stride
+                + cols[None, :] * grad_col_stride,
+                mask=mask,
+            ).to(COMPUTE_DTYPE)
+            x = tl.load(
+                x_ptr + rows[:, None] * x_row_stride + cols[None, :] * x_col_stride,
+                mask=mask,
+            ).to(COMPUTE_DTYPE)
+            weight = tl.load(
+                weight_ptr
+                + rows[:, None] * weight_row_stride
+                + cols[None, :] * weight_col_stride,
+                mask=mask,
+            ).to(COMPUTE_DTYPE)
+            # mean0 = mean(grad * weight)
+            mean0 = tl.reduce(
+                tl.where(mask, (grad * weight).to(COMPUTE_DTYPE), 0.0),
+                1,
                 tl.standard._sum_combine,
-            )
-            tl.store(partials_ptr + offsets, out1, mask=cols < n_cols)
-    else:
-        # Longer rows: a loop over the columns per statistic, then one that writes. The compiled kernel
-        # loops to the row length at run time (CONST_COLS is None); Triton 3.6's interpreter cannot.
-        mu = tl.load(mu_ptr + rows * mu_row_stride, mask=row_mask).to(COMPUTE_DTYPE)[
-            :, None
-        ]
-        rstd = tl.load(rstd_ptr + rows * rstd_row_stride, mask=row_mask).to(
-            COMPUTE_DTYPE
-        )[:, None]
-        # mean0 = mean(grad * weight)
-        total = tl.full((BLOCK_ROWS, BLOCK_COLS), 0.0, dtype=COMPUTE_DTYPE)
-        for start in range(0, n_cols if CONST_COLS is None else CONST_COLS, BLOCK_COLS):
-            cols = start + tl.arange(0, BLOCK_COLS).to(tl.int64)
-            mask = row_mask[:, None] & (cols < n_cols)[None, :]
-            grad = tl.load(
-                grad_ptr
-                + rows[:, None] * grad_row_stride
-                + cols[None, :] * grad_col_stride,
-                mask=mask,
-            ).to(COMPUTE_DTYPE)
-            weight = tl.load(
-                weight_ptr
-                + rows[:, None] * weight_row_stride
-                + cols[None, :] * weight_col_stride,
-                mask=mask,
-            ).to(COMPUTE_DTYPE)
-            values = (grad * weight).to(COMPUTE_DTYPE)
-            total = tl.where(mask, total + values, total)
-        mean0 = tl.reduce(total, 1, tl.standard._sum_combine)[:, None]
-        mean0 = mean0 / n_cols
-        # mean1 = mean(grad * weight * (x - mu) * rstd)
-        total = tl.full((BLOCK_ROWS, BLOCK_COLS), 0.0, dtype=COMPUTE_DTYPE)
-        for start in range(0, n_cols if CONST_COLS is None else CONST_COLS, BLOCK_COLS):
-            cols = start + tl.arange(0, BLOCK_COLS).to(tl.int64)
-            mask = row_mask[:, None] & (cols < n_cols)[None, :]
-            grad = tl.load(
-                grad_ptr
-                + rows[:, None] * grad_row_stride
-                + cols[None, :] * grad_col_stride,
-                mask=mask,
-            ).to(COMPUTE_DTYPE)
-            x = tl.load(
-                x_ptr + rows[:, None] * x_row_stride + cols[None, :] * x_col_stride,
-                mask=mask,
-            ).to(COMPUTE_DTYPE)
-            weight = tl.load(
-                weight_ptr
-                + rows[:, None] * weight_row_stride
-                + cols[None, :] * weight_col_stride,
-                mask=mask,
-            ).to(COMPUTE_DTYPE)
-            values = (grad * weight * (x - mu) * rstd).to(COMPUTE_DTYPE)
-            total = tl.where(mask, total + values, total)
-        mean1 = tl.reduce(total, 1, tl.standard._sum_combine)[:, None]
-        mean1 = mean1 / n_cols
-        for start in range(0, n_cols if CONST_COLS is None else CONST_COLS, BLOCK_COLS):
-            cols = start + tl.arange(0, BLOCK_COLS).to(tl.int64)
-            mask = row_mask[:, None] & (cols < n_cols)[None, :]
-            grad = tl.load(
-                grad_ptr
-                + rows[:, None] * grad_row_stride
-                + cols[None, :] * grad_col_stride,
-                mask=mask,
-            ).to(COMPUTE_DTYPE)
-            x = tl.load(
-                x_ptr + rows[:, None] * x_row_stride + cols[None, :] * x_col_stride,
-                mask=mask,
-            ).to(COMPUTE_DTYPE)
-            weight = tl.load(
-                weight_ptr
-                + rows[:, None] * weight_row_stride
-                + cols[None, :] * weight_col_stride,
-                mask=mask,
-            ).to(COMPUTE_DTYPE)
+            )[:, None]
+            mean0 = mean0 / n_cols
+            # mean1 = mean(grad * weight * (x - mu) * rstd)
+            mean1 = tl.reduce(
+                tl.where(
+                    mask, (grad * weight * (x - mu) * rstd).to(COMPUTE_DTYPE), 0.0
+                ),
+                1,
+                tl.standard._sum_combine,
+            )[:, None]
+            mean1 = mean1 / n_cols
             out0 = rstd * (grad * weight - mean0 - (x - mu) * rstd * mean1)
             tl.store(
                 out0_ptr
@@ -186,15 +104,118 @@ def layer_norm_backward_kernel(
                 mask=mask,
             )
             if COLUMN_SUMS:
-                # the program's partial rows
-                offsets = tl.program_id(0).to(tl.int64) * n_cols + cols
                 # weight's gradient: grad * (x - mu) * rstd, summed over the rows
-                out1 = tl.reduce(
+                out1 += tl.reduce(
                     tl.where(mask, (grad * (x - mu) * rstd).to(COMPUTE_DTYPE), 0.0),
                     0,
                     tl.standard._sum_combine,
                 )
-                tl.store(partials_ptr + offsets, out1, mask=cols < n_cols)
+        else:
+            # Longer rows: a loop over the columns per statistic, then one that writes. The compiled kernel
+            # loops to the row length at run time (CONST_COLS is None); Triton 3.6's interpreter cannot.
+            mu = tl.load(mu_ptr + rows * mu_row_stride, mask=row_mask).to(
+                COMPUTE_DTYPE
+            )[:, None]
+            rstd = tl.load(rstd_ptr + rows * rstd_row_stride, mask=row_mask).to(
+                COMPUTE_DTYPE
+            )[:, None]
+            # mean0 = mean(grad * weight)
+            total = tl.full((BLOCK_ROWS, BLOCK_COLS), 0.0, dtype=COMPUTE_DTYPE)
+            for start in range(
+                0, n_cols if CONST_COLS is None else CONST_COLS, BLOCK_COLS
+            ):
+                cols = start + tl.arange(0, BLOCK_COLS).to(tl.int64)
+                mask = row_mask[:, None] & (cols < n_cols)[None, :]
+                grad = tl.load(
+                    grad_ptr
+                    + rows[:, None] * grad_row_stride
+                    + cols[None, :] * grad_col_stride,
+                    mask=mask,
+                ).to(COMPUTE_DTYPE)
+                weight = tl.load(
+                    weight_ptr
+                    + rows[:, None] * weight_row_stride
+                    + cols[None, :] * weight_col_stride,
+                    mask=mask,
+                ).to(COMPUTE_DTYPE)
+                values = (grad * weight).to(COMPUTE_DTYPE)
+                total = tl.where(mask, total + values, total)
+            mean0 = tl.reduce(total, 1, tl.standard._sum_combine)[:, None]
+            mean0 = mean0 / n_cols
+            # mean1 = mean(grad * weight * (x - mu) * rstd)
+            total = tl.full((BLOCK_ROWS, BLOCK_COLS), 0.0, dtype=COMPUTE_DTYPE)
+            for start in range(
+                0, n_cols if CONST_COLS is None else CONST_COLS, BLOCK_COLS
+            ):
+                cols = start + tl.arange(0, BLOCK_COLS).to(tl.int64)
+                mask = row_mask[:, None] & (cols < n_cols)[None, :]
+                grad = tl.load(
+                    grad_ptr
+                    + rows[:, None] * grad_row_stride
+                    + cols[None, :] * grad_col_stride,
+                    mask=mask,
+                ).to(COMPUTE_DTYPE)
+                x = tl.load(
+                    x_ptr + rows[:, None] * x_row_stride + cols[None, :] * x_col_stride,
+                    mask=mask,
+                ).to(COMPUTE_DTYPE)
+                weight = tl.load(
+                    weight_ptr
+                    + rows[:, None] * weight_row_stride
+                    + cols[None, :] * weight_col_stride,
+                    mask=mask,
+                ).to(COMPUTE_DTYPE)
+                values = (grad * weight * (x - mu) * rstd).to(COMPUTE_DTYPE)
+                total = tl.where(mask, total + values, total)
+            mean1 = tl.reduce(total, 1, tl.standard._sum_combine)[:, None]
+            mean1 = mean1 / n_cols
+            for start in range(
+                0, n_cols if CONST_COLS is None else CONST_COLS, BLOCK_COLS
+            ):
+                cols = start + tl.arange(0, BLOCK_COLS).to(tl.int64)
+                mask = row_mask[:, None] & (cols < n_cols)[None, :]
+                grad = tl.load(
+                    grad_ptr
+                    + rows[:, None] * grad_row_stride
+                    + cols[None, :] * grad_col_stride,
+                    mask=mask,
+                ).to(COMPUTE_DTYPE)
+                x = tl.load(
+                    x_ptr + rows[:, None] * x_row_stride + cols[None, :] * x_col_stride,
+                    mask=mask,
+                ).to(COMPUTE_DTYPE)
+                weight = tl.load(
+                    weight_ptr
+                    + rows[:, None] * weight_row_stride
+                    + cols[None, :] * weight_col_stride,
+                    mask=mask,
+                ).to(COMPUTE_DTYPE)
+                out0 = rstd * (grad * weight - mean0 - (x - mu) * rstd * mean1)
+                tl.store(
+                    out0_ptr
+                    + rows[:, None] * out0_row_stride
+                    + cols[None, :] * out0_col_stride,
+                    out0.to(out0_ptr.dtype.element_ty),
+                    mask=mask,
+                )
+                if COLUMN_SUMS:
+                    # the program's partial rows
+                    offsets = program * n_cols + cols
+                    # weight's gradient: grad * (x - mu) * rstd, summed over the rows
+                    values = tl.reduce(
+                        tl.where(mask, (grad * (x - mu) * rstd).to(COMPUTE_DTYPE), 0.0),
+                        0,
+                        tl.standard._sum_combine,
+                    )
+                    tl.store(
+                        partials_ptr + offsets,
+                        tl.load(partials_ptr + offsets, mask=cols < n_cols) + values,
+                        mask=cols < n_cols,
+                    )
+    if ONE_PASS and COLUMN_SUMS:
+        cols = tl.arange(0, BLOCK_COLS).to(tl.int64)
+        offsets = program * n_cols + cols
+        tl.store(partials_ptr + offsets, out1, mask=cols < n_cols)
 
 
 def layer_norm_backward_triton(
@@ -223,7 +244,12 @@ def layer_norm_backward_triton(
         n_rows, n_cols, out0.element_size()
     )
     grid = ((n_rows + block_rows - 1) // block_rows,)  # one program per block
-    partials = _support.norm_partials(out0, grid[0], 1, n_cols, column_sums)
+    # Fewer programs than blocks, each summing its blocks' column sums: few partial rows to sum.
+    n_programs, steps = _support.norm_programs(grid[0], out0)
+    grid = (n_programs,)
+    partials = _support.norm_partials(
+        out0, n_programs, 1, n_cols, column_sums, one_pass
+    )
     _support.launch(
         kernel,
         grid,
@@ -236,6 +262,8 @@ def layer_norm_backward_triton(
         partials,
         n_rows,
         n_cols,
+        n_programs,
+        steps,
         *strides,
         BLOCK_ROWS=block_rows,
         BLOCK_COLS=block_cols,
@@ -243,6 +271,7 @@ def layer_norm_backward_triton(
         ONE_PASS=one_pass,
         num_warps=num_warps,
         COLUMN_SUMS=column_sums,
+        CONST_STEPS=None if out0.is_cuda else steps,
         COMPUTE_DTYPE=compute_dtype,
     )
     if column_sums:
