@@ -260,6 +260,8 @@ def _column_sum_parts(op: Op, indent: int, looped: bool) -> list[str]:
         partial = f"tl.load({pointer}, mask={local.cols} < {local.n_cols})"
         lines.append("    " + wrap("tl.store(", [pointer, f"{partial} + {local.values}", f"mask={local.cols} < {local.n_cols}"],
                                    ")", indent + 4))
+    if looped:  # the next step's load may be another thread's (a column held by several): after this store
+        lines.append("    tl.debug_barrier()")
     return lines
 
 
@@ -292,7 +294,7 @@ def column_sum_head(op: Op) -> list[str]:
 def column_sum_tail(op: Op) -> list[str]:
     """After the blocks, one pass: each column sum's total over the program's blocks stored in its partial row."""
     local = locals_for(op)
-    lines = [f"    if {local.ONE_PASS} and {local.COLUMN_SUMS}:",
+    lines = [f"    if {local.ONE_PASS} and {local.COLUMN_SUMS}:",  # constexprs: Triton's `and` of constexprs
              f"        {local.cols} = tl.arange(0, {local.BLOCK_COLS}).to(tl.int64)",
              f"        {local.offsets} = {_partial_row(op)} + {local.cols}"]
     for k, total in enumerate(column_sums(op)):

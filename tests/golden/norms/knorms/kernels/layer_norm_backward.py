@@ -212,6 +212,7 @@ def layer_norm_backward_kernel(
                         tl.load(partials_ptr + offsets, mask=cols < n_cols) + values,
                         mask=cols < n_cols,
                     )
+                    tl.debug_barrier()
     if ONE_PASS and COLUMN_SUMS:
         cols = tl.arange(0, BLOCK_COLS).to(tl.int64)
         offsets = program * n_cols + cols

@@ -172,6 +172,7 @@ def rms_norm_backward_kernel(
                         tl.load(partials_ptr + offsets, mask=cols < n_cols) + values,
                         mask=cols < n_cols,
                     )
+                    tl.debug_barrier()
     if ONE_PASS and COLUMN_SUMS:
         cols = tl.arange(0, BLOCK_COLS).to(tl.int64)
         offsets = program * n_cols + cols
