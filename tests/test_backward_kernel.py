@@ -313,7 +313,7 @@ def test_the_gradients_of_inputs_read_by_all_rows_are_summed_over_the_rows_in_th
 
 
 def test_a_normalisations_backward_runs_its_kernel_once_for_every_gradient_it_computes():
-    from kopgen.lang import autograd, norms, sharding
+    from kopgen.lang import autograd, norm_sums, norms, sharding
 
     ops = ops_of(BROADCAST_NORMS)
     body = "\n".join(autograd.backward_body(ops["rms_norm"]))
@@ -324,7 +324,7 @@ def test_a_normalisations_backward_runs_its_kernel_once_for_every_gradient_it_co
     kernel = ops["rms_norm_backward"]
     stores = "\n".join(norms.store(kernel, 8))
     assert "if COLUMN_SUMS:" in stores and "out1 += tl.reduce(" in stores
-    tail = "\n".join(norms.column_sum_tail(kernel))
+    tail = "\n".join(norm_sums.column_sum_tail(kernel))
     assert "tl.store(partials_ptr + offsets, out1, mask=cols < n_cols)" in tail
     looped = "\n".join(norms.looped(kernel, 8))
     assert "tl.load(partials_ptr + offsets, mask=cols < n_cols) + values" in looped

@@ -14,7 +14,7 @@ from ..backward_kernel import RowGradient
 from ..model import Arg, CustomKernel, MutationReference, Op, Package, PointwiseCompute, RowNormalization, RowReduction
 from ..names import locals_for
 from ..split import GatedSplit, SplitGradient
-from . import layout, norms, split, tests
+from . import layout, norm_sums, norms, split, tests
 from .layout import wrap
 from .python import (
     allocate,
@@ -289,7 +289,7 @@ _KINDS = {
     RowReduction: _Kind(lambda op: op.read_args, _reduction_return, _written_kernel_body),
     RowNormalization: _Kind(lambda op: op.read_args, norms.reference_return,
                             lambda op: _written_kernel_body(op) + norms.python_forward_kernel(op),
-                            dtype_lines=norms.reference_dtypes),
+                            dtype_lines=norm_sums.reference_dtypes),
     GatedSplit: _Kind(lambda op: op.read_args, _pointwise_return, _split_kernel_body,
                       dtype_lines=lambda op: _lead_dtype(op) + split.bind(op, 0, "")),
     SplitGradient: _Kind(lambda op: op.read_args, _joined_return, _split_kernel_body,

@@ -19,7 +19,7 @@ import textwrap
 from ..backward_kernel import RowGradient
 from ..model import Device, Op, PointwiseCompute, RowNormalization, RowReduction
 from ..split import GatedSplit
-from . import norms
+from . import norm_sums, norms
 from .layout import literal, statement
 
 # Kinds sharded along every dimension but the last: a reduction's, a normalisation's and the halves' rows,
@@ -47,7 +47,7 @@ def registration(op: Op) -> list[str]:
     per_row = tuple(a.index for a in op.tensor_args if a.name in getattr(op.body, "per_row", ()))
     # a normalisation's backward kernel's gradients summed over the rows: each placed as its input
     index = {a.name: a.index for a in op.args}
-    summed = tuple(index[c.like] for c in norms.column_sums(op))
+    summed = tuple(index[c.like] for c in norm_sums.column_sums(op))
     call = (
         f"_support.shard_as_inputs(torch.ops.{op.namespace}.{op.name}.default, "
         f"tensors={literal(tuple(a.index for a in op.tensor_args))}, outputs={op.num_outputs}"
