@@ -99,6 +99,29 @@ def python_forward_kernel(op: Op) -> list[str]:
 # -- the Triton kernel
 
 
+def kernel_body(op: Op) -> list[str]:
+    """The kernel's body: one program's block of rows, one pass or looped; with column sums
+    (norm_sums.py), a loop over the program's blocks around it."""
+    local, summed = locals_for(op), bool(column_sums(op))
+    pad = "    " if summed else ""
+    inner = 8 + len(pad)
+    lines = ["    # One program normalises BLOCK_ROWS rows, each tensor read through its strides (0 where it is",
+             "    # broadcast); 64-bit offsets. The statistics are columns of one value per row, in COMPUTE_DTYPE.",
+             *(norm_sums.column_sum_head(op) if summed else []),
+             f"    {pad}{local.rows} = {norm_sums.first_row(op)} + tl.arange(0, {local.BLOCK_ROWS})",
+             f"    {pad}{local.row_mask} = {local.rows} < {local.n_rows}",
+             f"    {pad}if {local.ONE_PASS}:",
+             f"        {pad}# The rows fit in the block: read once, each statistic reduced from it, then written.",
+             f"        {pad}{local.cols} = tl.arange(0, {local.BLOCK_COLS}).to(tl.int64)",
+             f"        {pad}{local.mask} = {local.row_mask}[:, None] & ({local.cols} < {local.n_cols})[None, :]",
+             *loads(op, None, inner), *one_pass_stats(op, inner), *(f"        {pad}{line}" for line in store(op, inner)),
+             f"    {pad}else:",
+             f"        {pad}# Longer rows: a loop over the columns per statistic, then one that writes. The compiled kernel",
+             f"        {pad}# loops to the row length at run time (CONST_COLS is None); Triton 3.6's interpreter cannot.",
+             *looped(op, inner)]
+    return lines + (norm_sums.column_sum_tail(op) if summed else [])
+
+
 def loads(op: Op, names: set[str] | None, indent: int) -> list[str]:
     """The Tensors the kernel reads (those of `names` only, where given), loaded into the compute dtype;
     a backward kernel's saved statistics as columns, one value per row (row_stat_loads)."""
