@@ -6,8 +6,8 @@ formulas, eager PyTorch and Inductor, with the kernels one backward launches, in
         [--hidden 1024 4096 8192] [--dtype float32 bfloat16] [--ops rms_norm layer_norm softmax log_softmax]
 
 DIR/norms is the package of this checkout: rms_norm, layer_norm, softmax and log_softmax compute x's
-gradient in one kernel of their own, `<op>_backward` (its row reductions, then the formula; weight's
-and bias's gradients stay formulas). DIR/norms_before, where present, is the package of kopgen at REV:
+gradient in one kernel of their own, `<op>_backward` (its row reductions, then the formula; rms_norm's and
+layer_norm's weight gradient summed over the rows in the same launch, bias's a formula). DIR/norms_before, where present, is the package of kopgen at REV:
 with REV bfa0f28 (before the normalisations' backward kernels) its backward runs the formulas as eager
 torch ops over the statistics the forward saved. Each op is checked against PyTorch's own first
 (F.rms_norm, F.layer_norm, softmax, log_softmax: the gradients of x, weight and bias), then, in

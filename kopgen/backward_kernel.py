@@ -18,7 +18,9 @@ A `normalize` op's input gradient is itself a row normalisation (`_norm_kernel`,
 statistics are the row reductions of the formula (`(E).mean(-1, keepdim=True)`, `.sum(...)`, E
 pointwise), its `compute` the formula with each replaced by its statistic's name; the statistics the
 forward saved (rstd, mu: a float32 value per row) are inputs of the kernel, read with a column stride
-of 0. The other inputs' gradients (a broadcast weight's, bias's) stay formulas.
+of 0. The gradients of the inputs read by all rows (a weight [N]) are computed in the same pass:
+pointwise formulas summed over the rows (model_kinds.ColumnSum), each program storing its partial
+row in float32, which the launcher sums; a Tensor? input's (an optional bias's) stays a formula.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from .backward import plan_backward
 from .expr import ExprError, FormulaContext, parse_formula, parse_pointwise
 from .expr.emitters import UNARY_FUNCS
 from .model import Arg, Gradient, Op, PointwiseCompute, Reduction, RowReduction, Write
-from .model_kinds import RowNormalization, RowStat
+from .model_kinds import ColumnSum, RowNormalization, RowStat
 from .names import MODULE_NAMES, PYTHON_LOCALS, fresh, output_names
 from .schema import parse_schema
 from .split import GatedSplit, SplitGradient
@@ -188,7 +190,9 @@ def _split_kernel(op: Op, name: str) -> Op | None:
 
 def _norm_kernel(op: Op, name: str) -> Op | None:
     """A normalisation's: the gradient of its lead input, a row normalisation over grad, the inputs,
-    result and the saved statistics, whose own statistics are the formula's row reductions."""
+    result and the saved statistics, whose own statistics are the formula's row reductions; and in the
+    same pass the gradients of the inputs read by all rows (a weight [N]: column_sums), each summed
+    over the rows."""
     gradient = op.backward.gradient_for(op.lead)
     if gradient is None or gradient.formula is None:
         return None
@@ -201,27 +205,58 @@ def _norm_kernel(op: Op, name: str) -> Op | None:
     compute, stats = split
     if not stats or "grad" not in {n for e in (compute, *(s.reduced for s in stats)) for n in e.names}:
         return None  # no row reduction (a pointwise formula) or no grad: the formula stays
-    used = {n for e in (compute, *(s.reduced for s in stats)) for n in e.names}
-    if any(a.is_optional and a.name in used for a in op.args):
+    optional = {a.name for a in op.args if a.is_optional}
+    columns = _column_gradients(op, kinds, optional)
+    used = {n for e in (compute, *(s.reduced for s in stats), *(e for _, e in columns)) for n in e.names}
+    if optional & used:
         return None  # a Tensor? read: its formula tests it (`if w is not None`), outside the language
     order = ["grad", *(a.name for a in op.args if a.is_tensor), "result", *saved,
              *(a.name for a in op.args if not a.is_tensor)]
     types = {"grad": "Tensor", "result": "Tensor", **dict.fromkeys(saved, "Tensor"),
              **{a.name: str(a.schema.type) for a in op.args}}
-    params = [n for n in order if n in used]
-    schema = parse_schema(f"{name}({', '.join(f'{types[n]} {n}' for n in params)}) -> Tensor")
+    params = [n for n in order if n in used | {arg.name for arg, _ in columns}]
+    returns = "Tensor" if not columns else f"({', '.join(['Tensor'] * (1 + len(columns)))})"
+    schema = parse_schema(f"{name}({', '.join(f'{types[n]} {n}' for n in params)}) -> {returns}")
     args = tuple(Arg(a, i) for i, a in enumerate(schema.arguments))
-    (out,) = output_names([*params, *(s.name for s in stats)], 1)
+    out, *sums = output_names([*params, *(s.name for s in stats)], 1 + len(columns))
     lead_shape = op.shapes[0][op.lead.name] if op.shapes else ()
     stat_shape = (*lead_shape[:-1], 1)  # a value per row, kept as a last dimension of 1 (norm_stat)
     shapes = tuple({n: shape.get(n, stat_shape if n in saved else lead_shape) for n in params if types[n] == "Tensor"}
                    for shape in op.shapes)
-    body = RowNormalization(stats, (Write(compute, out),), row_stats=tuple(n for n in saved if n in params))
+    column_sums = tuple(ColumnSum(total, expr, arg.name) for total, (arg, expr) in zip(sums, columns, strict=True))
+    body = RowNormalization(stats, (Write(compute, out),), row_stats=tuple(n for n in saved if n in params),
+                            column_sums=column_sums)
+    doc = f"The gradient of {op.lead.name} for {op.qualname}: its row reductions, then the formula, in one pass."
+    if columns:
+        summed = " and ".join(arg.name for arg, _ in columns)
+        doc = f"The gradients of {op.lead.name} and {summed} (summed over the rows) for {op.qualname}, in one pass."
     return dataclasses.replace(
         op, name=name, schema=schema, args=args, body=body,
-        doc=f"The gradient of {op.lead.name} for {op.qualname}: its row reductions, then the formula, in one pass.",
+        doc=doc,
         shapes=shapes, backward=None, sample_args=(), stem="", module_names=(), backward_of=op.name,
     )
+
+
+def _column_gradients(op: Op, kinds: dict[str, str], optional: set[str]) -> list[tuple[Arg, object]]:
+    """The inputs besides the lead one whose gradients a normalisation's backward kernel sums over the
+    rows: a Tensor (not a Tensor?, whose gradient is only wanted where it is given: its formula stays)
+    read by all rows (in every spec'd shape, size 1 in each leading dimension: a weight [N]), whose
+    formula is pointwise over grad, the inputs, result and the saved statistics. The Triton kernel's
+    only: the compiled routes' norms loops (C++, CUDA) sum nothing over the rows, their formulas stay."""
+    found = []
+    if op.is_compiled:
+        return found
+    for gradient in op.backward.gradients:
+        arg = gradient.arg
+        if arg == op.lead or not arg.is_tensor or arg.is_optional or gradient.formula is None:
+            continue
+        if not all(all(size == 1 for size in shape[arg.name][:-1]) for shape in op.shapes if arg.name in shape):
+            continue  # an input of its own rows: its gradient is no column sum
+        expr = pointwise_formula(gradient.formula.text, kinds)
+        if expr is None or expr.tested or optional & set(expr.names) or "grad" not in expr.names:
+            continue
+        found.append((arg, expr))
+    return found
 
 
 def row_reductions(text: str, kinds: dict[str, str], taken: set[str]) -> tuple | None:
@@ -328,10 +363,13 @@ def _calling(op: Op, kernel: Op, namespace: str, own_ops: set[str]) -> Op:
         gradients = [Gradient(g.arg, parse_formula(call, context), eager=g.formula) if g.arg == op.body.source else g
                      for g in op.backward.gradients]
         return dataclasses.replace(op, backward=plan_backward(tuple(gradients), op.args, num_outputs=1))
-    if isinstance(kernel.body, RowNormalization):  # the lead input's gradient; it reads the saved statistics
+    if isinstance(kernel.body, RowNormalization):  # the lead input's gradient, then the column sums' ones
         stats = op.body.stat_names
         context = dataclasses.replace(context, arg_kinds={**context.arg_kinds, **dict.fromkeys(stats, "tensor")})
-        gradients = [Gradient(g.arg, parse_formula(call, context), eager=g.formula) if g.arg == op.lead else g
+        index = {op.lead.name: 0, **{c.like: k for k, c in enumerate(kernel.body.column_sums, 1)}}
+        several = len(index) > 1  # one call serves them all (lang/autograd.py's shared calls)
+        gradients = [Gradient(g.arg, parse_formula(f"{call}[{index[g.arg.name]}]" if several else call, context),
+                              eager=g.formula) if g.arg.name in index else g
                      for g in op.backward.gradients]
         return dataclasses.replace(op, backward=plan_backward(tuple(gradients), op.args, num_outputs=1, stats=stats,
                                                               stat_reads=op.body.reads))

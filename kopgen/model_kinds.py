@@ -35,6 +35,17 @@ class RowStat:
 
 
 @dataclass(frozen=True)
+class ColumnSum:
+    """A backward kernel's gradient of an input broadcast along the rows (a weight [N]): `expr`, pointwise
+    over the row, summed over the rows (each program its partial row, in float32, summed by the
+    launcher), returned as `name` in the shape and dtype of the input `like`."""
+
+    name: str
+    expr: Pointwise
+    like: str
+
+
+@dataclass(frozen=True)
 class RowNormalization:
     """`normalize: {stats, compute}`: the statistics of each row of the lead Tensor's last dimension,
     then `compute` over the row, reading them: the output, of the broadcast shape of the inputs, or each
@@ -45,6 +56,8 @@ class RowNormalization:
     # A backward kernel's saved statistics (backward_kernel.py): Tensors of one value per row, in
     # float32 beside bf16 or float16 ones, which the output's allocation does not take.
     row_stats: tuple[str, ...] = ()
+    # A backward kernel's gradients of inputs read by all rows, returned after `compute`'s output.
+    column_sums: tuple[ColumnSum, ...] = ()
     templates: ClassVar[Mapping[str, str]] = MappingProxyType(
         {
             "kernels": "package/kernels/op.py.j2",
@@ -57,7 +70,7 @@ class RowNormalization:
 
     @property
     def output_names(self) -> tuple[str, ...]:
-        return tuple(w.name for w in self.writes if w.arg is None)
+        return (*(w.name for w in self.writes if w.arg is None), *(c.name for c in self.column_sums))
 
     @property
     def stat_names(self) -> tuple[str, ...]:
@@ -66,8 +79,10 @@ class RowNormalization:
     @property
     def reads(self) -> tuple[str, ...]:
         """The names the statistics read (arguments and earlier statistics), beside those of `compute`."""
-        return tuple(dict.fromkeys(n for s in self.stats for e in s.exprs for n in e.names))
+        exprs = (*(e for s in self.stats for e in s.exprs), *(c.expr for c in self.column_sums))
+        return tuple(dict.fromkeys(n for e in exprs for n in e.names))
 
     @property
     def imports(self) -> frozenset[str]:
-        return frozenset(m for e in (*(w.expr for w in self.writes), *(e for s in self.stats for e in s.exprs)) for m in e.imports)
+        exprs = (*(w.expr for w in self.writes), *(e for s in self.stats for e in s.exprs), *(c.expr for c in self.column_sums))
+        return frozenset(m for e in exprs for m in e.imports)

@@ -62,6 +62,9 @@ PYTHON_LOCALS = (
     "wrap",  # a triton_op's custom launcher: what it wraps each kernel in before launching it
     *("ONE_PASS", "one_pass"),  # a row normalisation's kernel: whether a row fits in one block
     *("SAVE_STATS", "save_stats"),  # ... and whether it writes each row's statistics (for backward)
+    # ... and a backward kernel's gradients summed over the rows: whether it sums them, its partial rows
+    *("COLUMN_SUMS", "column_sums", "partials", "partials_ptr", "sums"),
+    *("program", "step", "steps", "n_programs", "CONST_STEPS"),  # ... each program taking steps of blocks
     "keyset",  # ... and its autograd kernel's dispatch keys
 )
 # C++ and CUDA: the host functions (csrc/ops.cpp, cuda/ops.cpp) and launchers (cuda/kernels.cu).

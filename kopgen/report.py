@@ -73,8 +73,10 @@ def _backward_kernel(op: Op, package: Package) -> list[str]:
     if isinstance(getattr(kernel, "body", None), RowNormalization):
         others = [g.arg.name for g in op.backward.gradients if g.formula and not g.eager]
         rest = f"; {', '.join(others)}: the formulas, as torch ops" if others else ""
+        summed = [c.like for c in kernel.body.column_sums]
+        also = f" and {', '.join(summed)}'s (summed over the rows in the kernel)" if summed else ""
         line = (f"  backward kernel: {kernel.qualname}, one launch for {op.lead.name}'s gradient (its row reductions, "
-                f"then the formula){rest}")
+                f"then the formula){also}{rest}")
         return [line]
     if kernel is not None:
         return [f"  backward kernel: {kernel.qualname}, one launch for every gradient (then summed to broadcast shapes)"]

@@ -259,6 +259,79 @@ def test_a_normalisations_input_gradient_is_a_row_normalisation_reading_the_save
             "formula); weight: the formulas, as torch ops") in plan
 
 
+BROADCAST_NORMS = """\
+  - schema: "rms_norm(Tensor x, Tensor weight, float eps=1e-6) -> Tensor"
+    normalize:
+      stats: {rstd: "rsqrt(mean(x * x) + eps)"}
+      compute: "x * rstd * weight"
+    tests:
+      shapes: [{x: [4, 10], weight: [10]}, {x: [2, 3, 8], weight: [1, 1, 8]}]
+    backward:
+      x: "rstd * (grad * weight - x * rstd * rstd * (grad * weight * x).mean(-1, keepdim=True))"
+      weight: "grad * x * rstd"
+  - schema: "layer_norm(Tensor x, Tensor weight, Tensor scale, Tensor? bias=None, float eps=1e-5) -> Tensor"
+    normalize:
+      stats:
+        mu: "mean(x)"
+        rstd: "rsqrt(mean((x - mu) * (x - mu)) + eps)"
+      compute: "(x - mu) * rstd * weight * scale + (bias if present(bias) else 0.0)"
+    tests:
+      shapes: [{x: [4, 10], weight: [10], scale: [4, 10], bias: [10]}]
+    backward:
+      x: "rstd * (grad * weight * scale - (grad * weight * scale).mean(-1, keepdim=True) - (x - mu) * rstd * (grad * weight * scale * (x - mu) * rstd).mean(-1, keepdim=True))"
+      weight: "grad * (x - mu) * rstd * scale"
+      scale: "grad * (x - mu) * rstd * weight"
+      bias: "grad"
+"""
+
+
+def test_the_gradients_of_inputs_read_by_all_rows_are_summed_over_the_rows_in_the_same_kernel():
+    from kopgen.model_kinds import ColumnSum
+
+    ops = ops_of(BROADCAST_NORMS)
+    kernel = ops["rms_norm_backward"]
+    assert kernel.schema_text == "rms_norm_backward(Tensor grad, Tensor x, Tensor weight, Tensor rstd) -> (Tensor, Tensor)"
+    (summed,) = kernel.body.column_sums
+    assert isinstance(summed, ColumnSum) and (summed.name, summed.expr.text, summed.like) == ("out1", "grad * x * rstd", "weight")
+    assert kernel.output_names == ("out0", "out1")
+    # both formulas index one call of the kernel (backward runs it once: lang/autograd.py's shared calls)
+    x, weight = ops["rms_norm"].backward.gradients
+    assert x.formula.text == "rms_norm_backward(grad, x, weight, rstd)[0]" and x.eager.text.startswith("rstd * (grad")
+    assert weight.formula.text == "rms_norm_backward(grad, x, weight, rstd)[1]" and weight.eager.text == "grad * x * rstd"
+    # scale has rows of its own (its spec'd shape is x's): its formula stays; bias, a Tensor?, stays a formula
+    layer = ops["layer_norm_backward"]
+    assert [c.like for c in layer.body.column_sums] == ["weight"]
+    assert layer.schema_text == ("layer_norm_backward(Tensor grad, Tensor x, Tensor weight, Tensor scale, Tensor mu, "
+                                 "Tensor rstd) -> (Tensor, Tensor)")
+    formulas = {g.arg.name: g.formula.text for g in ops["layer_norm"].backward.gradients}
+    assert formulas["weight"] == "layer_norm_backward(grad, x, weight, scale, mu, rstd)[1]"
+    assert formulas["scale"] == "grad * (x - mu) * rstd * weight" and formulas["bias"] == "grad"
+    plan = describe_plan(load_spec_text(HEAD + BROADCAST_NORMS, "kopgen.yaml"), "kopgen.yaml")
+    assert ("backward kernel: kbw::rms_norm_backward, one launch for x's gradient (its row reductions, then the "
+            "formula) and weight's (summed over the rows in the kernel)") in plan
+    assert "and weight's (summed over the rows in the kernel); scale, bias: the formulas, as torch ops" in plan
+
+
+def test_a_normalisations_backward_runs_its_kernel_once_for_every_gradient_it_computes():
+    from kopgen.lang import autograd, norm_sums, norms, sharding
+
+    ops = ops_of(BROADCAST_NORMS)
+    body = "\n".join(autograd.backward_body(ops["rms_norm"]))
+    assert body.count("torch.ops.kbw.rms_norm_backward.default(") == 1  # create_graph runs the formulas as written
+    assert "One rms_norm_backward call serves the gradients of x and weight" in body
+    # the partial sums are the launcher's: each program sums its blocks of rows, in registers (one pass),
+    # then stores its partial row, or adds to its partial row (longer rows)
+    kernel = ops["rms_norm_backward"]
+    stores = "\n".join(norms.store(kernel, 8))
+    assert "if COLUMN_SUMS:" in stores and "out1 += tl.reduce(" in stores
+    tail = "\n".join(norm_sums.column_sum_tail(kernel))
+    assert "tl.store(partials_ptr + offsets, out1, mask=cols < n_cols)" in tail
+    looped = "\n".join(norms.looped(kernel, 8))
+    assert "tl.load(partials_ptr + offsets, mask=cols < n_cols) + values" in looped
+    # DTensor: weight's gradient is a partial sum where the rows are sharded
+    assert "summed=(2,)" in "".join(sharding.registration(kernel))
+
+
 def test_a_normalisations_formula_outside_the_reductions_of_pointwise_rows_keeps_the_eager_path():
     def norm(name: str, formula: str, route: str = "custom_op") -> str:
         backends = "{cpu: cpp, cuda: cuda}" if route == "torch_library" else "{cpu: triton, cuda: triton}"

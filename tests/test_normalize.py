@@ -101,13 +101,27 @@ for form in (one_pass, looped):
                             (xd,)),
         }
         for name, (got, args) in backward.items():
-            leaf = args[0].detach().float().requires_grad_()
-            rest = [a.float() for a in args[1:]]
-            want = torch.autograd.grad(cases[name][1](leaf, *rest), leaf, g.float())[0]
-            assert got.dtype == dtype, (name, got.dtype)
+            # rms_norm's and layer_norm's kernels return weight's gradient too, summed over the rows
+            got = got if isinstance(got, tuple) else (got,)
+            leaves = [a.detach().float().requires_grad_() for a in args[: len(got)]]
+            rest = [a.float() for a in args[len(got):]]
+            want = torch.autograd.grad(cases[name][1](*leaves, *rest), leaves, g.float())
+            assert [t.dtype for t in got] == [dtype] * len(got), (name, got)
             tolerances = {} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 2e-2}
-            torch.testing.assert_close(got.float(), want, **tolerances,
+            torch.testing.assert_close(tuple(t.float() for t in got), want, **tolerances,
                                        msg=lambda m: f"{name}_backward, {form.__name__}, {dtype}: {m}")
+    # weight's gradient over many programs (their partial rows summed), for a weight of each shape: one
+    # row [N] or [1, N], one value [1] (summed along the row too), rows of its own (the formula in
+    # torch), and no rows at all (zeros)
+    for rows, weight_shape in [(300, (40,)), (300, (1, 40)), (300, (1,)), (300, (300, 40)), (0, (40,))]:
+        xr, wr = torch.randn(rows, 40, dtype=torch.float64), torch.randn(weight_shape, dtype=torch.float64)
+        gr = torch.randn(rows, 40, dtype=torch.float64)
+        leaves = [xr.clone().requires_grad_(), wr.clone().requires_grad_()]
+        want = torch.autograd.grad(reference.rms_norm(*leaves), leaves, gr)
+        rstd = rms_norm.rms_norm_forward_triton(xr, wr)[1]
+        got = rms_norm_backward.rms_norm_backward_triton(gr, xr, wr, rstd)
+        assert got[1].shape == wr.shape and got[1].dtype == wr.dtype
+        torch.testing.assert_close(got, want, msg=lambda m: f"rows {rows}, weight {weight_shape}, {form.__name__}: {m}")
     assert form is looped or BLOCKS(5, 40, 4)[2], "rows of 40 take one pass"
 # A statistic of a value per element, not per row, would be read as its first column: refused
 try:
@@ -125,6 +139,54 @@ def test_the_looped_kernel_matches_the_one_pass_kernel_and_the_reference(tmp_pat
     repo = generate(EXAMPLES / "norms.yaml", tmp_path / "repo")
     result = subprocess.run([sys.executable, "-c", textwrap.dedent(CHECK)], cwd=repo, capture_output=True, text=True,
                             check=False, timeout=600)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
+
+
+# A normalisation that saves no statistics, on the triton_op route: its backward kernel sums weight's
+# gradient (which reads result) over the rows all the same; _support.py has what its launcher calls.
+WEIGHTED_SOFTMAX = """\
+kopgen: 1
+package: kws
+defaults:
+  registration: triton_op
+  backends: {cpu: triton, cuda: triton}
+ops:
+  - schema: "wsoftmax(Tensor x, Tensor weight) -> Tensor"
+    normalize:
+      stats: {x_max: "max(x)", sum_exp: "sum(exp(x - x_max))"}
+      compute: "exp(x - x_max) / sum_exp * weight"
+    tests:
+      shapes: [{x: [4, 10], weight: [10]}]
+    backward:
+      x: "(result / weight) * (grad * weight - (grad * result).sum(-1, keepdim=True))"
+      weight: "grad * result / weight"
+"""
+
+WEIGHTED_CHECK = """
+import torch
+from kws import reference
+from kws.kernels import wsoftmax, wsoftmax_backward
+
+torch.manual_seed(0)
+for rows, shape in [(70, (10,)), (70, (1, 10)), (70, (70, 10)), (0, (10,))]:
+    x, w, g = torch.randn(rows, 10), torch.rand(shape) + 0.5, torch.randn(rows, 10)
+    leaves = [x.clone().requires_grad_(), w.clone().requires_grad_()]
+    want = torch.autograd.grad(reference.wsoftmax(*leaves), leaves, g)
+    got = wsoftmax_backward.wsoftmax_backward_triton(g, w, wsoftmax.wsoftmax_triton(x, w))
+    assert got[1].shape == w.shape, (rows, shape, got[1].shape)
+    torch.testing.assert_close(got, want, msg=lambda m: f"rows {rows}, weight {shape}: {m}")
+print("ok")
+"""
+
+
+@pytest.mark.slow
+def test_a_normalisation_without_saved_statistics_sums_the_weights_gradient_in_its_kernel(tmp_path):
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text(WEIGHTED_SOFTMAX)
+    repo = generate(spec, tmp_path / "repo")
+    assert "summed=(1,)" in (repo / "kws" / "_registration.py").read_text()
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(WEIGHTED_CHECK)], cwd=repo, capture_output=True,
+                            text=True, check=False, timeout=600)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
 
 

@@ -14,8 +14,9 @@ import re
 from ..model import Op
 from ..model_kinds import RowStat
 from ..names import DERIVED_NAMES, locals_for, module_name
-from . import python, triton
+from . import norm_sums, python, triton
 from .layout import literal, wrap
+from .norm_sums import column_sums
 
 # What a masked-out element holds in each reduction: its identity.
 _IDENTITY = {"sum": "0.0", "mean": "0.0", "max": 'float("-inf")', "min": 'float("inf")'}
@@ -43,6 +44,7 @@ def reference_return(op: Op) -> str:
     dtype = locals_for(op).dtype
     lines = _stat_lines(op, "")
     values = [f"{python.layout.operand(w.expr.to_torch())}.to({dtype})" for w in op.writes]
+    values += norm_sums.reference_values(op)  # the gradients summed over the rows
     returned = python.layout.assign("return", values[0], 4) if len(values) == 1 else \
         wrap("return (", values, ")", 4, explode=True)
     return "\n    ".join([*lines, returned])
@@ -95,6 +97,29 @@ def python_forward_kernel(op: Op) -> list[str]:
 
 
 # -- the Triton kernel
+
+
+def kernel_body(op: Op) -> list[str]:
+    """The kernel's body: one program's block of rows, one pass or looped; with column sums
+    (norm_sums.py), a loop over the program's blocks around it."""
+    local, summed = locals_for(op), bool(column_sums(op))
+    pad = "    " if summed else ""
+    inner = 8 + len(pad)
+    lines = ["    # One program normalises BLOCK_ROWS rows, each tensor read through its strides (0 where it is",
+             "    # broadcast); 64-bit offsets. The statistics are columns of one value per row, in COMPUTE_DTYPE.",
+             *(norm_sums.column_sum_head(op) if summed else []),
+             f"    {pad}{local.rows} = {norm_sums.first_row(op)} + tl.arange(0, {local.BLOCK_ROWS})",
+             f"    {pad}{local.row_mask} = {local.rows} < {local.n_rows}",
+             f"    {pad}if {local.ONE_PASS}:",
+             f"        {pad}# The rows fit in the block: read once, each statistic reduced from it, then written.",
+             f"        {pad}{local.cols} = tl.arange(0, {local.BLOCK_COLS}).to(tl.int64)",
+             f"        {pad}{local.mask} = {local.row_mask}[:, None] & ({local.cols} < {local.n_cols})[None, :]",
+             *loads(op, None, inner), *one_pass_stats(op, inner), *(f"        {pad}{line}" for line in store(op, inner)),
+             f"    {pad}else:",
+             f"        {pad}# Longer rows: a loop over the columns per statistic, then one that writes. The compiled kernel",
+             f"        {pad}# loops to the row length at run time (CONST_COLS is None); Triton 3.6's interpreter cannot.",
+             *looped(op, inner)]
+    return lines + (norm_sums.column_sum_tail(op) if summed else [])
 
 
 def loads(op: Op, names: set[str] | None, indent: int) -> list[str]:
@@ -188,21 +213,23 @@ def looped(op: Op, indent: int) -> list[str]:
                                 ")[:, None]", indent))
         lines += _finish(op, stat, indent)
         lines += _save(op, stat, indent)
-    lines += _column_loop(op, {n for w in op.writes for n in (*w.expr.names, *w.expr.tested)}, indent)
-    return lines + [f"{pad}    {line}" for line in store(op, indent + 4)]
+    written = (*(w.expr for w in op.writes), *(c.expr for c in column_sums(op)))
+    lines += _column_loop(op, {n for e in written for n in (*e.names, *e.tested)}, indent)
+    return lines + [f"{pad}    {line}" for line in store(op, indent + 4, looped=True)]
 
 
 def _column_loop(op: Op, names: set[str], indent: int) -> list[str]:
     """`for start in ...:` over a row's columns, BLOCK_COLS at a time, loading the Tensors of `names`."""
     local, pad = locals_for(op), " " * indent
-    return [f"{pad}for {local.start} in range(0, {triton.loop_end(op)}, {local.BLOCK_COLS}):",
+    return [pad + wrap(f"for {local.start} in range(", ["0", triton.loop_end(op), local.BLOCK_COLS], "):", indent),
             f"{pad}    {local.cols} = {local.start} + tl.arange(0, {local.BLOCK_COLS}).to(tl.int64)",
             f"{pad}    {local.mask} = {local.row_mask}[:, None] & ({local.cols} < {local.n_cols})[None, :]",
             *loads(op, names, indent + 4)]
 
 
-def store(op: Op, indent: int) -> list[str]:
-    """`compute` over the block, stored in each written tensor's dtype (lines without their indent)."""
+def store(op: Op, indent: int, looped: bool = False) -> list[str]:
+    """`compute` over the block, stored in each written tensor's dtype, then each column sum's part
+    (lines without their indent)."""
     local = locals_for(op)
     lines = []
     for write in op.writes:
@@ -215,7 +242,7 @@ def store(op: Op, indent: int) -> list[str]:
             lines.append(python.layout.assign(name, write.expr.to_triton(), indent))
             stored = f"{name}.to({pointer}.dtype.element_ty)"
         lines.append(wrap("tl.store(", [f"{pointer} + {offsets}", stored, f"mask={local.mask}"], ")", indent))
-    return lines
+    return lines + norm_sums.column_sum_parts(op, indent, looped)
 
 
 # -- the launcher
@@ -251,8 +278,11 @@ def constants(op: Op) -> list[tuple[str, str]]:
 def kernel_define(op: Op) -> str:
     """The kernel's `def`: a pointer per saved statistic after the tensors, and SAVE_STATS, whether to write them."""
     saves = ("SAVE_STATS",) if saved_stats(op) else ()
-    sizes = ("n_rows", "n_cols", "strides", "BLOCK_ROWS", "BLOCK_COLS", "CONST_COLS", "ONE_PASS", *saves)
-    return triton.kernel_define(op, *sizes, pointers=[stat_pointer(n) for n in saved_stats(op)])
+    sums = ("COLUMN_SUMS", "CONST_STEPS") if column_sums(op) else ()
+    steps = ("n_programs", "steps") if column_sums(op) else ()
+    sizes = ("n_rows", "n_cols", *steps, "strides", "BLOCK_ROWS", "BLOCK_COLS", "CONST_COLS", "ONE_PASS", *saves, *sums)
+    partials = [locals_for(op).partials_ptr] if column_sums(op) else []
+    return triton.kernel_define(op, *sizes, pointers=[*(stat_pointer(n) for n in saved_stats(op)), *partials])
 
 
 def forward_launcher(op: Op) -> str:
@@ -298,6 +328,8 @@ def launcher_template(op: Op) -> str:
 def outputs(op: Op) -> list[str]:
     """The launcher's output, then each saved statistic (None where not asked for)."""
     local, first = locals_for(op), triton.first_written(op)
+    if column_sums(op):  # one call allocates the output and each column sum's
+        return norm_sums.outputs(op)
     return [*triton.outputs(op), *(f"    {name} = _support.norm_stat({first}) if {local.save_stats} else None"
                                    for name in saved_stats(op))]
 
@@ -308,10 +340,14 @@ def empty_return(op: Op) -> str:
 
 
 def epilogue(op: Op) -> list[str]:
+    if column_sums(op):
+        return norm_sums.epilogue(op)
     return ["    " + empty_return(op)] if saved_stats(op) else triton.epilogue(op)
 
 
 def launch(op: Op) -> list[str]:
+    if column_sums(op):  # fewer programs than blocks of rows, and their partial rows
+        return norm_sums.launch(op, constants(op))
     saves = [("SAVE_STATS", locals_for(op).save_stats)] if saved_stats(op) else []
     return triton.launch(op, ["n_rows", "n_cols", "strides"], [*constants(op), *saves], pointers=saved_stats(op))
 

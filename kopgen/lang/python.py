@@ -400,7 +400,7 @@ def fake_body(op: Op) -> list[str]:
                 "    return None"]
     if sized_by_data(op):
         return dynamic_fake_body(op)
-    if op.num_outputs == 1 or _kind(op).allocates_all:
+    if op.num_outputs == 1 or allocates_all(op):
         noun = "outputs" if op.num_outputs > 1 else "output"
         return [f"    # Only metadata: the same {noun} the launcher allocates, never reading data.",
                 "    " + layout.assign("return", allocate(op), 4)]
@@ -459,14 +459,22 @@ def _qualname_and_tensors(op: Op) -> list[str]:
     return [literal(op.qualname), *(a.name for a in op.kernel_args)]
 
 
+def _normalization_allocator(op: Op) -> str:
+    if op.body.column_sums:
+        return "norm_gradient_outputs"
+    return "norm_gradient_output" if op.body.row_stats else "normalization_output"
+
+
 def _normalization_tensors(op: Op) -> list[str]:
     """A normalisation's backward kernel's saved statistics apart (float32 beside bfloat16: their dtype
-    is checked apart, by norm_gradient_output), then its other Tensors."""
-    row_stats = op.body.row_stats
-    if not row_stats:
+    is checked apart, by norm_gradient_output), then the inputs of its gradients summed over the rows
+    (norm_gradient_outputs), then its other Tensors."""
+    row_stats, sums = op.body.row_stats, [c.like for c in op.body.column_sums]
+    if not row_stats and not sums:
         return _qualname_and_tensors(op)
     stats = f"({', '.join(row_stats)}{',' if len(row_stats) == 1 else ''})"
-    return [literal(op.qualname), stats, *(a.name for a in op.kernel_args if a.name not in row_stats)]
+    likes = [f"({', '.join(sums)}{',' if len(sums) == 1 else ''})"] if sums else []
+    return [literal(op.qualname), stats, *likes, *(a.name for a in op.kernel_args if a.name not in row_stats)]
 
 
 def autograd_template(op: Op) -> str:
@@ -507,13 +515,18 @@ class _Kind(NamedTuple):
 _KINDS = {
     PointwiseCompute: _Kind(lambda op: "pointwise_output", _qualname_and_tensors),
     RowReduction: _Kind(lambda op: "reduction_output", _qualname_and_tensors),
-    RowNormalization: _Kind(lambda op: "norm_gradient_output" if op.body.row_stats else "normalization_output",
-                            _normalization_tensors),
+    RowNormalization: _Kind(_normalization_allocator, _normalization_tensors),
     GatedSplit: _Kind(lambda op: "pointwise_output", _qualname_and_tensors),
     SplitGradient: _Kind(lambda op: "joined_output", _qualname_and_tensors),
     RowGradient: _Kind(lambda op: "pointwise_output", _qualname_and_tensors),
     CustomKernel: _Kind(lambda op: f"{op.stem}_output", call_args, allocates_all=True),
 }
+
+
+def allocates_all(op: Op) -> bool:
+    """Whether one call of the allocator gives all the op's outputs (a custom kernel's; a normalisation's
+    backward kernel's with gradients summed over the rows, each in its input's shape)."""
+    return _kind(op).allocates_all or bool(getattr(op.body, "column_sums", ()))
 
 
 def _kind(op: Op) -> _Kind:

@@ -14,10 +14,11 @@ from ..backward_kernel import RowGradient
 from ..model import Arg, CustomKernel, MutationReference, Op, Package, PointwiseCompute, RowNormalization, RowReduction
 from ..names import locals_for
 from ..split import GatedSplit, SplitGradient
-from . import layout, norms, split, tests
+from . import layout, norm_sums, norms, split, tests
 from .layout import wrap
 from .python import (
     allocate,
+    allocates_all,
     annotations_need_torch,
     call_text,
     check_written,
@@ -202,7 +203,10 @@ def _written_kernel_body(op: Op) -> list[str]:
         lines.append("    " + layout.assign(expected, reference, 4))
         return lines + [f"    {w.name}.copy_({expected}[{i}])" for i, w in enumerate(op.writes)]
     lines = ['    """The PyTorch reference as a kernel, written into fresh contiguous output."""']
-    lines += ["    " + layout.assign(out, allocate(op), 4) for out in outs]
+    if allocates_all(op):
+        lines.append("    " + layout.assign(", ".join(outs), allocate(op), 4))
+    else:
+        lines += ["    " + layout.assign(out, allocate(op), 4) for out in outs]
     if len(outs) == 1:
         return lines + ["    " + layout.assign("return", f"{outs[0]}.copy_({reference})", 4)]
     lines.append("    " + layout.assign(expected, reference, 4))
@@ -284,7 +288,8 @@ _KINDS = {
     PointwiseCompute: _Kind(lambda op: op.read_args, _pointwise_return, _written_kernel_body),
     RowReduction: _Kind(lambda op: op.read_args, _reduction_return, _written_kernel_body),
     RowNormalization: _Kind(lambda op: op.read_args, norms.reference_return,
-                            lambda op: _written_kernel_body(op) + norms.python_forward_kernel(op)),
+                            lambda op: _written_kernel_body(op) + norms.python_forward_kernel(op),
+                            dtype_lines=norm_sums.reference_dtypes),
     GatedSplit: _Kind(lambda op: op.read_args, _pointwise_return, _split_kernel_body,
                       dtype_lines=lambda op: _lead_dtype(op) + split.bind(op, 0, "")),
     SplitGradient: _Kind(lambda op: op.read_args, _joined_return, _split_kernel_body,

@@ -499,17 +499,19 @@ def shard_as_inputs(
     outputs: int,
     rows: bool = False,
     per_row: tuple[int, ...] = (),
+    summed: tuple[int, ...] = (),
 ) -> None:
     """Gives DTensor the sharding rule of `op`, whose Tensor arguments are at `tensors` and whose
     `outputs` have their broadcast shape (rows: with the last dimension their own; the Tensors at
-    `per_row` hold a value per row, so all their dimensions are the rows'), once
+    `per_row` hold a value per row, so all their dimensions are the rows'; the last outputs, one per
+    argument at `summed`, a gradient summed to that argument's shape), once
     torch.distributed.tensor is imported: its import takes seconds, which a package not used on
     DTensors does not pay."""
 
     def rule(*args, **kwargs):
         # Keyword-only arguments are never Tensors: a None (no placement) for each.
         args = (*args, *[None] * len(kwargs))
-        return shardings(tensors, outputs, rows, args, per_row)
+        return shardings(tensors, outputs, rows, args, per_row, summed)
 
     SHARDING_RULES[op] = rule
     if "torch.distributed.tensor" in sys.modules:
@@ -534,13 +536,16 @@ def shardings(
     rows: bool,
     args: tuple,
     per_row: tuple[int, ...] = (),
+    summed: tuple[int, ...] = (),
 ) -> list[tuple[list, list]]:
     """register_sharding's strategies, (output placements, input placements), for a call on `args`
     (DTensor passes a spec with the shape of each Tensor; the Tensors themselves do too): all
     replicated, then for each dimension d of the broadcast shape (a row op's but the last) the
     outputs sharded along d and each input along its dimension aligned with d, replicated where it
-    broadcasts there (a smaller size: each shard reads all of it)."""
-    from torch.distributed.tensor import Replicate, Shard  # DTensor calls it: imported
+    broadcasts there (a smaller size: each shard reads all of it). An output summed to the shape of
+    the argument at `summed` is placed as that argument, or a partial sum where it is replicated."""
+    # DTensor calls it: imported
+    from torch.distributed.tensor import Partial, Replicate, Shard
 
     given = [arg if i in tensors else None for i, arg in enumerate(args)]
     # Each Tensor's sizes that may be sharded: a row op's all but the last (all of a value per row).
@@ -559,7 +564,8 @@ def shardings(
             own = d - len(shape) + len(own_sizes)
             sharded = own >= 0 and own_sizes[own] == shape[d]
             inputs.append(None if t is None else Shard(own) if sharded else Replicate())
-        strategies.append(([Shard(d)] * outputs, inputs))
+        sums = [inputs[i] if inputs[i].is_shard() else Partial() for i in summed]
+        strategies.append(([Shard(d)] * (outputs - len(summed)) + sums, inputs))
     return strategies
 
 

@@ -47,7 +47,7 @@ def _rms_norm_setup_context(ctx, inputs, output, rstd):
     # Save only what the formulas read, and only when a gradient that reads it is wanted.
     ctx.save_for_backward(
         x if ctx.needs_input_grad[0] or ctx.needs_input_grad[1] else None,
-        weight if ctx.needs_input_grad[0] else None,
+        weight if ctx.needs_input_grad[0] or ctx.needs_input_grad[1] else None,
         rstd if ctx.needs_input_grad[0] or ctx.needs_input_grad[1] else None,
     )
 
@@ -76,13 +76,16 @@ def _rms_norm_backward_(ctx, grad):
         )
     grad_x = None
     grad_weight = None
+    # One rms_norm_backward call serves the gradients of x and weight: it runs once, if one is wanted.
+    if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
+        rms_norm_grads = torch.ops.knorms.rms_norm_backward.default(
+            grad, x, weight, rstd
+        )
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = torch.ops.knorms.rms_norm_backward.default(
-            grad, x, weight, rstd
-        ).sum_to_size(ctx.x_shape)
+        grad_x = rms_norm_grads[0].sum_to_size(ctx.x_shape)
     if ctx.needs_input_grad[1]:
-        grad_weight = (grad * x * rstd).sum_to_size(ctx.weight_shape)
+        grad_weight = rms_norm_grads[1].sum_to_size(ctx.weight_shape)
     return grad_x, grad_weight, None
 
 
@@ -180,16 +183,16 @@ _rms_norm_backward = torch.library.custom_op(
     rms_norm_backward_kernels.rms_norm_backward_triton,
     mutates_args=(),
     device_types=("cpu", "cuda"),
-    schema="(Tensor grad, Tensor x, Tensor weight, Tensor rstd) -> Tensor",
+    schema="(Tensor grad, Tensor x, Tensor weight, Tensor rstd) -> (Tensor, Tensor)",
     tags=(torch.Tag.pt2_compliant_tag,),
 )
 
 
 @torch.library.register_fake("knorms::rms_norm_backward")
 def _rms_norm_backward_fake(grad, x, weight, rstd):
-    # Only metadata: the same output the launcher allocates, never reading data.
-    return _support.norm_gradient_output(
-        "knorms::rms_norm_backward", (rstd,), grad, x, weight
+    # Only metadata: the same outputs the launcher allocates, never reading data.
+    return _support.norm_gradient_outputs(
+        "knorms::rms_norm_backward", (rstd,), (weight,), grad, x, weight
     )
 
 
@@ -226,8 +229,9 @@ _rms_norm_backward_kernels = {
 _support.shard_as_inputs(
     torch.ops.knorms.rms_norm_backward.default,
     tensors=(0, 1, 2, 3),
-    outputs=1,
+    outputs=2,
     rows=True,
+    summed=(2,),
 )
 
 
@@ -258,7 +262,7 @@ def _layer_norm_setup_context(ctx, inputs, output, mu, rstd):
     # Save only what the formulas read, and only when a gradient that reads it is wanted.
     ctx.save_for_backward(
         x if needs_input_grad[0] or needs_input_grad[1] else None,
-        weight if needs_input_grad[0] else None,
+        weight if needs_input_grad[0] or needs_input_grad[1] else None,
         mu if needs_input_grad[0] or needs_input_grad[1] else None,
         rstd if needs_input_grad[0] or needs_input_grad[1] else None,
     )
@@ -296,13 +300,16 @@ def _layer_norm_backward_(ctx, grad):
     grad_x = None
     grad_weight = None
     grad_bias = None
+    # One layer_norm_backward call serves the gradients of x and weight: it runs once, if one is wanted.
+    if needs_input_grad[0] or needs_input_grad[1]:
+        layer_norm_grads = torch.ops.knorms.layer_norm_backward.default(
+            grad, x, weight, mu, rstd
+        )
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if needs_input_grad[0]:
-        grad_x = torch.ops.knorms.layer_norm_backward.default(
-            grad, x, weight, mu, rstd
-        ).sum_to_size(ctx.x_shape)
+        grad_x = layer_norm_grads[0].sum_to_size(ctx.x_shape)
     if needs_input_grad[1]:
-        grad_weight = (grad * (x - mu) * rstd).sum_to_size(ctx.weight_shape)
+        grad_weight = layer_norm_grads[1].sum_to_size(ctx.weight_shape)
     if needs_input_grad[2]:
         grad_bias = grad.sum_to_size(ctx.bias_shape)
     return grad_x, grad_weight, grad_bias, None
@@ -401,7 +408,7 @@ _support.register_autocast("knorms::layer_norm", "fp32")
 # knorms::layer_norm_backward ----------------------------------------------------------
 
 _lib.define(
-    "layer_norm_backward(Tensor grad, Tensor x, Tensor weight, Tensor mu, Tensor rstd) -> Tensor",
+    "layer_norm_backward(Tensor grad, Tensor x, Tensor weight, Tensor mu, Tensor rstd) -> (Tensor, Tensor)",
     tags=(torch.Tag.pt2_compliant_tag,),
 )
 _lib.impl(
@@ -416,9 +423,9 @@ _lib.impl(
 
 @torch.library.register_fake("knorms::layer_norm_backward")
 def _layer_norm_backward_fake(grad, x, weight, mu, rstd):
-    # Only metadata: the same output the launcher allocates, never reading data.
-    return _support.norm_gradient_output(
-        "knorms::layer_norm_backward", (mu, rstd), grad, x, weight
+    # Only metadata: the same outputs the launcher allocates, never reading data.
+    return _support.norm_gradient_outputs(
+        "knorms::layer_norm_backward", (mu, rstd), (weight,), grad, x, weight
     )
 
 
@@ -457,8 +464,9 @@ _layer_norm_backward_kernels = {
 _support.shard_as_inputs(
     torch.ops.knorms.layer_norm_backward.default,
     tensors=(0, 1, 2, 3, 4),
-    outputs=1,
+    outputs=2,
     rows=True,
+    summed=(2,),
 )
 
 

@@ -186,6 +186,62 @@ def norm_gradient_output(
     return out
 
 
+def norm_gradient_outputs(
+    op: str, stats: tuple[Tensor, ...], summed: tuple[Tensor, ...], *tensors: Tensor
+) -> tuple[Tensor, ...]:
+    """The outputs of a normalisation's backward kernel that sums gradients over the rows: its input's
+    gradient (norm_gradient_output), then one gradient in the shape and dtype of each Tensor of
+    `summed` (zeros where there are no elements to sum)."""
+    out = norm_gradient_output(op, stats, *tensors)
+    allocate = Tensor.new_zeros if out.numel() == 0 else Tensor.new_empty
+    return out, *(allocate(t, t.shape) for t in summed)
+
+
+def norm_one_row(*tensors: Tensor) -> bool:
+    """Whether each Tensor is one row read by all rows (size 1 in every leading dimension, a weight
+    [N]): the backward kernel then sums its gradient over the rows."""
+    return all(all(size == 1 for size in t.shape[:-1]) for t in tensors)
+
+
+def norm_programs(blocks: int, out: Tensor) -> tuple[int, int]:
+    """The programs of a backward kernel with column sums, and the blocks of rows each takes: at
+    most 4 per multiprocessor of the GPU (4 on the CPU), so that few partial rows are summed."""
+    limit = 4 * _multiprocessors(out.device) if out.is_cuda else 4
+    programs = max(min(blocks, limit), 1)
+    return programs, (blocks + programs - 1) // programs
+
+
+@functools.cache
+def _multiprocessors(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def norm_partials(
+    out: Tensor, programs: int, count: int, n_cols: int, summed: bool, one_pass: bool
+) -> Tensor:
+    """The partial rows of a backward kernel's column sums: one per program and column sum, in
+    float32 (float64 for float64), zeros where the kernel adds to them (rows longer than a block);
+    a placeholder where it sums none."""
+    dtype = torch.float64 if out.dtype == torch.float64 else torch.float32
+    if not summed:
+        return torch.empty((1,), dtype=dtype, device=out.device)
+    allocate = torch.empty if one_pass else torch.zeros
+    return allocate((programs, count, n_cols), dtype=dtype, device=out.device)
+
+
+def norm_column_sum(total: Tensor, like: Tensor) -> Tensor:
+    """A gradient summed over the rows (a row of the row length) in the shape and dtype of `like`,
+    summed along the row too where `like` broadcasts there (a last dimension of 1)."""
+    if total.numel() != like.numel():
+        total = total.sum(-1, keepdim=True)
+    return total.to(like.dtype).reshape(like.shape)
+
+
+def norm_summed(values: Tensor, like: Tensor) -> Tensor:
+    """A gradient of an input with rows of its own, computed in torch: summed to its shape, in its dtype."""
+    return values.sum_to_size(like.shape).to(like.dtype)
+
+
 def norm_blocks(
     n_rows: int, n_cols: int, element_size: int
 ) -> tuple[int, int, bool, int]:
@@ -580,17 +636,19 @@ def shard_as_inputs(
     outputs: int,
     rows: bool = False,
     per_row: tuple[int, ...] = (),
+    summed: tuple[int, ...] = (),
 ) -> None:
     """Gives DTensor the sharding rule of `op`, whose Tensor arguments are at `tensors` and whose
     `outputs` have their broadcast shape (rows: with the last dimension their own; the Tensors at
-    `per_row` hold a value per row, so all their dimensions are the rows'), once
+    `per_row` hold a value per row, so all their dimensions are the rows'; the last outputs, one per
+    argument at `summed`, a gradient summed to that argument's shape), once
     torch.distributed.tensor is imported: its import takes seconds, which a package not used on
     DTensors does not pay."""
 
     def rule(*args, **kwargs):
         # Keyword-only arguments are never Tensors: a None (no placement) for each.
         args = (*args, *[None] * len(kwargs))
-        return shardings(tensors, outputs, rows, args, per_row)
+        return shardings(tensors, outputs, rows, args, per_row, summed)
 
     SHARDING_RULES[op] = rule
     if "torch.distributed.tensor" in sys.modules:
@@ -615,13 +673,16 @@ def shardings(
     rows: bool,
     args: tuple,
     per_row: tuple[int, ...] = (),
+    summed: tuple[int, ...] = (),
 ) -> list[tuple[list, list]]:
     """register_sharding's strategies, (output placements, input placements), for a call on `args`
     (DTensor passes a spec with the shape of each Tensor; the Tensors themselves do too): all
     replicated, then for each dimension d of the broadcast shape (a row op's but the last) the
     outputs sharded along d and each input along its dimension aligned with d, replicated where it
-    broadcasts there (a smaller size: each shard reads all of it)."""
-    from torch.distributed.tensor import Replicate, Shard  # DTensor calls it: imported
+    broadcasts there (a smaller size: each shard reads all of it). An output summed to the shape of
+    the argument at `summed` is placed as that argument, or a partial sum where it is replicated."""
+    # DTensor calls it: imported
+    from torch.distributed.tensor import Partial, Replicate, Shard
 
     given = [arg if i in tensors else None for i, arg in enumerate(args)]
     # Each Tensor's sizes that may be sharded: a row op's all but the last (all of a value per row).
@@ -640,7 +701,8 @@ def shardings(
             own = d - len(shape) + len(own_sizes)
             sharded = own >= 0 and own_sizes[own] == shape[d]
             inputs.append(None if t is None else Shard(own) if sharded else Replicate())
-        strategies.append(([Shard(d)] * outputs, inputs))
+        sums = [inputs[i] if inputs[i].is_shard() else Partial() for i in summed]
+        strategies.append(([Shard(d)] * (outputs - len(summed)) + sums, inputs))
     return strategies
 
 

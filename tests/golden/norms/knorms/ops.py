@@ -31,8 +31,10 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
     return kernel(x, weight, eps)
 
 
-def rms_norm_backward(grad: Tensor, x: Tensor, weight: Tensor, rstd: Tensor) -> Tensor:
-    """The gradient of x for knorms::rms_norm: its row reductions, then the formula, in one pass."""
+def rms_norm_backward(
+    grad: Tensor, x: Tensor, weight: Tensor, rstd: Tensor
+) -> tuple[Tensor, Tensor]:
+    """The gradients of x and weight (summed over the rows) for knorms::rms_norm, in one pass."""
     kernel = _support.eager_kernel(
         _registration._rms_norm_backward_kernels, grad, x, weight, rstd
     )
@@ -57,8 +59,8 @@ def layer_norm(
 
 def layer_norm_backward(
     grad: Tensor, x: Tensor, weight: Tensor, mu: Tensor, rstd: Tensor
-) -> Tensor:
-    """The gradient of x for knorms::layer_norm: its row reductions, then the formula, in one pass."""
+) -> tuple[Tensor, Tensor]:
+    """The gradients of x and weight (summed over the rows) for knorms::layer_norm, in one pass."""
     kernel = _support.eager_kernel(
         _registration._layer_norm_backward_kernels, grad, x, weight, mu, rstd
     )

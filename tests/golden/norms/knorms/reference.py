@@ -28,12 +28,18 @@ def rms_norm_forward(
     return (x * rstd * weight).to(dtype), rstd
 
 
-def rms_norm_backward(grad: Tensor, x: Tensor, weight: Tensor, rstd: Tensor) -> Tensor:
+def rms_norm_backward(
+    grad: Tensor, x: Tensor, weight: Tensor, rstd: Tensor
+) -> tuple[Tensor, Tensor]:
     """knorms::rms_norm_backward in plain PyTorch, computed in float32 at least."""
     dtype = grad.dtype
+    dtypes = (weight.dtype,)
     grad, x, weight, rstd = upcast(grad, x, weight, rstd)
     mean0 = row_mean(grad * weight * x).unsqueeze(-1)
-    return (rstd * (grad * weight - x * rstd * rstd * mean0)).to(dtype)
+    return (
+        (rstd * (grad * weight - x * rstd * rstd * mean0)).to(dtype),
+        (grad * x * rstd).sum_to_size(weight.shape).to(dtypes[0]),
+    )
 
 
 def layer_norm(
@@ -65,13 +71,17 @@ def layer_norm_forward(
 
 def layer_norm_backward(
     grad: Tensor, x: Tensor, weight: Tensor, mu: Tensor, rstd: Tensor
-) -> Tensor:
+) -> tuple[Tensor, Tensor]:
     """knorms::layer_norm_backward in plain PyTorch, computed in float32 at least."""
     dtype = grad.dtype
+    dtypes = (weight.dtype,)
     grad, x, weight, mu, rstd = upcast(grad, x, weight, mu, rstd)
     mean0 = row_mean(grad * weight).unsqueeze(-1)
     mean1 = row_mean(grad * weight * (x - mu) * rstd).unsqueeze(-1)
-    return (rstd * (grad * weight - mean0 - (x - mu) * rstd * mean1)).to(dtype)
+    return (
+        (rstd * (grad * weight - mean0 - (x - mu) * rstd * mean1)).to(dtype),
+        (grad * (x - mu) * rstd).sum_to_size(weight.shape).to(dtypes[0]),
+    )
 
 
 def softmax(x: Tensor) -> Tensor:

@@ -45,11 +45,11 @@ LAYER_NORM = OpData(
     backward_sample="broadcast",
     saved_tensors={
         (0,): 4,
-        (1,): 3,
+        (1,): 4,
         (2,): 0,
         (0, 1): 4,
         (0, 2): 4,
-        (1, 2): 3,
+        (1, 2): 4,
         (0, 1, 2): 4,
     },
     backward_kernel=torch.ops.knorms.layer_norm_backward.default,

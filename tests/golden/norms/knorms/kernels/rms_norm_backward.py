@@ -18,9 +18,12 @@ def rms_norm_backward_kernel(
     x_ptr,
     weight_ptr,
     rstd_ptr,
-    out_ptr,
+    out0_ptr,
+    partials_ptr,
     n_rows,
     n_cols,
+    n_programs,
+    steps,
     grad_row_stride,
     grad_col_stride,
     x_row_stride,
@@ -29,65 +32,32 @@ def rms_norm_backward_kernel(
     weight_col_stride,
     rstd_row_stride,
     rstd_col_stride,
-    out_row_stride,
-    out_col_stride,
+    out0_row_stride,
+    out0_col_stride,
     BLOCK_ROWS: tl.constexpr,
     BLOCK_COLS: tl.constexpr,
     CONST_COLS: tl.constexpr,
     ONE_PASS: tl.constexpr,
+    COLUMN_SUMS: tl.constexpr,
+    CONST_STEPS: tl.constexpr,
     COMPUTE_DTYPE: tl.constexpr,
 ):
     # One program normalises BLOCK_ROWS rows, each tensor read through its strides (0 where it is
     # broadcast); 64-bit offsets. The statistics are columns of one value per row, in COMPUTE_DTYPE.
-    rows = tl.program_id(0).to(tl.int64) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
-    row_mask = rows < n_rows
-    if ONE_PASS:
-        # The rows fit in the block: read once, each statistic reduced from it, then written.
-        cols = tl.arange(0, BLOCK_COLS).to(tl.int64)
-        mask = row_mask[:, None] & (cols < n_cols)[None, :]
-        rstd = tl.load(rstd_ptr + rows * rstd_row_stride, mask=row_mask).to(
-            COMPUTE_DTYPE
-        )[:, None]
-        grad = tl.load(
-            grad_ptr
-            + rows[:, None] * grad_row_stride
-            + cols[None, :] * grad_col_stride,
-            mask=mask,
-        ).to(COMPUTE_DTYPE)
-        x = tl.load(
-            x_ptr + rows[:, None] * x_row_stride + cols[None, :] * x_col_stride,
-            mask=mask,
-        ).to(COMPUTE_DTYPE)
-        weight = tl.load(
-            weight_ptr
-            + rows[:, None] * weight_row_stride
-            + cols[None, :] * weight_col_stride,
-            mask=mask,
-        ).to(COMPUTE_DTYPE)
-        # mean0 = mean(grad * weight * x)
-        mean0 = tl.reduce(
-            tl.where(mask, (grad * weight * x).to(COMPUTE_DTYPE), 0.0),
-            1,
-            tl.standard._sum_combine,
-        )[:, None]
-        mean0 = mean0 / n_cols
-        out = rstd * (grad * weight - x * rstd * rstd * mean0)
-        tl.store(
-            out_ptr + rows[:, None] * out_row_stride + cols[None, :] * out_col_stride,
-            out.to(out_ptr.dtype.element_ty),
-            mask=mask,
-        )
-    else:
-        # Longer rows: a loop over the columns per statistic, then one that writes. The compiled kernel
-        # loops to the row length at run time (CONST_COLS is None); Triton 3.6's interpreter cannot.
-        rstd = tl.load(rstd_ptr + rows * rstd_row_stride, mask=row_mask).to(
-            COMPUTE_DTYPE
-        )[:, None]
-        # mean0 = mean(grad * weight * x)
-        total = tl.full((BLOCK_ROWS, BLOCK_COLS), 0.0, dtype=COMPUTE_DTYPE)
-        for start in range(0, n_cols if CONST_COLS is None else CONST_COLS, BLOCK_COLS):
-            cols = start + tl.arange(0, BLOCK_COLS).to(tl.int64)
+    # Each program takes every n_programs-th block of rows, `steps` of them, and sums the gradients of
+    # the inputs read by all rows over them: in registers (one pass) or in its partial rows (longer).
+    program = tl.program_id(0).to(tl.int64)
+    out1 = tl.full((BLOCK_COLS,), 0.0, dtype=COMPUTE_DTYPE)
+    for step in range(steps if CONST_STEPS is None else CONST_STEPS):
+        rows = (program + step * n_programs) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+        row_mask = rows < n_rows
+        if ONE_PASS:
+            # The rows fit in the block: read once, each statistic reduced from it, then written.
+            cols = tl.arange(0, BLOCK_COLS).to(tl.int64)
             mask = row_mask[:, None] & (cols < n_cols)[None, :]
+            rstd = tl.load(rstd_ptr + rows * rstd_row_stride, mask=row_mask).to(
+                COMPUTE_DTYPE
+            )[:, None]
             grad = tl.load(
                 grad_ptr
                 + rows[:, None] * grad_row_stride
@@ -104,37 +74,109 @@ def rms_norm_backward_kernel(
                 + cols[None, :] * weight_col_stride,
                 mask=mask,
             ).to(COMPUTE_DTYPE)
-            values = (grad * weight * x).to(COMPUTE_DTYPE)
-            total = tl.where(mask, total + values, total)
-        mean0 = tl.reduce(total, 1, tl.standard._sum_combine)[:, None]
-        mean0 = mean0 / n_cols
-        for start in range(0, n_cols if CONST_COLS is None else CONST_COLS, BLOCK_COLS):
-            cols = start + tl.arange(0, BLOCK_COLS).to(tl.int64)
-            mask = row_mask[:, None] & (cols < n_cols)[None, :]
-            grad = tl.load(
-                grad_ptr
-                + rows[:, None] * grad_row_stride
-                + cols[None, :] * grad_col_stride,
-                mask=mask,
-            ).to(COMPUTE_DTYPE)
-            x = tl.load(
-                x_ptr + rows[:, None] * x_row_stride + cols[None, :] * x_col_stride,
-                mask=mask,
-            ).to(COMPUTE_DTYPE)
-            weight = tl.load(
-                weight_ptr
-                + rows[:, None] * weight_row_stride
-                + cols[None, :] * weight_col_stride,
-                mask=mask,
-            ).to(COMPUTE_DTYPE)
-            out = rstd * (grad * weight - x * rstd * rstd * mean0)
+            # mean0 = mean(grad * weight * x)
+            mean0 = tl.reduce(
+                tl.where(mask, (grad * weight * x).to(COMPUTE_DTYPE), 0.0),
+                1,
+                tl.standard._sum_combine,
+            )[:, None]
+            mean0 = mean0 / n_cols
+            out0 = rstd * (grad * weight - x * rstd * rstd * mean0)
             tl.store(
-                out_ptr
-                + rows[:, None] * out_row_stride
-                + cols[None, :] * out_col_stride,
-                out.to(out_ptr.dtype.element_ty),
+                out0_ptr
+                + rows[:, None] * out0_row_stride
+                + cols[None, :] * out0_col_stride,
+                out0.to(out0_ptr.dtype.element_ty),
                 mask=mask,
             )
+            if COLUMN_SUMS:
+                # weight's gradient: grad * x * rstd, summed over the rows
+                out1 += tl.reduce(
+                    tl.where(mask, (grad * x * rstd).to(COMPUTE_DTYPE), 0.0),
+                    0,
+                    tl.standard._sum_combine,
+                )
+        else:
+            # Longer rows: a loop over the columns per statistic, then one that writes. The compiled kernel
+            # loops to the row length at run time (CONST_COLS is None); Triton 3.6's interpreter cannot.
+            rstd = tl.load(rstd_ptr + rows * rstd_row_stride, mask=row_mask).to(
+                COMPUTE_DTYPE
+            )[:, None]
+            # mean0 = mean(grad * weight * x)
+            total = tl.full((BLOCK_ROWS, BLOCK_COLS), 0.0, dtype=COMPUTE_DTYPE)
+            for start in range(
+                0, n_cols if CONST_COLS is None else CONST_COLS, BLOCK_COLS
+            ):
+                cols = start + tl.arange(0, BLOCK_COLS).to(tl.int64)
+                mask = row_mask[:, None] & (cols < n_cols)[None, :]
+                grad = tl.load(
+                    grad_ptr
+                    + rows[:, None] * grad_row_stride
+                    + cols[None, :] * grad_col_stride,
+                    mask=mask,
+                ).to(COMPUTE_DTYPE)
+                x = tl.load(
+                    x_ptr + rows[:, None] * x_row_stride + cols[None, :] * x_col_stride,
+                    mask=mask,
+                ).to(COMPUTE_DTYPE)
+                weight = tl.load(
+                    weight_ptr
+                    + rows[:, None] * weight_row_stride
+                    + cols[None, :] * weight_col_stride,
+                    mask=mask,
+                ).to(COMPUTE_DTYPE)
+                values = (grad * weight * x).to(COMPUTE_DTYPE)
+                total = tl.where(mask, total + values, total)
+            mean0 = tl.reduce(total, 1, tl.standard._sum_combine)[:, None]
+            mean0 = mean0 / n_cols
+            for start in range(
+                0, n_cols if CONST_COLS is None else CONST_COLS, BLOCK_COLS
+            ):
+                cols = start + tl.arange(0, BLOCK_COLS).to(tl.int64)
+                mask = row_mask[:, None] & (cols < n_cols)[None, :]
+                grad = tl.load(
+                    grad_ptr
+                    + rows[:, None] * grad_row_stride
+                    + cols[None, :] * grad_col_stride,
+                    mask=mask,
+                ).to(COMPUTE_DTYPE)
+                x = tl.load(
+                    x_ptr + rows[:, None] * x_row_stride + cols[None, :] * x_col_stride,
+                    mask=mask,
+                ).to(COMPUTE_DTYPE)
+                weight = tl.load(
+                    weight_ptr
+                    + rows[:, None] * weight_row_stride
+                    + cols[None, :] * weight_col_stride,
+                    mask=mask,
+                ).to(COMPUTE_DTYPE)
+                out0 = rstd * (grad * weight - x * rstd * rstd * mean0)
+                tl.store(
+                    out0_ptr
+                    + rows[:, None] * out0_row_stride
+                    + cols[None, :] * out0_col_stride,
+                    out0.to(out0_ptr.dtype.element_ty),
+                    mask=mask,
+                )
+                if COLUMN_SUMS:
+                    # the program's partial rows
+                    offsets = program * n_cols + cols
+                    # weight's gradient: grad * x * rstd, summed over the rows
+                    values = tl.reduce(
+                        tl.where(mask, (grad * x * rstd).to(COMPUTE_DTYPE), 0.0),
+                        0,
+                        tl.standard._sum_combine,
+                    )
+                    tl.store(
+                        partials_ptr + offsets,
+                        tl.load(partials_ptr + offsets, mask=cols < n_cols) + values,
+                        mask=cols < n_cols,
+                    )
+                    tl.debug_barrier()
+    if ONE_PASS and COLUMN_SUMS:
+        cols = tl.arange(0, BLOCK_COLS).to(tl.int64)
+        offsets = program * n_cols + cols
+        tl.store(partials_ptr + offsets, out1, mask=cols < n_cols)
 
 
 # CPU tensors run the same kernel in Triton's interpreter (NumPy on the host): slow, but it
@@ -144,32 +186,40 @@ rms_norm_backward_kernel_interpreted = InterpretedFunction(rms_norm_backward_ker
 
 def rms_norm_backward_triton(
     grad: Tensor, x: Tensor, weight: Tensor, rstd: Tensor
-) -> Tensor:
+) -> tuple[Tensor, Tensor]:
     """The bare launcher of rms_norm_backward_kernel; the operator calls it on real tensors."""
-    out = _support.norm_gradient_output(
-        "knorms::rms_norm_backward", (rstd,), grad, x, weight
+    out0, out1 = _support.norm_gradient_outputs(
+        "knorms::rms_norm_backward", (rstd,), (weight,), grad, x, weight
     )
-    if out.numel() == 0:
-        return out
-    layout = _support.row_layout(out.shape, grad, x, weight, rstd, out)
+    # The gradient of weight summed in the kernel where it is one row read by all rows
+    column_sums = _support.norm_one_row(weight)
+    if out0.numel() == 0:
+        return out0, out1
+    layout = _support.row_layout(out0.shape, grad, x, weight, rstd, out0)
     # Leading dimensions that do not merge into one: the kernel reads dense copies.
     if layout is None:
         grad, x, weight, rstd = _support.broadcast_contiguous(
-            out.shape, grad, x, weight, rstd
+            out0.shape, grad, x, weight, rstd
         )
-        layout = _support.row_layout(out.shape, grad, x, weight, rstd, out)
+        layout = _support.row_layout(out0.shape, grad, x, weight, rstd, out0)
     n_rows, n_cols, strides = layout
     kernel = (
         rms_norm_backward_kernel
-        if out.is_cuda
+        if out0.is_cuda
         else rms_norm_backward_kernel_interpreted
     )
-    compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
+    compute_dtype = tl.float64 if out0.dtype == torch.float64 else tl.float32
     # One pass where a row fits in a block; longer rows a pass per statistic and one that writes.
     block_rows, block_cols, one_pass, num_warps = _support.norm_blocks(
-        n_rows, n_cols, out.element_size()
+        n_rows, n_cols, out0.element_size()
     )
     grid = ((n_rows + block_rows - 1) // block_rows,)  # one program per block
+    # Fewer programs than blocks, each summing its blocks' column sums: few partial rows to sum.
+    n_programs, steps = _support.norm_programs(grid[0], out0)
+    grid = (n_programs,)
+    partials = _support.norm_partials(
+        out0, n_programs, 1, n_cols, column_sums, one_pass
+    )
     _support.launch(
         kernel,
         grid,
@@ -177,15 +227,25 @@ def rms_norm_backward_triton(
         x,
         weight,
         rstd,
-        out,
+        out0,
+        partials,
         n_rows,
         n_cols,
+        n_programs,
+        steps,
         *strides,
         BLOCK_ROWS=block_rows,
         BLOCK_COLS=block_cols,
-        CONST_COLS=None if out.is_cuda else n_cols,
+        CONST_COLS=None if out0.is_cuda else n_cols,
         ONE_PASS=one_pass,
         num_warps=num_warps,
+        COLUMN_SUMS=column_sums,
+        CONST_STEPS=None if out0.is_cuda else steps,
         COMPUTE_DTYPE=compute_dtype,
     )
-    return out
+    if column_sums:
+        sums = partials.sum(0)
+        out1 = _support.norm_column_sum(sums[0], out1)
+    else:  # an input with rows of its own: its formula in torch, summed to its shape
+        out1 = _support.norm_summed(grad * x * rstd, out1)
+    return out0, out1
