@@ -47,7 +47,7 @@ def column_sum_parts(op: Op, indent: int, looped: bool) -> list[str]:
             lines.append("    " + wrap(f"{total.name} += tl.reduce(", [values, "0", _SUM], ")", indent + 4))
             continue
         lines.append("    " + wrap(f"{local.values} = tl.reduce(", [values, "0", _SUM], ")", indent + 4))
-        pointer = f"{local.partials_ptr} + {local.offsets}" + (f" + {k} * {local.n_cols}" if k else "")
+        pointer = _partial_pointer(op, k)
         partial = f"tl.load({pointer}, mask={local.cols} < {local.n_cols})"
         lines.append("    " + wrap("tl.store(", [pointer, f"{partial} + {local.values}", f"mask={local.cols} < {local.n_cols}"],
                                    ")", indent + 4))
@@ -60,6 +60,12 @@ def _partial_row(op: Op) -> str:
     """The offset of the program's partial rows in `partials`."""
     local, count = locals_for(op), len(column_sums(op))
     return f"{local.program} * {local.n_cols}" if count == 1 else f"{local.program} * ({count} * {local.n_cols})"
+
+
+def _partial_pointer(op: Op, k: int) -> str:
+    """Where column sum k's part of the program's partial rows starts, at the block's columns."""
+    local = locals_for(op)
+    return f"{local.partials_ptr} + {local.offsets}" + (f" + {k} * {local.n_cols}" if k else "")
 
 
 def first_row(op: Op) -> str:
@@ -89,8 +95,7 @@ def column_sum_tail(op: Op) -> list[str]:
              f"        {local.cols} = tl.arange(0, {local.BLOCK_COLS}).to(tl.int64)",
              f"        {local.offsets} = {_partial_row(op)} + {local.cols}"]
     for k, total in enumerate(column_sums(op)):
-        pointer = f"{local.partials_ptr} + {local.offsets}" + (f" + {k} * {local.n_cols}" if k else "")
-        lines.append("        " + wrap("tl.store(", [pointer, total.name, f"mask={local.cols} < {local.n_cols}"], ")", 8))
+        lines.append("        " + wrap("tl.store(", [_partial_pointer(op, k), total.name, f"mask={local.cols} < {local.n_cols}"], ")", 8))
     return lines
 
 

@@ -414,7 +414,7 @@ def saved_stats_registration(op: Op) -> list[str]:
     allocate = python.layout.assign(local.output, python.allocate(op), 4)
     # setup_context's inputs as torch.library passes them: the positional ones, then the keyword-only ones
     positional = [a.name for a in op.args if not a.schema.kwarg_only]
-    inputs = f"({', '.join(positional)}{',' if len(positional) == 1 else ''})"
+    inputs = python.tuple_expression(positional)
     if op.keyword_only_names:
         inputs += ", {" + ", ".join(f'"{name}": {name}' for name in op.keyword_only_names) + "}"
     function, kernel = saving_function(op), module_name(op, "autograd_kernel")

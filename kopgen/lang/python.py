@@ -472,9 +472,9 @@ def _normalization_tensors(op: Op) -> list[str]:
     row_stats, sums = op.body.row_stats, [c.like for c in op.body.column_sums]
     if not row_stats and not sums:
         return _qualname_and_tensors(op)
-    stats = f"({', '.join(row_stats)}{',' if len(row_stats) == 1 else ''})"
-    likes = [f"({', '.join(sums)}{',' if len(sums) == 1 else ''})"] if sums else []
-    return [literal(op.qualname), stats, *likes, *(a.name for a in op.kernel_args if a.name not in row_stats)]
+    likes = [tuple_expression(sums)] if sums else []
+    others = [a.name for a in op.kernel_args if a.name not in row_stats]
+    return [literal(op.qualname), tuple_expression(row_stats), *likes, *others]
 
 
 def autograd_template(op: Op) -> str:
@@ -491,6 +491,11 @@ def autograd_template(op: Op) -> str:
 def tuple_target(names: Sequence[str]) -> str:
     """The target of an unpacking assignment, as ruff writes a single one: `(x,)`."""
     return f"({names[0]},)" if len(names) == 1 else ", ".join(names)
+
+
+def tuple_expression(names: Sequence[str]) -> str:
+    """A tuple of the names as Python source: `(x,)`, `(a, b)`, `()`."""
+    return f"({', '.join(names)}{',' if len(names) == 1 else ''})"
 
 
 def names_of(args: Sequence[Arg]) -> str:
