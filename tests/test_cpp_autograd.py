@@ -59,6 +59,17 @@ ops:
     compute: "2 * x"
     backward:
       x: "grad * 2 * torch.ones_like(x)"
+  - schema: "shifted(Tensor x, Tensor? shift, Tensor scale) -> Tensor"
+    compute: "x * scale + (shift if present(shift) else 0.0)"
+    backward:
+      x: "grad * scale"
+      shift: "grad"
+      scale: "grad * x"
+  - schema: "gated(Tensor x, Tensor? gate=None) -> Tensor"
+    compute: "x * gate if present(gate) else x"
+    backward:
+      x: "grad * gate if gate is not None else grad"
+      gate: "grad * x"
 """
 IN_CPP = "  autograd: C++ (a torch::autograd::Function in csrc/ops.cpp; calls with grad stay in C++)\n"
 
@@ -74,9 +85,11 @@ def test_check_shows_which_autograd_each_op_gets(tmp_path):
     spec = tmp_path / "kopgen.yaml"
     spec.write_text(SPEC)
     output = CliRunner().invoke(main, ["check", str(spec)]).output
-    assert output.count(IN_CPP) == 5  # scaled_grads has no backward
+    assert output.count(IN_CPP) == 6  # scaled_grads has no backward
     assert ("  autograd: Python (torch.library.register_autograd): x's formula: torch.ones_like() has no C++ "
             "translation\n") in output
+    assert ("  autograd: Python (torch.library.register_autograd): x's formula reads the Tensor? 'gate' (C++ "
+            "autograd takes an optional Tensor only where no formula reads it)\n") in output
     stable = CliRunner().invoke(main, ["check", str(EXAMPLES / "fused_stable.yaml")]).output
     assert stable.count("autograd: Python (torch.library.register_autograd): the stable ABI has no autograd") == 4
 
@@ -93,8 +106,8 @@ def test_formulas_become_aten_calls_and_own_ops_dispatcher_calls(repo):
             "      scaled_grads_grads = ops::scaled_grads(grad, x, w, s);\n") in ops
     assert "grad * at::exp(x) * (static_cast<double>(n) / 2)" in ops  # Python's / of two ints is a true division
     impls = ops.partition("TORCH_LIBRARY_IMPL(kgrads, Autograd, m) {\n")[2]
-    assert impls.splitlines()[:5] == [f'  m.impl("{name}", &kgrads::autograd::kernels::{name});'
-                                      for name in ("bias_leaky", "sincos", "scaled", "expish", "clash")]
+    assert impls.splitlines()[:6] == [f'  m.impl("{name}", &kgrads::autograd::kernels::{name});'
+                                      for name in ("bias_leaky", "sincos", "scaled", "expish", "clash", "shifted")]
     # Its locals give way to the arguments: ctx_, the saved tensors saved_, the handle handle_, guard_.
     assert "  static variable_list backward(AutogradContext* ctx_, variable_list grads) {\n" in ops
     assert "    variable_list saved_ = ctx_->get_saved_variables();\n    const Tensor& ctx = saved_[0];\n" in ops
@@ -102,13 +115,20 @@ def test_formulas_become_aten_calls_and_own_ops_dispatcher_calls(repo):
     assert "  static auto handle_ = c10::Dispatcher::singleton()\n" in ops
     assert "    at::AutoDispatchBelowADInplaceOrView guard_;\n    Tensor out = ops::clash(ctx, grad, saved, guard, handle);\n" in ops
     registration = (repo / "kgrads/_registration.py").read_text()
-    # twice's formulas; scaled_grads and the backward kernels of bias_leaky and expish raise
-    assert registration.count("torch.library.register_autograd(") == 4
+    # twice's and gated's formulas; scaled_grads and the backward kernels of bias_leaky, expish and shifted raise
+    assert registration.count("torch.library.register_autograd(") == 6
+    assert '"kgrads::gated", _gated_backward' in registration
     # bias_leaky's backward kernel serves both gradients; its formulas stay for a differentiated backward
     assert "      bias_leaky_grads = ops::bias_leaky_backward(grad, x, bias, alpha, negate);\n" in ops
     assert "    if (torch::autograd::GradMode::is_enabled()) {  // create_graph: the formulas as written\n" in ops
     assert '"kgrads::twice", _twice_backward' in registration
     assert "kgrads::bias_leaky\", _bias_leaky" not in registration  # its autograd is C++
+    # A Tensor? no formula reads: an edge only where given, so the indices after it move with it.
+    assert '    ctx->saved_data["has_shift"] = shift.has_value() && shift->defined();\n' in ops
+    assert '    const bool has_shift = ctx->saved_data["has_shift"].toBool();\n' in ops
+    assert "      if (has_shift && ctx->needs_input_grad(1)) {\n" in ops
+    assert "      if (ctx->needs_input_grad(has_shift + 1)) {\n" in ops
+    assert "return {grad_x, grad_shift, grad_scale};" in ops
 
 
 def test_what_keeps_the_python_registration(tmp_path):
@@ -118,7 +138,8 @@ def test_what_keeps_the_python_registration(tmp_path):
 
     package, _ = check_spec(spec)
     ops = {op.name: op for op in package.ops}
-    assert [op.name for op in package.ops if op.cpp_autograd] == ["bias_leaky", "sincos", "scaled", "expish", "clash"]
+    assert [op.name for op in package.ops if op.cpp_autograd] == ["bias_leaky", "sincos", "scaled", "expish", "clash",
+                                                                  "shifted"]
     assert python_reason(dataclasses.replace(ops["sincos"], registration=Route.CUSTOM_OP), package.ops) \
         == "custom_op is a Python route"
     formula = dataclasses.replace(ops["expish"].backward.gradients[0].formula, python="grad.unsqueeze(-1) * x")

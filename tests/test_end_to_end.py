@@ -268,7 +268,7 @@ def test_torch_library_autograd_runs_in_cpp(installed):
         import sys
         import torch
         import kfused
-        for name in ["muladd", "mul", "square", "rms_norm", "softmax"]:
+        for name in ["muladd", "mul", "square", "rms_norm", "layer_norm", "softmax"]:
             autograd = [line for line in torch._C._dispatch_dump(f"kfused::{name}").splitlines() if "Autograd" in line]
             print(name, autograd)
             assert len(autograd) == 1 and "csrc/ops.cpp" in autograd[0], autograd
@@ -293,6 +293,15 @@ def test_torch_library_autograd_runs_in_cpp(installed):
         with torch.profiler.profile() as profile:
             y.backward(torch.ones_like(y))
         assert "kfused::rms_norm_backward" in {e.name for e in profile.events()}
+        # an optional bias, given or not: the C++ Function, and PyTorch's gradients
+        for bias in (torch.randn(3, dtype=torch.float64, requires_grad=True), None):
+            y = kfused.layer_norm(x, b, bias, 1e-5)
+            assert y.grad_fn.name() == "torch::autograd::CppNode<kfused::autograd::layer_norm_function>"
+            inputs = [x, b] if bias is None else [x, b, bias]
+            weights = torch.randn_like(y)
+            got = torch.autograd.grad(y, inputs, weights)
+            expected = torch.autograd.grad(torch.nn.functional.layer_norm(x, (3,), b, bias, 1e-5), inputs, weights)
+            assert all(torch.allclose(g, e) for g, e in zip(got, expected)), (got, expected)
         """
     )
     result = subprocess.run([sys.executable, "-P", "-c", script], env=env, capture_output=True, text=True, check=False)

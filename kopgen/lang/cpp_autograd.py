@@ -8,8 +8,12 @@ Only torch_library ops take it (the stable ABI has no autograd; docs/performance
 every formula falls in the subset below: arithmetic and comparisons of Tensors and scalars, the
 pointwise language's functions as torch.<f>, torch.where, row sums and means over the last dimension
 (`(E).sum(-1, keepdim=True)`, as a normalisation's formulas write them), the namespace's ops called
-with every argument, grad(s) and result(s). Anything else (methods, .shape, keywords, optional Tensors) keeps the
-Python registration; `python_reason` says why, and `kopgen check` prints it.
+with every argument, grad(s) and result(s). Anything else (methods, .shape, keywords, a formula reading a
+`Tensor?`) keeps the Python registration; `python_reason` says why, and `kopgen check` prints it.
+
+A `Tensor?` argument (layer_norm's bias) is taken where no formula reads it. Where it is absent it is no
+edge of the graph: ctx->needs_input_grad counts the Tensors given, so the indices after it move down one,
+and its gradient is never computed.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ from .autograd import SharedCall, shared_calls
 from .cpp import SCALAR_TYPES, wrap, wrap_expression
 
 # Argument and return types a Function's forward and the dispatcher handles take here.
-_TYPES = {"Tensor": "const Tensor&", "float": "double", "int": "int64_t", "bool": "bool"}
+_TYPES = {"Tensor": "const Tensor&", "Tensor?": "const std::optional<Tensor>&", "float": "double", "int": "int64_t",
+          "bool": "bool"}
 # torch.<f> of the formulas with their ATen function: the pointwise language's functions, and a few more.
 _ATEN = {f: f"at::{f}" for f in (*UNARY_FUNCS, "neg", "reciprocal", "sign", "square", "expm1", "exp2", "log2",
                                   "log10", "sinh", "cosh", "asin", "acos", "atan", "erfc", "trunc")}
@@ -57,7 +62,8 @@ def _signature_problem(op: Op) -> str | None:
     """Why the op's own arguments or returns keep it out of C++ autograd here, or None."""
     for arg in op.args:
         if str(arg.schema.type) not in _TYPES:
-            return f"argument {arg.name!r} is a {arg.schema.type} (C++ autograd takes Tensor, float, int and bool)"
+            return (f"argument {arg.name!r} is a {arg.schema.type} (C++ autograd takes Tensor, Tensor?, float, int "
+                    "and bool)")
     if not op.schema.returns or any(str(r.type) != "Tensor" for r in op.schema.returns):
         return "it does not return Tensors only"
     return None
@@ -73,11 +79,18 @@ def python_reason(op: Op, ops: Sequence[Op]) -> str | None:
     if problem:
         return problem
     by_name = {o.name: o for o in ops}
+    optional = {a.name for a in op.args if a.is_optional}
     for gradient in op.backward.gradients:
         for formula in (gradient.formula, gradient.eager):  # the kernel's call, and the formula as written
+            if not formula:
+                continue
+            tree = ast.parse(formula.python, mode="eval")
+            read = sorted(optional & {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)})
+            if read:
+                return (f"{gradient.arg.name}'s formula reads the Tensor? {read[0]!r} (C++ autograd takes an "
+                        "optional Tensor only where no formula reads it)")
             try:
-                if formula:
-                    _Formula(op, by_name, ()).emit(ast.parse(formula.python, mode="eval").body)
+                _Formula(op, by_name, ()).emit(tree.body)
             except Unsupported as why:
                 return f"{gradient.arg.name}'s formula: {why}"
     return None
@@ -112,6 +125,8 @@ class _Formula:
     def emit_Name(self, node: ast.Name) -> _Value:
         name = node.id
         arg = self.args.get(name)
+        if arg is not None and arg.is_optional:
+            raise Unsupported(f"{name!r} is a Tensor? (the C++ translation reads no optional Tensor)")
         if arg is not None:
             return _Value(name, _ATOM, "tensor" if arg.is_tensor else "scalar")
         if name == "grad" and self.one:  # the formulas' names, as backward binds them (names.Locals)
@@ -270,9 +285,26 @@ def _parameters(op: Op) -> list[str]:
     return [f"{_TYPES[str(a.schema.type)]} {a.name}" for a in op.args]
 
 
-def _edge(op: Op, arg_name: str) -> int:
-    """The input's index among the Tensor arguments: ctx->needs_input_grad counts Tensors only."""
-    return [a.name for a in op.tensor_args].index(arg_name)
+def _given(arg) -> str:
+    """Whether a Tensor argument is given: a Tensor? may be absent, or an undefined Tensor."""
+    return f"{arg.name}.has_value() && {arg.name}->defined()"
+
+
+def _requires_grad(arg) -> str:
+    return f"({arg.name}.has_value() && {arg.name}->requires_grad())" if arg.is_optional else f"{arg.name}.requires_grad()"
+
+
+def _wanted(op: Op, arg_name: str, ctx: str) -> str:
+    """Whether backward is asked for the input's gradient. ctx->needs_input_grad counts the Tensors given:
+    each absent Tensor? before the input moves its index down one, and an absent one has none."""
+    local, tensors = locals_for(op), op.tensor_args
+    position = [a.name for a in tensors].index(arg_name)
+    before = [local.derived("cpp_flag", a.name) for a in tensors[:position] if a.is_optional]
+    index = " + ".join([*(f"{flag}" for flag in before), str(position - len(before))]) if before else str(position)
+    wanted = f"{ctx}->needs_input_grad({index})"
+    if tensors[position].is_optional:
+        return f"{local.derived('cpp_flag', arg_name)} && {wanted}"
+    return wanted
 
 
 @dataclass(frozen=True)
@@ -344,9 +376,16 @@ class CppAutograd:
                 source = self._outputs[0 if s.source == "output" else int(s.source.removeprefix("output[")[:-1])]
             # requires_grad, not ctx->needs_input_grad: in a backward that builds a graph (create_graph), the
             # latter asks the running backward's graph task, which knows nothing of this new node.
-            needed = " || ".join(f"{self.op.args[i].name}.requires_grad()" for i in s.needed_by)
+            needed = " || ".join(_requires_grad(self.op.args[i]) for i in s.needed_by)
             saved.append(f"{needed} ? {source} : Tensor()")
         return saved
+
+    @property
+    def _flagged(self) -> list:
+        """The Tensor? arguments backward asks about: each up to the last input with a gradient formula."""
+        with_formula = [i for i, a in enumerate(self.op.args) if (g := self.op.backward.gradient_for(a)) and g.formula]
+        last = max(with_formula, default=-1)
+        return [a for a in self.op.args[: last + 1] if a.is_optional]
 
     @property
     def _outputs(self) -> list[str]:
@@ -364,10 +403,16 @@ class CppAutograd:
             lines.append(f"auto [{', '.join(outputs)}] = {call};")
         else:
             lines.append(f"Tensor {outputs[0]} = {call};")
+        for arg in self._flagged:  # where each Tensor? is an edge of the graph (_wanted)
+            lines.append(f'{local.ctx}->saved_data["{local.derived("cpp_flag", arg.name)}"] = {_given(arg)};')
         for gradient in op.backward.gradients:
             if gradient.formula:
-                key = local.derived("shape", gradient.arg.name)
-                lines.append(f'{local.ctx}->saved_data["{key}"] = {gradient.arg.name}.sym_sizes();')
+                arg, key = gradient.arg, local.derived("shape", gradient.arg.name)
+                if arg.is_optional:
+                    lines += [f"if ({_given(arg)}) {{",
+                              f'  {local.ctx}->saved_data["{key}"] = {arg.name}->sym_sizes();', "}"]
+                else:
+                    lines.append(f'{local.ctx}->saved_data["{key}"] = {arg.name}.sym_sizes();')
         lines += [f'{local.ctx}->saved_data["{local.attribute(name)}"] = {name};' for name in op.backward.scalars]
         if op.backward.saved_tensors:
             lines.append("// Only what the formulas read, and only where a gradient that reads it is wanted.")
@@ -404,6 +449,11 @@ class CppAutograd:
         for name in bw.scalars:
             cpp = scalar_types[name]
             lines.append(f'{cpp} {name} = {ctx}->saved_data["{local.attribute(name)}"].{to[cpp]}();')
+        if self._flagged:
+            lines.append("// A Tensor? not given is no edge: needs_input_grad's indices after it move down one.")
+        for arg in self._flagged:
+            flag = local.derived("cpp_flag", arg.name)
+            lines.append(f'const bool {flag} = {ctx}->saved_data["{flag}"].toBool();')
         if self._reads_grad:
             lines.append(f"const Tensor& {local.grad} = {local.grads}[0];")
         shared = shared_calls(op)
@@ -434,7 +484,7 @@ class CppAutograd:
             expression = formula.emit(ast.parse(written.python, mode="eval").body).code
             shape = f'{ctx}->saved_data["{local.derived("shape", g.arg.name)}"].toSymIntVector()'
             gradient = local.derived("gradient", g.arg.name)
-            lines.append(f"if ({ctx}->needs_input_grad({_edge(op, g.arg.name)})) {{")
+            lines.append(f"if ({_wanted(op, g.arg.name, ctx)}) {{")
             # wrap() lays out the lines at their columns in csrc/ops.cpp: the statement's is 6 (8 in a branch).
             summed = wrap(f"{gradient} = at::sum_to(", [wrap_expression(expression, indent + 4, indent + 4), shape],
                           ");", indent=indent)
@@ -448,7 +498,8 @@ class CppAutograd:
         by_name, names = {o.name: o for o in self.ops}, {a.index: a.name for a in op.args}
         for call in shared:
             readers = " and ".join(names[i] for i in call.users)
-            wanted = " || ".join(f"{ctx}->needs_input_grad({_edge(op, names[i])})" for i in call.users)
+            each = [_wanted(op, names[i], ctx) for i in call.users]
+            wanted = " || ".join(f"({w})" if "&&" in w and len(each) > 1 else w for w in each)
             code = _Formula(op, by_name, ()).emit(ast.parse(call.python, mode="eval").body).code
             lines += [f"// One {call.called_op} call serves the gradients of {readers}, where one is wanted.",
                       f"{_return_type(by_name[call.called_op])} {call.local};",

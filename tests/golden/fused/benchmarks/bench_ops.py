@@ -123,8 +123,10 @@ def variants_of(op: str, device: str) -> dict:
         "rms_norm": {},
         "rms_norm_backward": {},
         "layer_norm": {},
+        "layer_norm_backward": {},
         "softmax": {},
         "softmax_backward": {},
+        "fused_add_rms_norm": {},
     }[op]
     variants = {"bare launcher": launchers[device]} if device in launchers else {}
     variants["operator"] = getattr(kfused, op)
@@ -188,8 +190,10 @@ OPS = {
     "rms_norm": ("cpu", "cuda"),
     "rms_norm_backward": ("cpu", "cuda"),
     "layer_norm": ("cpu", "cuda"),
+    "layer_norm_backward": ("cpu", "cuda"),
     "softmax": ("cpu", "cuda"),
     "softmax_backward": ("cpu", "cuda"),
+    "fused_add_rms_norm": ("cpu", "cuda"),
 }
 KEYWORD_ONLY = {
     "muladd": (),
@@ -201,8 +205,10 @@ KEYWORD_ONLY = {
     "rms_norm": (),
     "rms_norm_backward": (),
     "layer_norm": (),
+    "layer_norm_backward": (),
     "softmax": (),
     "softmax_backward": (),
+    "fused_add_rms_norm": (),
 }
 # The positions of the arguments each op reads and then writes in place.
 READ_AND_WRITTEN = {
@@ -215,8 +221,10 @@ READ_AND_WRITTEN = {
     "rms_norm": (),
     "rms_norm_backward": (),
     "layer_norm": (),
+    "layer_norm_backward": (),
     "softmax": (),
     "softmax_backward": (),
+    "fused_add_rms_norm": (0, 1),
 }
 
 
@@ -236,8 +244,10 @@ def make_args(op: str, numel: int, device: str) -> tuple:
         "rms_norm": lambda: (make(), make(), 1.25),
         "rms_norm_backward": lambda: (make(), make(), make(), 1.25),
         "layer_norm": lambda: (make(), make(), make(), 1.25),
+        "layer_norm_backward": lambda: (make(), make(), make(), 1.25),
         "softmax": lambda: (make(),),
         "softmax_backward": lambda: (make(), make()),
+        "fused_add_rms_norm": lambda: (make(), make(), make(), 1.25),
     }[op]()
 
 

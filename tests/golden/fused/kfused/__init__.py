@@ -6,7 +6,9 @@ fake kernels and autograd formulas.
 """
 
 from .ops import (
+    fused_add_rms_norm,
     layer_norm,
+    layer_norm_backward,
     mul,
     muladd,
     muladd_backward,
@@ -20,7 +22,9 @@ from .ops import (
 )
 
 __all__ = [
+    "fused_add_rms_norm",
     "layer_norm",
+    "layer_norm_backward",
     "mul",
     "muladd",
     "muladd_backward",

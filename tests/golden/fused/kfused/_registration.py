@@ -262,19 +262,8 @@ def _layer_norm_fake(x, weight, bias=None, eps=1e-5):
     return _support.normalization_output("kfused::layer_norm", x, weight, bias)
 
 
-def _layer_norm_setup_context(ctx, inputs, output):
-    pass  # backward only raises: nothing to keep
-
-
-def _layer_norm_backward(ctx, *grads):
-    raise RuntimeError(
-        "kfused::layer_norm is not differentiable: its spec has no backward formulas"
-    )
-
-
-torch.library.register_autograd(
-    "kfused::layer_norm", _layer_norm_backward, setup_context=_layer_norm_setup_context
-)
+# Its autograd is the extension's: a torch::autograd::Function in csrc/ops.cpp, so that a call with
+# inputs requiring grad stays in C++.
 
 
 # torch.compile traces kfused::layer_norm as its PyTorch reference, which Inductor fuses with the
@@ -290,6 +279,50 @@ _support.shard_as_inputs(
 
 # Under torch.autocast: its floating inputs in float32, as autocast runs sums and norms, then the op.
 _support.register_autocast("kfused::layer_norm", "fp32")
+
+
+# kfused::layer_norm_backward ----------------------------------------------------------
+
+# Defined by the extension, with its C++ CPU kernel and CUDA kernel.
+
+
+@torch.library.register_fake("kfused::layer_norm_backward")
+def _layer_norm_backward_fake(grad, x, weight, eps):
+    # Only metadata: the same output the launcher allocates, never reading data.
+    return _support.normalization_output("kfused::layer_norm_backward", grad, x, weight)
+
+
+def _layer_norm_backward_setup_context(ctx, inputs, output):
+    pass  # backward only raises: nothing to keep
+
+
+def _layer_norm_backward_backward(ctx, *grads):
+    raise RuntimeError(
+        "kfused::layer_norm_backward is not differentiable: it is the backward kernel of kfused::layer_norm"
+    )
+
+
+torch.library.register_autograd(
+    "kfused::layer_norm_backward",
+    _layer_norm_backward_backward,
+    setup_context=_layer_norm_backward_setup_context,
+)
+
+
+# torch.compile traces kfused::layer_norm_backward as its PyTorch reference, which Inductor fuses with the
+# operations around it; eager calls run the kernel, and torch.export keeps the op.
+_support.trace_as_reference(
+    "kfused::layer_norm_backward", reference.layer_norm_backward
+)
+
+
+# DTensor shards kfused::layer_norm_backward as its inputs, never splitting a row.
+_support.shard_as_inputs(
+    torch.ops.kfused.layer_norm_backward.default,
+    tensors=(0, 1, 2),
+    outputs=1,
+    rows=True,
+)
 
 
 # kfused::softmax ----------------------------------------------------------------------
@@ -359,3 +392,20 @@ _support.trace_as_reference("kfused::softmax_backward", reference.softmax_backwa
 _support.shard_as_inputs(
     torch.ops.kfused.softmax_backward.default, tensors=(0, 1), outputs=1, rows=True
 )
+
+
+# kfused::fused_add_rms_norm -----------------------------------------------------------
+
+# Defined by the extension, with its C++ CPU kernel and CUDA kernel.
+
+
+@torch.library.register_fake("kfused::fused_add_rms_norm")
+def _fused_add_rms_norm_fake(x, residual, weight, eps=1e-6):
+    # Only checks: the op writes its arguments in place and returns nothing.
+    _support.check_written(
+        "kfused::fused_add_rms_norm",
+        {"x": x, "residual": residual},
+        x,
+        residual,
+        weight,
+    )

@@ -17,8 +17,10 @@ _square = torch.ops.kfused.square.default
 _rms_norm = torch.ops.kfused.rms_norm.default
 _rms_norm_backward = torch.ops.kfused.rms_norm_backward.default
 _layer_norm = torch.ops.kfused.layer_norm.default
+_layer_norm_backward = torch.ops.kfused.layer_norm_backward.default
 _softmax = torch.ops.kfused.softmax.default
 _softmax_backward = torch.ops.kfused.softmax_backward.default
+_fused_add_rms_norm = torch.ops.kfused.fused_add_rms_norm.default
 
 
 def muladd(a: Tensor, b: Tensor, c: float) -> Tensor:
@@ -68,6 +70,11 @@ def layer_norm(
     return _layer_norm(x, weight, bias, eps)
 
 
+def layer_norm_backward(grad: Tensor, x: Tensor, weight: Tensor, eps: float) -> Tensor:
+    """The gradient of x for kfused::layer_norm: its row reductions, then the formula, in one pass."""
+    return _layer_norm_backward(grad, x, weight, eps)
+
+
 def softmax(x: Tensor) -> Tensor:
     """Softmax over the last dimension."""
     return _softmax(x)
@@ -76,3 +83,10 @@ def softmax(x: Tensor) -> Tensor:
 def softmax_backward(grad: Tensor, result: Tensor) -> Tensor:
     """The gradient of x for kfused::softmax: its row reductions, then the formula, in one pass."""
     return _softmax_backward(grad, result)
+
+
+def fused_add_rms_norm(
+    x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6
+) -> None:
+    """In place, residual becomes x + residual and x its rms_norm times weight."""
+    return _fused_add_rms_norm(x, residual, weight, eps)

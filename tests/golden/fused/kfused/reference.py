@@ -84,6 +84,20 @@ def layer_norm(
     return ((x - mu) * rstd * weight + (bias if bias is not None else 0.0)).to(dtype)
 
 
+def layer_norm_backward(grad: Tensor, x: Tensor, weight: Tensor, eps: float) -> Tensor:
+    """kfused::layer_norm_backward in plain PyTorch, computed in float32 at least."""
+    dtype = grad.dtype
+    grad, x, weight = upcast(grad, x, weight)
+    mean0 = row_mean(x).unsqueeze(-1)
+    mean1 = row_mean((x - mean0) ** 2).unsqueeze(-1)
+    mean2 = row_mean(grad * weight).unsqueeze(-1)
+    mean3 = row_mean(grad * weight * (x - mean0)).unsqueeze(-1)
+    return (
+        torch.rsqrt(mean1 + eps)
+        * (grad * weight - mean2 - (x - mean0) * mean3 / (mean1 + eps))
+    ).to(dtype)
+
+
 def softmax(x: Tensor) -> Tensor:
     """kfused::softmax in plain PyTorch, computed in float32 at least."""
     dtype = x.dtype
@@ -99,3 +113,16 @@ def softmax_backward(grad: Tensor, result: Tensor) -> Tensor:
     grad, result = upcast(grad, result)
     sum0 = row_sum(grad * result).unsqueeze(-1)
     return (result * (grad - sum0)).to(dtype)
+
+
+def fused_add_rms_norm(
+    x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6
+) -> tuple[Tensor, Tensor]:
+    """What kfused::fused_add_rms_norm writes to x, residual, in plain PyTorch (float32 at least)."""
+    dtype = x.dtype
+    x, residual, weight = upcast(x, residual, weight)
+    rstd = torch.rsqrt(row_mean((x + residual) * (x + residual)).unsqueeze(-1) + eps)
+    return (
+        ((x + residual) * rstd * weight).to(dtype),
+        (x + residual).to(dtype),
+    )

@@ -15,6 +15,7 @@ import sys
 import tempfile
 
 import pytest
+import test_fused_add_rms_norm
 import test_layer_norm
 import test_mul
 import test_muladd
@@ -37,6 +38,7 @@ PROGRAM = (
     test_rms_norm.TestRmsNorm,
     test_layer_norm.TestLayerNorm,
     test_softmax.TestSoftmax,
+    test_fused_add_rms_norm.TestFusedAddRmsNorm,
 )
 
 

@@ -4,8 +4,9 @@
 import torch
 from _contract import (
     Autocasts,
+    BackwardKernel,
     Contract,
-    NotDifferentiable,
+    Differentiable,
     OnCuda,
     OpData,
     Sharded,
@@ -20,7 +21,7 @@ LAYER_NORM = OpData(
     python_api=kfused.layer_norm,
     reference=kfused.reference.layer_norm,
     devices=("cpu", "cuda"),
-    dtypes=(torch.float16, torch.float32, torch.float64),
+    dtypes=(torch.float32, torch.float64),
     samples={
         "normal": lambda make: (make(4, 10), make(10), make(10), 1.25),
         "empty": lambda make: (make(0, 10), make(10), make(10), 1.25),
@@ -36,6 +37,19 @@ LAYER_NORM = OpData(
     },
     normal_sample="normal",
     gradient_inputs=(0, 1, 2),
+    gradient_samples=("normal", "noncontiguous", "broadcast", "without_bias"),
+    gradgradcheck=True,
+    backward_sample="broadcast",
+    saved_tensors={
+        (0,): 2,
+        (1,): 1,
+        (2,): 0,
+        (0, 1): 2,
+        (0, 2): 2,
+        (1, 2): 1,
+        (0, 1, 2): 2,
+    },
+    backward_kernel=torch.ops.kfused.layer_norm_backward.default,
     lead_input=0,
     tags=(torch.Tag.pt2_compliant_tag,),
     autocast="fp32",
@@ -43,6 +57,13 @@ LAYER_NORM = OpData(
 
 
 class TestLayerNorm(
-    NotDifferentiable, OnCuda, Tagged, TracedAsReference, Sharded, Autocasts, Contract
+    Differentiable,
+    BackwardKernel,
+    OnCuda,
+    Tagged,
+    TracedAsReference,
+    Sharded,
+    Autocasts,
+    Contract,
 ):
     data = LAYER_NORM

@@ -143,6 +143,50 @@ struct layer_norm {
 };
 
 template <typename acc_t>
+struct layer_norm_backward {
+  acc_t eps;
+  using Reductions = std::tuple<Mean<acc_t>, Mean<acc_t>, Mean<acc_t>, Mean<acc_t>>;
+  // mean0 = mean(x)
+  acc_t reduced(Stat<0>, const acc_t*, acc_t /*grad*/, acc_t x, acc_t /*weight*/) const {
+    return x;
+  }
+  acc_t finished(Stat<0>, const acc_t*, acc_t mean0) const {
+    return mean0;
+  }
+  // mean1 = mean((x - mean0) ** 2)
+  acc_t reduced(Stat<1>, const acc_t* stat, acc_t /*grad*/, acc_t x, acc_t /*weight*/) const {
+    const acc_t mean0 = stat[0];
+    return std::pow(x - mean0, acc_t(2));
+  }
+  acc_t finished(Stat<1>, const acc_t*, acc_t mean1) const {
+    return mean1;
+  }
+  // mean2 = mean(grad * weight)
+  acc_t reduced(Stat<2>, const acc_t*, acc_t grad, acc_t /*x*/, acc_t weight) const {
+    return grad * weight;
+  }
+  acc_t finished(Stat<2>, const acc_t*, acc_t mean2) const {
+    return mean2;
+  }
+  // mean3 = mean(grad * weight * (x - mean0))
+  acc_t reduced(Stat<3>, const acc_t* stat, acc_t grad, acc_t x, acc_t weight) const {
+    const acc_t mean0 = stat[0];
+    return grad * weight * (x - mean0);
+  }
+  acc_t finished(Stat<3>, const acc_t*, acc_t mean3) const {
+    return mean3;
+  }
+  Values<acc_t, 1> operator()(const acc_t* stat, acc_t grad, acc_t x, acc_t weight) const {
+    const acc_t mean0 = stat[0];
+    const acc_t mean1 = stat[1];
+    const acc_t mean2 = stat[2];
+    const acc_t mean3 = stat[3];
+    return {acc_t(1) / std::sqrt(mean1 + eps)
+        * (grad * weight - mean2 - (x - mean0) * mean3 / (mean1 + eps))};
+  }
+};
+
+template <typename acc_t>
 struct softmax {
   using Reductions = std::tuple<Max<acc_t>, Sum<acc_t>>;
   // x_max = max(x)
@@ -180,6 +224,23 @@ struct softmax_backward {
   Values<acc_t, 1> operator()(const acc_t* stat, acc_t grad, acc_t result) const {
     const acc_t sum0 = stat[0];
     return {result * (grad - sum0)};
+  }
+};
+
+template <typename acc_t>
+struct fused_add_rms_norm {
+  acc_t eps;
+  using Reductions = std::tuple<Mean<acc_t>>;
+  // rstd = rsqrt(mean((x + residual) * (x + residual)) + eps)
+  acc_t reduced(Stat<0>, const acc_t*, acc_t x, acc_t residual, acc_t /*weight*/) const {
+    return (x + residual) * (x + residual);
+  }
+  acc_t finished(Stat<0>, const acc_t*, acc_t rstd) const {
+    return acc_t(1) / std::sqrt(rstd + eps);
+  }
+  Values<acc_t, 2> operator()(const acc_t* stat, acc_t x, acc_t residual, acc_t weight) const {
+    const acc_t rstd = stat[0];
+    return {(x + residual) * rstd * weight, x + residual};
   }
 };
 
@@ -272,6 +333,17 @@ Tensor layer_norm(
   return out;
 }
 
+Tensor layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, double eps) {
+  KernelCall call("kfused::layer_norm_backward", {grad, x, weight});
+  call.by_rows();
+  call.read(grad);
+  call.read(x);
+  call.read(weight);
+  Tensor out = call.output();
+  call.norms_cpu<functors::layer_norm_backward>(eps);
+  return out;
+}
+
 Tensor softmax(const Tensor& x) {
   KernelCall call("kfused::softmax", {x});
   call.by_rows();
@@ -289,6 +361,15 @@ Tensor softmax_backward(const Tensor& grad, const Tensor& result) {
   Tensor out = call.output();
   call.norms_cpu<functors::softmax_backward>();
   return out;
+}
+
+void fused_add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps) {
+  KernelCall call("kfused::fused_add_rms_norm", {x, residual, weight});
+  call.by_rows();
+  call.update(x, "x");
+  call.update(residual, "residual");
+  call.read(weight);
+  call.norms_cpu<functors::fused_add_rms_norm>(eps);
 }
 
 }  // namespace kfused::cpu
@@ -313,8 +394,14 @@ TORCH_LIBRARY(kfused, m) {
   m.def(
       "layer_norm(Tensor x, Tensor weight, Tensor? bias=None, float eps=1e-5) -> Tensor",
       {at::Tag::pt2_compliant_tag});
+  m.def(
+      "layer_norm_backward(Tensor grad, Tensor x, Tensor weight, float eps) -> Tensor",
+      {at::Tag::pt2_compliant_tag});
   m.def("softmax(Tensor x) -> Tensor", {at::Tag::pt2_compliant_tag});
   m.def("softmax_backward(Tensor grad, Tensor result) -> Tensor", {at::Tag::pt2_compliant_tag});
+  m.def(
+      "fused_add_rms_norm(Tensor(a!) x, Tensor(b!) residual, Tensor weight, float eps=1e-6) -> ()",
+      {at::Tag::pt2_compliant_tag});
 }
 
 TORCH_LIBRARY_IMPL(kfused, CPU, m) {
@@ -327,8 +414,10 @@ TORCH_LIBRARY_IMPL(kfused, CPU, m) {
   m.impl("rms_norm", &kfused::cpu::rms_norm);
   m.impl("rms_norm_backward", &kfused::cpu::rms_norm_backward);
   m.impl("layer_norm", &kfused::cpu::layer_norm);
+  m.impl("layer_norm_backward", &kfused::cpu::layer_norm_backward);
   m.impl("softmax", &kfused::cpu::softmax);
   m.impl("softmax_backward", &kfused::cpu::softmax_backward);
+  m.impl("fused_add_rms_norm", &kfused::cpu::fused_add_rms_norm);
 }
 
 // Autograd in C++: a call with inputs requiring grad runs each op's Function below, never Python.
@@ -381,6 +470,25 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
 Tensor rms_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, double eps) {
   static auto handle = c10::Dispatcher::singleton()
                            .findSchemaOrThrow("kfused::rms_norm_backward", "")
+                           .typed<Tensor(const Tensor&, const Tensor&, const Tensor&, double)>();
+  return handle.call(grad, x, weight, eps);
+}
+
+Tensor layer_norm(
+    const Tensor& x,
+    const Tensor& weight,
+    const std::optional<Tensor>& bias,
+    double eps) {
+  using Signature = Tensor(const Tensor&, const Tensor&, const std::optional<Tensor>&, double);
+  static auto handle = c10::Dispatcher::singleton()
+                           .findSchemaOrThrow("kfused::layer_norm", "")
+                           .typed<Signature>();
+  return handle.call(x, weight, bias, eps);
+}
+
+Tensor layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, double eps) {
+  static auto handle = c10::Dispatcher::singleton()
+                           .findSchemaOrThrow("kfused::layer_norm_backward", "")
                            .typed<Tensor(const Tensor&, const Tensor&, const Tensor&, double)>();
   return handle.call(grad, x, weight, eps);
 }
@@ -553,6 +661,88 @@ struct rms_norm_function : public torch::autograd::Function<rms_norm_function> {
   }
 };
 
+struct layer_norm_function : public torch::autograd::Function<layer_norm_function> {
+  static Tensor forward(
+      AutogradContext* ctx,
+      const Tensor& x,
+      const Tensor& weight,
+      const std::optional<Tensor>& bias,
+      double eps) {
+    // The op's own kernels: below autograd, where this Function is not met again.
+    at::AutoDispatchBelowADInplaceOrView guard;
+    Tensor out = ops::layer_norm(x, weight, bias, eps);
+    ctx->saved_data["has_bias"] = bias.has_value() && bias->defined();
+    ctx->saved_data["x_shape"] = x.sym_sizes();
+    ctx->saved_data["weight_shape"] = weight.sym_sizes();
+    if (bias.has_value() && bias->defined()) {
+      ctx->saved_data["bias_shape"] = bias->sym_sizes();
+    }
+    ctx->saved_data["eps"] = eps;
+    // Only what the formulas read, and only where a gradient that reads it is wanted.
+    ctx->save_for_backward({
+        x.requires_grad() || weight.requires_grad() ? x : Tensor(),
+        x.requires_grad() ? weight : Tensor()});
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    variable_list saved = ctx->get_saved_variables();
+    const Tensor& x = saved[0];
+    const Tensor& weight = saved[1];
+    double eps = ctx->saved_data["eps"].toDouble();
+    // A Tensor? not given is no edge: needs_input_grad's indices after it move down one.
+    const bool has_bias = ctx->saved_data["has_bias"].toBool();
+    const Tensor& grad = grads[0];
+    Tensor grad_x, grad_weight, grad_bias;
+    if (torch::autograd::GradMode::is_enabled()) {  // create_graph: the formulas as written
+      // Each gradient is summed back to its input's shape, where the input was broadcast.
+      if (ctx->needs_input_grad(0)) {
+        grad_x = at::sum_to(
+            at::rsqrt(at::mean(at::pow(x
+                        - at::mean(x, at::IntArrayRef{-1}, true), 2), at::IntArrayRef{-1}, true)
+                + eps)
+            * (grad * weight - at::mean(grad * weight, at::IntArrayRef{-1}, true)
+                - (x - at::mean(x, at::IntArrayRef{-1}, true))
+                * at::mean(grad * weight * (x
+                    - at::mean(x, at::IntArrayRef{-1}, true)), at::IntArrayRef{-1}, true)
+                / (at::mean(at::pow(x
+                        - at::mean(x, at::IntArrayRef{-1}, true), 2), at::IntArrayRef{-1}, true) + eps)),
+            ctx->saved_data["x_shape"].toSymIntVector());
+      }
+      if (ctx->needs_input_grad(1)) {
+        grad_weight = at::sum_to(
+            grad * (x - at::mean(x, at::IntArrayRef{-1}, true))
+            * at::rsqrt(at::mean(at::pow(x
+                        - at::mean(x, at::IntArrayRef{-1}, true), 2), at::IntArrayRef{-1}, true)
+                + eps),
+            ctx->saved_data["weight_shape"].toSymIntVector());
+      }
+      if (has_bias && ctx->needs_input_grad(2)) {
+        grad_bias = at::sum_to(grad, ctx->saved_data["bias_shape"].toSymIntVector());
+      }
+    } else {
+      // Each gradient is summed back to its input's shape, where the input was broadcast.
+      if (ctx->needs_input_grad(0)) {
+        grad_x = at::sum_to(
+            ops::layer_norm_backward(grad, x, weight, eps),
+            ctx->saved_data["x_shape"].toSymIntVector());
+      }
+      if (ctx->needs_input_grad(1)) {
+        grad_weight = at::sum_to(
+            grad * (x - at::mean(x, at::IntArrayRef{-1}, true))
+            * at::rsqrt(at::mean(at::pow(x
+                        - at::mean(x, at::IntArrayRef{-1}, true), 2), at::IntArrayRef{-1}, true)
+                + eps),
+            ctx->saved_data["weight_shape"].toSymIntVector());
+      }
+      if (has_bias && ctx->needs_input_grad(2)) {
+        grad_bias = at::sum_to(grad, ctx->saved_data["bias_shape"].toSymIntVector());
+      }
+    }
+    return {grad_x, grad_weight, grad_bias, Tensor()};
+  }
+};
+
 struct softmax_function : public torch::autograd::Function<softmax_function> {
   static Tensor forward(AutogradContext* ctx, const Tensor& x) {
     // The op's own kernels: below autograd, where this Function is not met again.
@@ -623,6 +813,18 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   return rms_norm_function::apply(x, weight, eps);
 }
 
+Tensor layer_norm(
+    const Tensor& x,
+    const Tensor& weight,
+    const std::optional<Tensor>& bias,
+    double eps) {
+  if (!torch::autograd::compute_requires_grad(x, weight, bias)) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return ops::layer_norm(x, weight, bias, eps);
+  }
+  return layer_norm_function::apply(x, weight, bias, eps);
+}
+
 Tensor softmax(const Tensor& x) {
   if (!torch::autograd::compute_requires_grad(x)) {
     at::AutoDispatchBelowADInplaceOrView guard;
@@ -639,5 +841,6 @@ TORCH_LIBRARY_IMPL(kfused, Autograd, m) {
   m.impl("mul", &kfused::autograd::kernels::mul);
   m.impl("square", &kfused::autograd::kernels::square);
   m.impl("rms_norm", &kfused::autograd::kernels::rms_norm);
+  m.impl("layer_norm", &kfused::autograd::kernels::layer_norm);
   m.impl("softmax", &kfused::autograd::kernels::softmax);
 }

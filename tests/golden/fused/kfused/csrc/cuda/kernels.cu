@@ -127,6 +127,59 @@ struct layer_norm {
 };
 
 template <typename acc_t>
+struct layer_norm_backward {
+  acc_t eps;
+  using Reductions = std::tuple<Mean<acc_t>, Mean<acc_t>, Mean<acc_t>, Mean<acc_t>>;
+  // mean0 = mean(x)
+  __device__ acc_t reduced(Stat<0>, const acc_t*, acc_t /*grad*/, acc_t x, acc_t /*weight*/) const {
+    return x;
+  }
+  __device__ acc_t finished(Stat<0>, const acc_t*, acc_t mean0) const {
+    return mean0;
+  }
+  // mean1 = mean((x - mean0) ** 2)
+  __device__ acc_t reduced(
+      Stat<1>,
+      const acc_t* stat,
+      acc_t /*grad*/,
+      acc_t x,
+      acc_t /*weight*/) const {
+    const acc_t mean0 = stat[0];
+    return std::pow(x - mean0, acc_t(2));
+  }
+  __device__ acc_t finished(Stat<1>, const acc_t*, acc_t mean1) const {
+    return mean1;
+  }
+  // mean2 = mean(grad * weight)
+  __device__ acc_t reduced(Stat<2>, const acc_t*, acc_t grad, acc_t /*x*/, acc_t weight) const {
+    return grad * weight;
+  }
+  __device__ acc_t finished(Stat<2>, const acc_t*, acc_t mean2) const {
+    return mean2;
+  }
+  // mean3 = mean(grad * weight * (x - mean0))
+  __device__ acc_t reduced(Stat<3>, const acc_t* stat, acc_t grad, acc_t x, acc_t weight) const {
+    const acc_t mean0 = stat[0];
+    return grad * weight * (x - mean0);
+  }
+  __device__ acc_t finished(Stat<3>, const acc_t*, acc_t mean3) const {
+    return mean3;
+  }
+  __device__ Values<acc_t, 1> operator()(
+      const acc_t* stat,
+      acc_t grad,
+      acc_t x,
+      acc_t weight) const {
+    const acc_t mean0 = stat[0];
+    const acc_t mean1 = stat[1];
+    const acc_t mean2 = stat[2];
+    const acc_t mean3 = stat[3];
+    return {acc_t(1) / std::sqrt(mean1 + eps)
+        * (grad * weight - mean2 - (x - mean0) * mean3 / (mean1 + eps))};
+  }
+};
+
+template <typename acc_t>
 struct softmax {
   using Reductions = std::tuple<Max<acc_t>, Sum<acc_t>>;
   // x_max = max(x)
@@ -167,6 +220,27 @@ struct softmax_backward {
   }
 };
 
+template <typename acc_t>
+struct fused_add_rms_norm {
+  acc_t eps;
+  using Reductions = std::tuple<Mean<acc_t>>;
+  // rstd = rsqrt(mean((x + residual) * (x + residual)) + eps)
+  __device__ acc_t reduced(Stat<0>, const acc_t*, acc_t x, acc_t residual, acc_t /*weight*/) const {
+    return (x + residual) * (x + residual);
+  }
+  __device__ acc_t finished(Stat<0>, const acc_t*, acc_t rstd) const {
+    return acc_t(1) / std::sqrt(rstd + eps);
+  }
+  __device__ Values<acc_t, 2> operator()(
+      const acc_t* stat,
+      acc_t x,
+      acc_t residual,
+      acc_t weight) const {
+    const acc_t rstd = stat[0];
+    return {(x + residual) * rstd * weight, x + residual};
+  }
+};
+
 }  // namespace functors
 
 namespace kernels {
@@ -203,12 +277,20 @@ cudaError_t layer_norm(const Launch& launch, double eps, bool has_bias) {
   return cuda::norms<functors::layer_norm>(launch, eps, has_bias);
 }
 
+cudaError_t layer_norm_backward(const Launch& launch, double eps) {
+  return cuda::norms<functors::layer_norm_backward>(launch, eps);
+}
+
 cudaError_t softmax(const Launch& launch) {
   return cuda::norms<functors::softmax>(launch);
 }
 
 cudaError_t softmax_backward(const Launch& launch) {
   return cuda::norms<functors::softmax_backward>(launch);
+}
+
+cudaError_t fused_add_rms_norm(const Launch& launch, double eps) {
+  return cuda::norms<functors::fused_add_rms_norm>(launch, eps);
 }
 
 }  // namespace kernels

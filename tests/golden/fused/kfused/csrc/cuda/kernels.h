@@ -50,7 +50,9 @@ cudaError_t mul(const Launch& launch);
 cudaError_t rms_norm(const Launch& launch, double eps);
 cudaError_t rms_norm_backward(const Launch& launch, double eps);
 cudaError_t layer_norm(const Launch& launch, double eps, bool has_bias);
+cudaError_t layer_norm_backward(const Launch& launch, double eps);
 cudaError_t softmax(const Launch& launch);
 cudaError_t softmax_backward(const Launch& launch);
+cudaError_t fused_add_rms_norm(const Launch& launch, double eps);
 
 }  // namespace kfused::cuda::kernels

@@ -148,6 +148,17 @@ Tensor layer_norm(
   return out;
 }
 
+Tensor layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, double eps) {
+  KernelCall call("kfused::layer_norm_backward", {grad, x, weight});
+  call.by_rows();
+  call.read(grad);
+  call.read(x);
+  call.read(weight);
+  Tensor out = call.output();
+  launch(call, kernels::layer_norm_backward, eps);
+  return out;
+}
+
 Tensor softmax(const Tensor& x) {
   KernelCall call("kfused::softmax", {x});
   call.by_rows();
@@ -167,6 +178,15 @@ Tensor softmax_backward(const Tensor& grad, const Tensor& result) {
   return out;
 }
 
+void fused_add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps) {
+  KernelCall call("kfused::fused_add_rms_norm", {x, residual, weight});
+  call.by_rows();
+  call.update(x, "x");
+  call.update(residual, "residual");
+  call.read(weight);
+  launch(call, kernels::fused_add_rms_norm, eps);
+}
+
 }  // namespace kfused::cuda
 
 TORCH_LIBRARY_IMPL(kfused, CUDA, m) {
@@ -178,6 +198,8 @@ TORCH_LIBRARY_IMPL(kfused, CUDA, m) {
   m.impl("rms_norm", &kfused::cuda::rms_norm);
   m.impl("rms_norm_backward", &kfused::cuda::rms_norm_backward);
   m.impl("layer_norm", &kfused::cuda::layer_norm);
+  m.impl("layer_norm_backward", &kfused::cuda::layer_norm_backward);
   m.impl("softmax", &kfused::cuda::softmax);
   m.impl("softmax_backward", &kfused::cuda::softmax_backward);
+  m.impl("fused_add_rms_norm", &kfused::cuda::fused_add_rms_norm);
 }
