@@ -22,7 +22,8 @@ def test_the_aoti_program_holds_every_op_with_a_test_class():
     files = rendered(load_spec(EXAMPLES / "fused.yaml"))
     program = re.search(r"^PROGRAM = \((.*?)\)$", files["tests/test_aoti.py"], re.MULTILINE | re.DOTALL).group(1)
     classes = ["muladd.TestMuladd", "muladd_out.TestMuladdOut", "scale_.TestScale", "mul.TestMul", "square.TestSquare",
-               "rms_norm.TestRmsNorm", "layer_norm.TestLayerNorm", "softmax.TestSoftmax"]
+               "rms_norm.TestRmsNorm", "layer_norm.TestLayerNorm", "softmax.TestSoftmax",
+               "fused_add_rms_norm.TestFusedAddRmsNorm"]
     assert re.findall(r"\w+\.\w+", program) == [f"test_{name}" for name in classes]
 
 

@@ -31,8 +31,8 @@ def ops_of(example: str) -> dict:
                    "softmax_backward", "log_softmax_backward"}, {"fused_add_rms_norm"}),
         ("gated", {"silu_and_mul", "silu_and_mul_backward", "gelu_tanh_and_mul", "gelu_tanh_and_mul_backward",
                    "fatrelu_and_mul", "fatrelu_and_mul_backward"}, {"silu_and_mul_out"}),
-        ("fused", {"muladd", "muladd_backward", "mul", "square", "rms_norm", "rms_norm_backward", "layer_norm", "softmax",
-                   "softmax_backward"}, {"muladd_out", "scale_"}),
+        ("fused", {"muladd", "muladd_backward", "mul", "square", "rms_norm", "rms_norm_backward", "layer_norm",
+                   "layer_norm_backward", "softmax", "softmax_backward"}, {"muladd_out", "scale_", "fused_add_rms_norm"}),
         ("custom", set(), {"pairsum"}),
     ],
 )

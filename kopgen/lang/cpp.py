@@ -78,14 +78,17 @@ _OPERATORS = frozenset({"+", "-", "*", "/", "%", "?", ":", "&&", "||", "<", ">",
 def wrap_expression(code: str, column: int, indent: int, depth: int = 0) -> str:
     """C++ expression `code`, starting at `column`, broken before the binary operators outside
     parentheses where a line would pass LINE_LENGTH; continuation lines start at `indent`. A line still
-    too long is broken the same way inside its parentheses, one level deeper and 4 columns further in."""
-    segments, level = [""], 0
+    too long is broken the same way inside its parentheses, one level deeper and 4 columns further in,
+    and after the commas between a call's arguments there."""
+    segments, level, after_comma = [""], 0, False
     for word in code.split(" "):
-        if level == depth and word in _OPERATORS and segments[-1]:
+        if (level == depth and word in _OPERATORS or after_comma) and segments[-1]:
             segments.append(word)
         else:
             segments[-1] = f"{segments[-1]} {word}" if segments[-1] else word
         level += word.count("(") - word.count(")")
+        # inside parentheses, a call's arguments may go on lines of their own too
+        after_comma = depth > 0 and level == depth and word.endswith(",")
     lines = [segments[0]]
     for segment in segments[1:]:
         start = column if len(lines) == 1 else indent

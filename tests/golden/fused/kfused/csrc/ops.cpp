@@ -698,22 +698,22 @@ struct layer_norm_function : public torch::autograd::Function<layer_norm_functio
       // Each gradient is summed back to its input's shape, where the input was broadcast.
       if (ctx->needs_input_grad(0)) {
         grad_x = at::sum_to(
-            at::rsqrt(at::mean(at::pow(x
-                        - at::mean(x, at::IntArrayRef{-1}, true), 2), at::IntArrayRef{-1}, true)
+            at::rsqrt(at::mean(at::pow(x - at::mean(x, at::IntArrayRef{-1}, true), 2),
+                    at::IntArrayRef{-1}, true)
                 + eps)
             * (grad * weight - at::mean(grad * weight, at::IntArrayRef{-1}, true)
                 - (x - at::mean(x, at::IntArrayRef{-1}, true))
                 * at::mean(grad * weight * (x
                     - at::mean(x, at::IntArrayRef{-1}, true)), at::IntArrayRef{-1}, true)
-                / (at::mean(at::pow(x
-                        - at::mean(x, at::IntArrayRef{-1}, true), 2), at::IntArrayRef{-1}, true) + eps)),
+                / (at::mean(at::pow(x - at::mean(x, at::IntArrayRef{-1}, true), 2),
+                    at::IntArrayRef{-1}, true) + eps)),
             ctx->saved_data["x_shape"].toSymIntVector());
       }
       if (ctx->needs_input_grad(1)) {
         grad_weight = at::sum_to(
             grad * (x - at::mean(x, at::IntArrayRef{-1}, true))
-            * at::rsqrt(at::mean(at::pow(x
-                        - at::mean(x, at::IntArrayRef{-1}, true), 2), at::IntArrayRef{-1}, true)
+            * at::rsqrt(at::mean(at::pow(x - at::mean(x, at::IntArrayRef{-1}, true), 2),
+                    at::IntArrayRef{-1}, true)
                 + eps),
             ctx->saved_data["weight_shape"].toSymIntVector());
       }
@@ -730,8 +730,8 @@ struct layer_norm_function : public torch::autograd::Function<layer_norm_functio
       if (ctx->needs_input_grad(1)) {
         grad_weight = at::sum_to(
             grad * (x - at::mean(x, at::IntArrayRef{-1}, true))
-            * at::rsqrt(at::mean(at::pow(x
-                        - at::mean(x, at::IntArrayRef{-1}, true), 2), at::IntArrayRef{-1}, true)
+            * at::rsqrt(at::mean(at::pow(x - at::mean(x, at::IntArrayRef{-1}, true), 2),
+                    at::IntArrayRef{-1}, true)
                 + eps),
             ctx->saved_data["weight_shape"].toSymIntVector());
       }
