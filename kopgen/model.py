@@ -289,6 +289,8 @@ class Op:
     module_names: tuple[tuple[str, str], ...] = ()  # (kind, name): names.module_level_names, by resolve.with_stems
     sample_args: tuple[SampleArg, ...] = ()  # the arguments the spec's `tests: args:` sets
     cpp_autograd: bool = False  # backward in C++ (csrc/ops.cpp), not Python: set by resolve (lang/cpp_autograd.py)
+    # (op, its kernels' dict): the namespace's ops its Python backward may run without the dispatcher (lang/eager.py)
+    direct_calls: tuple[tuple[str, str], ...] = ()
     backward_of: str = ""  # the op whose gradients this backward kernel computes (backward_kernel.py)
     autocast: Autocast = Autocast.NONE  # its rule under torch.autocast (lang/autocast.py)
 

@@ -16,6 +16,7 @@ from .expr import ExprError
 from .kinds import check_list_return, resolve_kind
 from .lang import autocast
 from .lang.cpp_autograd import autograd_in_cpp
+from .lang.eager import direct_calls
 from .lang.cpp_types import cpp_type_problem
 from .loader import Mapping, Node, Scalar, plain
 from .model import (
@@ -83,6 +84,7 @@ def resolve(root: Mapping, spec_text: str, diagnostics: Diagnostics) -> Package 
     ops = with_stems(ops)
     # Resolved once: where each formula translates, the op's autograd is C++ (lang/cpp_autograd.py).
     ops = [dataclasses.replace(op, cpp_autograd=True) if autograd_in_cpp(op, ops) else op for op in ops]
+    ops = [dataclasses.replace(op, direct_calls=direct_calls(op, ops)) for op in ops]
     return Package(
         name=package,
         namespace=namespace,

@@ -121,10 +121,31 @@ class _SharedCalls(ast.NodeTransformer):
         return ast.Name(local, ast.Load()) if local else self.generic_visit(node)
 
 
-def _formula(op: Op, python: str, shared: tuple[SharedCall, ...] = ()) -> str:
-    """A formula's Python (over the arguments, grad(s) and result(s)) in the names of backward."""
+class _DirectCalls(ast.NodeTransformer):
+    """A formula with each call of an op that ops.py runs directly (lang/eager.py) made through
+    _support.kernel_or_op: in a plain eager backward its kernel, else the operator."""
+
+    def __init__(self, kernels: dict[str, str]):
+        self.kernels = kernels
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        func = node.func  # torch.ops.<namespace>.<op>.default
+        name = func.value.attr if isinstance(func, ast.Attribute) and ast.unparse(func).startswith("torch.ops.") else None
+        if name not in self.kernels:
+            return node
+        helper = ast.Attribute(ast.Name("_support", ast.Load()), "kernel_or_op", ast.Load())
+        return ast.Call(helper, [ast.Name(self.kernels[name], ast.Load()), func, *node.args], node.keywords)
+
+
+def _formula(op: Op, python: str, shared: tuple[SharedCall, ...] = (), direct: bool = False) -> str:
+    """A formula's Python (over the arguments, grad(s) and result(s)) in the names of backward; `direct`:
+    the calls of ops that ops.py runs without the dispatcher made as it makes them (not where autograd
+    differentiates the backward: there the operator's own autograd must run)."""
     args = {a.name for a in op.args}
     tree = _SharedCalls({call.python: call.local for call in shared}).visit(ast.parse(python))
+    if direct and op.direct_calls:
+        tree = _DirectCalls(dict(op.direct_calls)).visit(tree)
     return ast.unparse(_FormulaNames(locals_for(op), args, op.backward.num_outputs == 1).visit(tree))
 
 
@@ -194,11 +215,12 @@ def backward_body(op: Op) -> list[str]:
         readers = " and ".join(names[i] for i in call.users)
         lines.append(f"    # One {call.called_op} call serves the gradients of {readers}: it runs once, if one is wanted.")
         lines.append(f"    if {' or '.join(f'{needs}[{i}]' for i in call.users)}:")
-        lines.append("        " + layout.assign(call.local, _formula(op, call.python), 8))
+        lines.append("        " + layout.assign(call.local, _formula(op, call.python, direct=True), 8))
     lines.append("    # Each gradient is summed back to its input's shape, where the input was broadcast.")
     for g in gradients:
         lines.append(f"    if {needs}[{g.arg.index}]:")
-        summed = f"{layout.operand(_formula(op, g.formula.python, shared))}.sum_to_size({ctx}.{local.derived('shape', g.arg.name)})"
+        formula = _formula(op, g.formula.python, shared, direct=True)
+        summed = f"{layout.operand(formula)}.sum_to_size({ctx}.{local.derived('shape', g.arg.name)})"
         lines.append("        " + layout.assign(local.derived("gradient", g.arg.name), summed, 8))
     gradients_returned = []
     for arg in op.args[: op.positional_count]:

@@ -51,8 +51,12 @@ def _scaled_sigmoid_backward_(ctx, grad):
     grad_x = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = torch.ops.kact.scaled_sigmoid_backward.default(
-            grad, result, scale
+        grad_x = _support.kernel_or_op(
+            _scaled_sigmoid_backward_kernels,
+            torch.ops.kact.scaled_sigmoid_backward.default,
+            grad,
+            result,
+            scale,
         ).sum_to_size(ctx.x_shape)
     return grad_x, None
 
@@ -284,9 +288,13 @@ def _mymul_backward(ctx, grad):
     grad_b = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_a = torch.ops.kact.mymul.default(grad, b).sum_to_size(ctx.a_shape)
+        grad_a = _support.kernel_or_op(
+            _mymul_kernels, torch.ops.kact.mymul.default, grad, b
+        ).sum_to_size(ctx.a_shape)
     if ctx.needs_input_grad[1]:
-        grad_b = torch.ops.kact.mymul.default(grad, a).sum_to_size(ctx.b_shape)
+        grad_b = _support.kernel_or_op(
+            _mymul_kernels, torch.ops.kact.mymul.default, grad, a
+        ).sum_to_size(ctx.b_shape)
     return grad_a, grad_b
 
 

@@ -243,6 +243,13 @@ def eager_kernel(
     return kernels.get(device)
 
 
+def kernel_or_op(kernels: dict[str, Callable[..., object]], op: Callable[..., object], *args: object) -> object:
+    """A call a Python backward makes of an op of the package: its kernel where ops.py would run it
+    directly (eager_kernel, over the Tensor arguments), else the operator, which must be seen."""
+    kernel = eager_kernel(kernels, *(a for a in args if isinstance(a, _Tensor)))
+    return (op if kernel is None else kernel)(*args)
+
+
 def grad_wanted(*tensors: Tensor | None) -> bool:
     """Whether the call records autograd: grad mode on and some input requiring grad."""
     if not _grad_enabled():

@@ -65,9 +65,12 @@ def _silu_and_mul_backward_(ctx, grad):
     grad_x = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = torch.ops.kgated.silu_and_mul_backward.default(grad, x).sum_to_size(
-            ctx.x_shape
-        )
+        grad_x = _support.kernel_or_op(
+            _silu_and_mul_backward_kernels,
+            torch.ops.kgated.silu_and_mul_backward.default,
+            grad,
+            x,
+        ).sum_to_size(ctx.x_shape)
     return (grad_x,)
 
 
@@ -244,8 +247,11 @@ def _gelu_tanh_and_mul_backward_(ctx, grad):
     grad_x = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = torch.ops.kgated.gelu_tanh_and_mul_backward.default(
-            grad, x
+        grad_x = _support.kernel_or_op(
+            _gelu_tanh_and_mul_backward_kernels,
+            torch.ops.kgated.gelu_tanh_and_mul_backward.default,
+            grad,
+            x,
         ).sum_to_size(ctx.x_shape)
     return (grad_x,)
 

@@ -50,7 +50,13 @@ def _muladd_backward_(ctx, grad):
     grad_b = None
     # One muladd_backward call serves the gradients of a and b: it runs once, if one is wanted.
     if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
-        muladd_grads = torch.ops.kbook.muladd_backward.default(grad, a, b)
+        muladd_grads = _support.kernel_or_op(
+            _muladd_backward_kernels,
+            torch.ops.kbook.muladd_backward.default,
+            grad,
+            a,
+            b,
+        )
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
         grad_a = muladd_grads[0].sum_to_size(ctx.a_shape)

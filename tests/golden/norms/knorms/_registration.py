@@ -78,8 +78,13 @@ def _rms_norm_backward_(ctx, grad):
     grad_weight = None
     # One rms_norm_backward call serves the gradients of x and weight: it runs once, if one is wanted.
     if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
-        rms_norm_grads = torch.ops.knorms.rms_norm_backward.default(
-            grad, x, weight, rstd
+        rms_norm_grads = _support.kernel_or_op(
+            _rms_norm_backward_kernels,
+            torch.ops.knorms.rms_norm_backward.default,
+            grad,
+            x,
+            weight,
+            rstd,
         )
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
@@ -302,8 +307,14 @@ def _layer_norm_backward_(ctx, grad):
     grad_bias = None
     # One layer_norm_backward call serves the gradients of x and weight: it runs once, if one is wanted.
     if needs_input_grad[0] or needs_input_grad[1]:
-        layer_norm_grads = torch.ops.knorms.layer_norm_backward.default(
-            grad, x, weight, mu, rstd
+        layer_norm_grads = _support.kernel_or_op(
+            _layer_norm_backward_kernels,
+            torch.ops.knorms.layer_norm_backward.default,
+            grad,
+            x,
+            weight,
+            mu,
+            rstd,
         )
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if needs_input_grad[0]:
@@ -510,9 +521,12 @@ def _softmax_backward_(ctx, grad):
     grad_x = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = torch.ops.knorms.softmax_backward.default(grad, result).sum_to_size(
-            ctx.x_shape
-        )
+        grad_x = _support.kernel_or_op(
+            _softmax_backward_kernels,
+            torch.ops.knorms.softmax_backward.default,
+            grad,
+            result,
+        ).sum_to_size(ctx.x_shape)
     return (grad_x,)
 
 
@@ -645,8 +659,11 @@ def _log_softmax_backward_(ctx, grad):
     grad_x = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = torch.ops.knorms.log_softmax_backward.default(
-            grad, result
+        grad_x = _support.kernel_or_op(
+            _log_softmax_backward_kernels,
+            torch.ops.knorms.log_softmax_backward.default,
+            grad,
+            result,
         ).sum_to_size(ctx.x_shape)
     return (grad_x,)
 

@@ -142,9 +142,13 @@ def _rowmax_backward_(ctx, grad):
     grad_x = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = torch.ops.krows.rowmax_backward.default(grad, x, result).sum_to_size(
-            ctx.x_shape
-        )
+        grad_x = _support.kernel_or_op(
+            _rowmax_backward_kernels,
+            torch.ops.krows.rowmax_backward.default,
+            grad,
+            x,
+            result,
+        ).sum_to_size(ctx.x_shape)
     return (grad_x,)
 
 
@@ -401,8 +405,14 @@ def _bias_leaky_backward_(ctx, grad):
     grad_bias = None
     # One bias_leaky_backward call serves the gradients of x and bias: it runs once, if one is wanted.
     if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
-        bias_leaky_grads = torch.ops.krows.bias_leaky_backward.default(
-            grad, x, bias, alpha, negate
+        bias_leaky_grads = _support.kernel_or_op(
+            _bias_leaky_backward_kernels,
+            torch.ops.krows.bias_leaky_backward.default,
+            grad,
+            x,
+            bias,
+            alpha,
+            negate,
         )
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
@@ -535,7 +545,13 @@ def _scale_shift_backward_(ctx, grad):
     grad_shift = None
     # One scale_shift_backward call serves the gradients of x and scale: it runs once, if one is wanted.
     if needs_input_grad[0] or needs_input_grad[1]:
-        scale_shift_grads = torch.ops.krows.scale_shift_backward.default(grad, x, scale)
+        scale_shift_grads = _support.kernel_or_op(
+            _scale_shift_backward_kernels,
+            torch.ops.krows.scale_shift_backward.default,
+            grad,
+            x,
+            scale,
+        )
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if needs_input_grad[0]:
         grad_x = scale_shift_grads[0].sum_to_size(ctx.x_shape)
