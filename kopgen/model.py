@@ -104,6 +104,8 @@ class Backward:
     keyword_only: tuple[str, ...] = ()  # keyword-only arguments: its `keyword_only_inputs`
     droppable_inputs: bool = False  # an optional Tensor defaults to None, which the dispatcher may drop
     stats: tuple[str, ...] = ()  # a normalisation's statistics the formulas read: its forward saves them
+    # (op, its kernels): the namespace's ops a Python backward runs without the dispatcher, set by resolve (lang/eager.py)
+    direct_calls: tuple[tuple[str, str], ...] = ()
 
     def gradient_for(self, arg: Arg) -> Gradient | None:
         return next((g for g in self.gradients if g.arg == arg), None)
@@ -289,8 +291,6 @@ class Op:
     module_names: tuple[tuple[str, str], ...] = ()  # (kind, name): names.module_level_names, by resolve.with_stems
     sample_args: tuple[SampleArg, ...] = ()  # the arguments the spec's `tests: args:` sets
     cpp_autograd: bool = False  # backward in C++ (csrc/ops.cpp), not Python: set by resolve (lang/cpp_autograd.py)
-    # (op, its kernels' dict): the namespace's ops its Python backward may run without the dispatcher (lang/eager.py)
-    direct_calls: tuple[tuple[str, str], ...] = ()
     backward_of: str = ""  # the op whose gradients this backward kernel computes (backward_kernel.py)
     autocast: Autocast = Autocast.NONE  # its rule under torch.autocast (lang/autocast.py)
 

@@ -84,7 +84,8 @@ def resolve(root: Mapping, spec_text: str, diagnostics: Diagnostics) -> Package 
     ops = with_stems(ops)
     # Resolved once: where each formula translates, the op's autograd is C++ (lang/cpp_autograd.py).
     ops = [dataclasses.replace(op, cpp_autograd=True) if autograd_in_cpp(op, ops) else op for op in ops]
-    ops = [dataclasses.replace(op, direct_calls=direct_calls(op, ops)) for op in ops]
+    ops = [dataclasses.replace(op, backward=dataclasses.replace(op.backward, direct_calls=direct_calls(op, ops)))
+           if op.backward else op for op in ops]
     return Package(
         name=package,
         namespace=namespace,

@@ -144,8 +144,8 @@ def _formula(op: Op, python: str, shared: tuple[SharedCall, ...] = (), direct: b
     differentiates the backward: there the operator's own autograd must run)."""
     args = {a.name for a in op.args}
     tree = _SharedCalls({call.python: call.local for call in shared}).visit(ast.parse(python))
-    if direct and op.direct_calls:
-        tree = _DirectCalls(dict(op.direct_calls)).visit(tree)
+    if direct and op.backward.direct_calls:
+        tree = _DirectCalls(dict(op.backward.direct_calls)).visit(tree)
     return ast.unparse(_FormulaNames(locals_for(op), args, op.backward.num_outputs == 1).visit(tree))
 
 

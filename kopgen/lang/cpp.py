@@ -251,7 +251,9 @@ class CppOp:
         gradient, which runs in the same loop)."""
         if self._loop.normalizes:
             return _norms().methods(self.op, device)
-        return ["using Reductions = std::tuple<>;"] if self._loop.by_rows else []
+        if not self._loop.by_rows:
+            return []
+        return ["using Reductions = std::tuple<>;", *(_norms().kept_inputs(self.op) if device == "cuda" else [])]
 
     @property
     def functor_return(self) -> str:

@@ -38,11 +38,23 @@ def _inputs(op: Op, expr: Pointwise) -> list[str]:
     return [f"acc_t {a.name}" if a.name in expr.names else f"acc_t /*{a.name}*/" for a in op.read_args]
 
 
+def kept_inputs(op: Op) -> list[str]:
+    """norms_kernel's mask of the inputs a statistic reads, which it keeps in registers between passes;
+    the others (a weight, a bias) only the last pass reads, from memory: held too, they took registers
+    enough to halve the blocks an SM runs (layer_norm's float32 kernel 145 a thread, ptxas -v)."""
+    read = {name for stat in getattr(op.body, "stats", ()) for name in stat.reduced.names}
+    bits = "".join("1" if a.name in read else "0" for a in reversed(op.read_args)) or "0"
+    kept = ", ".join(a.name for a in op.read_args if a.name in read) or "none"
+    return [f"static constexpr unsigned kKept = 0b{bits};  // kept in registers: {kept}"]
+
+
 def methods(op: Op, device: str) -> list[str]:
     """The lines of the functor's statistics: Reductions, then reduced and finished per statistic."""
     prefix = "__device__ " if device == "cuda" else ""
     stats = op.body.stats
     lines = [f"using Reductions = std::tuple<{', '.join(f'{_REDUCERS[s.reduction.kind]}<acc_t>' for s in stats)}>;"]
+    if device == "cuda":
+        lines += kept_inputs(op)
     for k, stat in enumerate(stats):
         lines.append(f"// {stat.name} = {' '.join(stat.text.split())}")
         read = set(stat.reduced.names)

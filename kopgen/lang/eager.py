@@ -36,7 +36,7 @@ def direct(op: Op) -> bool:
 def direct_calls(op: Op, ops) -> tuple[tuple[str, str], ...]:
     """The namespace's ops the op's backward formulas call that its Python backward may run without the
     dispatcher, as ops.py does (a fused backward kernel's launch, not the custom op's layers around it),
-    each with its dict of kernels: resolved once (model.Op.direct_calls)."""
+    each with its dict of kernels: resolved once (model.Backward.direct_calls)."""
     if op.backward is None or op.cpp_autograd:
         return ()
     called = {name for g in op.backward.gradients if g.formula for name in g.formula.own_ops_called}

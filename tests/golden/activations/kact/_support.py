@@ -411,7 +411,9 @@ def eager_kernel(
     return kernels.get(device)
 
 
-def kernel_or_op(kernels: dict[str, Callable[..., object]], op: Callable[..., object], *args: object) -> object:
+def kernel_or_op(
+    kernels: dict[str, Callable[..., object]], op: Callable[..., object], *args: object
+) -> object:
     """A call a Python backward makes of an op of the package: its kernel where ops.py would run it
     directly (eager_kernel, over the Tensor arguments), else the operator, which must be seen."""
     kernel = eager_kernel(kernels, *(a for a in args if isinstance(a, _Tensor)))

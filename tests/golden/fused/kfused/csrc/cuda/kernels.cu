@@ -48,6 +48,7 @@ template <typename acc_t>
 struct rms_norm {
   acc_t eps;
   using Reductions = std::tuple<Mean<acc_t>>;
+  static constexpr unsigned kKept = 0b01;  // kept in registers: x
   // rstd = rsqrt(mean(x * x) + eps)
   __device__ acc_t reduced(Stat<0>, const acc_t*, acc_t x, acc_t /*weight*/) const {
     return x * x;
@@ -65,6 +66,7 @@ template <typename acc_t>
 struct rms_norm_backward {
   acc_t eps;
   using Reductions = std::tuple<Mean<acc_t>, Mean<acc_t>>;
+  static constexpr unsigned kKept = 0b111;  // kept in registers: grad, x, weight
   // mean0 = mean(x * x)
   __device__ acc_t reduced(Stat<0>, const acc_t*, acc_t /*grad*/, acc_t x, acc_t /*weight*/) const {
     return x * x;
@@ -95,6 +97,7 @@ struct layer_norm {
   acc_t eps;
   bool has_bias;
   using Reductions = std::tuple<Mean<acc_t>, Mean<acc_t>>;
+  static constexpr unsigned kKept = 0b001;  // kept in registers: x
   // mu = mean(x)
   __device__ acc_t reduced(Stat<0>, const acc_t*, acc_t x, acc_t /*weight*/, acc_t /*bias*/) const {
     return x;
@@ -130,6 +133,7 @@ template <typename acc_t>
 struct layer_norm_backward {
   acc_t eps;
   using Reductions = std::tuple<Mean<acc_t>, Mean<acc_t>, Mean<acc_t>, Mean<acc_t>>;
+  static constexpr unsigned kKept = 0b111;  // kept in registers: grad, x, weight
   // mean0 = mean(x)
   __device__ acc_t reduced(Stat<0>, const acc_t*, acc_t /*grad*/, acc_t x, acc_t /*weight*/) const {
     return x;
@@ -182,6 +186,7 @@ struct layer_norm_backward {
 template <typename acc_t>
 struct softmax {
   using Reductions = std::tuple<Max<acc_t>, Sum<acc_t>>;
+  static constexpr unsigned kKept = 0b1;  // kept in registers: x
   // x_max = max(x)
   __device__ acc_t reduced(Stat<0>, const acc_t*, acc_t x) const {
     return x;
@@ -207,6 +212,7 @@ struct softmax {
 template <typename acc_t>
 struct softmax_backward {
   using Reductions = std::tuple<Sum<acc_t>>;
+  static constexpr unsigned kKept = 0b11;  // kept in registers: grad, result
   // sum0 = sum(grad * result)
   __device__ acc_t reduced(Stat<0>, const acc_t*, acc_t grad, acc_t result) const {
     return grad * result;
@@ -224,6 +230,7 @@ template <typename acc_t>
 struct fused_add_rms_norm {
   acc_t eps;
   using Reductions = std::tuple<Mean<acc_t>>;
+  static constexpr unsigned kKept = 0b011;  // kept in registers: x, residual
   // rstd = rsqrt(mean((x + residual) * (x + residual)) + eps)
   __device__ acc_t reduced(Stat<0>, const acc_t*, acc_t x, acc_t residual, acc_t /*weight*/) const {
     return (x + residual) * (x + residual);

@@ -741,9 +741,10 @@ struct RowStrides {
 };
 
 // One thread's part of a row: vectors lane, lane + lanes, ... of each input. With HELD > 0 the
-// row has at most HELD vectors a thread, loaded once into registers (a row read once from
-// memory); else each pass over the row loads them again.
-template <int VEC, int HELD, typename scalar_t, int IN>
+// row has at most HELD vectors a thread, and the inputs a statistic reads (bit j of KEPT: input j)
+// are loaded once into registers (a row read once from memory); the others (a weight, a bias) are
+// loaded by the pass that reads them, the last. With HELD == 0 each pass loads what it reads.
+template <int VEC, int HELD, typename scalar_t, int IN, unsigned KEPT>
 struct RowPart {
   using V = Vec<scalar_t, VEC>;
   static constexpr int kInputs = IN;
@@ -758,12 +759,16 @@ struct RowPart {
     return load_vector<VEC>(at[j], 0, 1, v * VEC);
   }
 
+  static constexpr bool kept(int j) {
+    return (KEPT >> j) & 1u;
+  }
+
   __device__ __forceinline__ void hold() {
 #pragma unroll
     for (int h = 0; h < HELD; ++h) {
 #pragma unroll
       for (int j = 0; j < IN; ++j) {
-        if (lane + h * lanes < vectors) {
+        if (kept(j) && lane + h * lanes < vectors) {
           held[h][j] = load(j, lane + h * lanes);
         }
       }
@@ -778,24 +783,33 @@ struct RowPart {
       for (int h = 0; h < HELD; ++h) {
 #pragma unroll
         for (int j = 0; j < IN; ++j) {
-          uint32_t* words = reinterpret_cast<uint32_t*>(&held[h][j]);
+          if (kept(j)) {
+            uint32_t* words = reinterpret_cast<uint32_t*>(&held[h][j]);
 #pragma unroll
-          for (int w = 0; w < static_cast<int>(sizeof(V) / 4); ++w) {
-            asm volatile("" : "+r"(words[w]));
+            for (int w = 0; w < static_cast<int>(sizeof(V) / 4); ++w) {
+              asm volatile("" : "+r"(words[w]));
+            }
           }
         }
       }
     }
   }
 
-  // Calls visit(x, v) with vector v of every input, for each of the thread's vectors.
+  // Calls visit(x, v) with vector v of every input, for each of the thread's vectors (a pass that
+  // does not read an input that is not kept loads nothing of it: the compiler drops the dead load).
   template <typename Visit>
   __device__ __forceinline__ void each(Visit&& visit) const {
     if constexpr (HELD > 0) {
 #pragma unroll
       for (int h = 0; h < HELD; ++h) {
-        if (lane + h * lanes < vectors) {
-          visit(held[h], lane + h * lanes);
+        const int64_t v = lane + h * lanes;
+        if (v < vectors) {
+          V x[IN];
+#pragma unroll
+          for (int j = 0; j < IN; ++j) {
+            x[j] = kept(j) ? held[h][j] : load(j, v);
+          }
+          visit(x, v);
         }
       }
     } else {
@@ -862,7 +876,7 @@ __global__ void __launch_bounds__(kThreads) norms_kernel(
   for (int64_t first = static_cast<int64_t>(blockIdx.x) * per_block; first < rows;
        first += static_cast<int64_t>(gridDim.x) * per_block) {
     const int64_t row = first + threadIdx.x / lanes;
-    RowPart<VEC, HELD, scalar_t, IN> part;
+    RowPart<VEC, HELD, scalar_t, IN, F::kKept> part;
 #pragma unroll
     for (int j = 0; j < IN; ++j) {
       part.at[j] = in.at[j] != nullptr ? in.at[j] + row * strides.at[j] : nullptr;
