@@ -178,6 +178,23 @@ def test_the_fused_backward_runs_once_per_backward(wanted):
         assert (ours.grad is None) == (want.grad is None)
         if want.grad is not None:
             torch.testing.assert_close(ours.grad, want.grad)
+
+
+def test_a_plain_eager_backward_runs_the_kernel_without_the_custom_ops_layers():
+    import sys
+
+    x = torch.randn(4, 8, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(8, dtype=torch.float64, requires_grad=True)
+    y = kfnorm.rms_norm(x, w, 1e-5)
+    calls = []
+    sys.setprofile(lambda frame, event, arg: calls.append(frame.f_code) if event == "call" else None)
+    try:
+        y.sum().backward()
+    finally:
+        sys.setprofile(None)
+    assert any(code.co_name == "rms_norm_backward_triton" for code in calls)
+    assert not [code for code in calls if "custom_ops" in code.co_filename]
+    assert x.grad is not None and w.grad is not None
 '''
 
 
@@ -199,3 +216,5 @@ def test_the_generated_suite_passes_and_the_fused_backward_runs_once(tmp_path):
     assert "PASSED tests/test_rms_norm.py::TestRmsNorm::test_gradcheck" in result.stdout
     for wanted in ("both", "input", "weight"):
         assert f"PASSED tests/test_fused_calls.py::test_the_fused_backward_runs_once_per_backward[{wanted}]" in result.stdout
+    assert ("PASSED tests/test_fused_calls.py::test_a_plain_eager_backward_runs_the_kernel_without_the_custom_ops_layers"
+            in result.stdout)
