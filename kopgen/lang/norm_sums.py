@@ -1,6 +1,6 @@
 """A normalisation's backward kernel's gradients of inputs read by all rows (model_kinds.ColumnSum): the
 pieces of its Triton kernel and launcher, and of its reference, that sum them over the rows (lang/norms.py
-prints them). Each program takes several blocks of rows, its sums kept in registers (one pass) or added to
+prints them); the compiled routes' norms loops sum them in C++ and CUDA (csrc/pointwise.h, cuda/pointwise.cuh). Each program takes several blocks of rows, its sums kept in registers (one pass) or added to
 its own partial row (longer rows); the launcher sums the programs' partial rows."""
 
 from __future__ import annotations
@@ -101,6 +101,11 @@ def column_sum_tail(op: Op) -> list[str]:
 
 def any_column_sums(package) -> bool:
     return any(column_sums(op) for op in package.ops)
+
+
+def any_launched_column_sums(package) -> bool:
+    """Whether a Triton launcher sums column sums (the compiled routes' KernelCall does its own)."""
+    return any(column_sums(op) and not op.is_compiled for op in package.ops)
 
 
 def reference_values(op: Op) -> list[str]:

@@ -56,8 +56,10 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
     return _rms_norm(x, weight, eps)
 
 
-def rms_norm_backward(grad: Tensor, x: Tensor, weight: Tensor, eps: float) -> Tensor:
-    """The gradient of x for kfused::rms_norm: its row reductions, then the formula, in one pass."""
+def rms_norm_backward(
+    grad: Tensor, x: Tensor, weight: Tensor, eps: float
+) -> tuple[Tensor, Tensor]:
+    """The gradients of x and weight (summed over the rows) for kfused::rms_norm, in one pass."""
     return _rms_norm_backward(grad, x, weight, eps)
 
 

@@ -62,14 +62,20 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
     return (x * rstd * weight).to(dtype)
 
 
-def rms_norm_backward(grad: Tensor, x: Tensor, weight: Tensor, eps: float) -> Tensor:
+def rms_norm_backward(
+    grad: Tensor, x: Tensor, weight: Tensor, eps: float
+) -> tuple[Tensor, Tensor]:
     """kfused::rms_norm_backward in plain PyTorch, computed in float32 at least."""
     dtype = grad.dtype
+    dtypes = (weight.dtype,)
     grad, x, weight = upcast(grad, x, weight)
     mean0 = row_mean(x * x).unsqueeze(-1)
     mean1 = row_mean(grad * weight * x).unsqueeze(-1)
-    return (torch.rsqrt(mean0 + eps) * (grad * weight - x * mean1 / (mean0 + eps))).to(
-        dtype
+    return (
+        (torch.rsqrt(mean0 + eps) * (grad * weight - x * mean1 / (mean0 + eps))).to(
+            dtype
+        ),
+        (grad * x * torch.rsqrt(mean0 + eps)).sum_to_size(weight.shape).to(dtypes[0]),
     )
 
 

@@ -65,6 +65,8 @@ template <typename acc_t>
 struct rms_norm_backward {
   acc_t eps;
   using Reductions = std::tuple<Mean<acc_t>, Mean<acc_t>>;
+  // operator()'s last value: weight's gradient, which the loop sums over the rows
+  static constexpr int column_sums = 1;
   // mean0 = mean(x * x)
   __device__ acc_t reduced(Stat<0>, const acc_t*, acc_t /*grad*/, acc_t x, acc_t /*weight*/) const {
     return x * x;
@@ -79,14 +81,16 @@ struct rms_norm_backward {
   __device__ acc_t finished(Stat<1>, const acc_t*, acc_t mean1) const {
     return mean1;
   }
-  __device__ Values<acc_t, 1> operator()(
+  __device__ Values<acc_t, 2> operator()(
       const acc_t* stat,
       acc_t grad,
       acc_t x,
       acc_t weight) const {
     const acc_t mean0 = stat[0];
     const acc_t mean1 = stat[1];
-    return {acc_t(1) / std::sqrt(mean0 + eps) * (grad * weight - x * mean1 / (mean0 + eps))};
+    return {
+        acc_t(1) / std::sqrt(mean0 + eps) * (grad * weight - x * mean1 / (mean0 + eps)),
+        grad * x * (acc_t(1) / std::sqrt(mean0 + eps))};
   }
 };
 
