@@ -26,7 +26,8 @@ needs_nvcc = pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolk
 # that writes two of its arguments, ops over the halves of their input (`split`; one with a backward
 # kernel, which writes the halves of its output), and row
 # normalisations (four statistics of each reduction; one in place on two tensors; one whose backward
-# kernel's statistics nest: the variance's mean reads the mean's).
+# kernel's statistics nest: the variance's mean reads the mean's; one whose backward kernel sums the
+# gradients of w and b over the rows).
 EVERYTHING = """\
 kopgen: 1
 package: kall
@@ -81,6 +82,16 @@ ops:
       compute: "(x - mu) * rstd"
     backward:
       x: "torch.rsqrt(((x - x.mean(-1, keepdim=True)) ** 2).mean(-1, keepdim=True) + eps) * (grad - grad.mean(-1, keepdim=True) - (x - x.mean(-1, keepdim=True)) * (grad * (x - x.mean(-1, keepdim=True))).mean(-1, keepdim=True) / (((x - x.mean(-1, keepdim=True)) ** 2).mean(-1, keepdim=True) + eps))"
+  - schema: "affine_norm(Tensor x, Tensor w, Tensor b, float eps=1e-5) -> Tensor"
+    normalize:
+      stats: {mu: "mean(x)", rstd: "rsqrt(mean((x - mu) * (x - mu)) + eps)"}
+      compute: "(x - mu) * rstd * w + b"
+    tests:
+      shapes: [{x: [4, 10], w: [10], b: [10]}]
+    backward:
+      x: "torch.rsqrt(((x - x.mean(-1, keepdim=True)) ** 2).mean(-1, keepdim=True) + eps) * (grad * w - (grad * w).mean(-1, keepdim=True) - (x - x.mean(-1, keepdim=True)) * (grad * w * (x - x.mean(-1, keepdim=True))).mean(-1, keepdim=True) / (((x - x.mean(-1, keepdim=True)) ** 2).mean(-1, keepdim=True) + eps))"
+      w: "grad * (x - x.mean(-1, keepdim=True)) * torch.rsqrt(((x - x.mean(-1, keepdim=True)) ** 2).mean(-1, keepdim=True) + eps)"
+      b: "grad"
   - schema: "add_norm_(Tensor(a!) x, Tensor(b!) residual, float eps=1e-6) -> ()"
     normalize:
       stats: {rstd: "rsqrt(mean((x + residual) * (x + residual)) + eps)"}
