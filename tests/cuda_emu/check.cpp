@@ -189,8 +189,8 @@ void norms_case(int op, int64_t rows, int64_t cols, int offset, bool per_row, bo
 }
 
 // rms_norm's backward kernel: the gradient of x (rows x cols, `offset` elements past an aligned
-// start) and of w (one row read by all rows), summed over the rows by the kernel into `partial_rows`
-// partial rows at most (blocks), or, where partial_rows is 0, written at every element.
+// start) and of w and b (each one row read by all rows), summed over the rows by the kernel into
+// `partial_rows` partial rows at most (blocks), or, where partial_rows is 0, written at every element.
 template <typename T>
 void rms_norm_backward_case(int64_t rows, int64_t cols, int offset, int64_t partial_rows) {
   const double eps = 1e-6;
@@ -198,53 +198,63 @@ void rms_norm_backward_case(int64_t rows, int64_t cols, int offset, int64_t part
   const std::vector<T> grad = random_values<T>(rows * cols + offset);
   const std::vector<T> x = random_values<T>(rows * cols + offset);
   const std::vector<T> w = random_values<T>(cols + offset);
+  const std::vector<T> b = random_values<T>(cols + offset);
   std::vector<T> out(rows * cols + 1, from_compute<T>(kSentinel));
-  std::vector<T> w_grad((summed ? cols : rows * cols) + 1, from_compute<T>(kSentinel));
+  const int64_t size = summed ? cols : rows * cols;  // of each of w's and b's gradients
+  std::vector<T> w_grad(size + 1, from_compute<T>(kSentinel));
+  std::vector<T> b_grad(size + 1, from_compute<T>(kSentinel));
   // Garbage first: the kernel must write (or zero) every partial value it reads.
-  std::vector<compute_t<T>> partials(std::max<int64_t>(partial_rows, 1) * cols, compute_t<T>(kSentinel));
-  const void* inputs[3] = {grad.data() + offset, x.data() + offset, w.data() + offset};
-  void* outputs[2] = {out.data(), w_grad.data()};
-  const int64_t row_strides[3] = {cols, cols, 0};
-  const int64_t output_offsets[2] = {0, 0};
+  std::vector<compute_t<T>> partials(std::max<int64_t>(partial_rows, 1) * 2 * cols, compute_t<T>(kSentinel));
+  const void* inputs[4] = {grad.data() + offset, x.data() + offset, w.data() + offset, b.data() + offset};
+  void* outputs[3] = {out.data(), w_grad.data(), b_grad.data()};
+  const int64_t row_strides[4] = {cols, cols, 0, 0};
+  const int64_t output_offsets[3] = {0, 0, 0};
   const Launch launch{Type<T>::dtype, rows, cols, inputs, outputs, nullptr, true, 1, nullptr,
                       nullptr, row_strides, output_offsets, cols,
                       summed ? partials.data() : nullptr, partial_rows};
   kernels::rms_norm_backward(launch, eps);
-  const char* what = summed ? "rms_norm_backward" : "rms_norm_backward(w at every element)";
-  std::vector<double> w_want(cols, 0.0);
+  const char* what = summed ? "rms_norm_backward" : "rms_norm_backward(w, b at every element)";
+  const auto close = [](double got, double want, double scale) {
+    return std::abs(got - want) <= 4 * Type<T>::tolerance * (1 + std::abs(want)) * scale;
+  };
+  std::vector<double> w_want(cols, 0.0), b_want(cols, 0.0);
   for (int64_t r = 0; r < rows; ++r) {
     const auto at = [&](const std::vector<T>& v, int64_t c) { return as_double(v[offset + r * cols + c]); };
     double mean_square = 0, mean_gwx = 0;
     for (int64_t c = 0; c < cols; ++c) {
-      const double weight = as_double(w[offset + c]);
       mean_square += at(x, c) * at(x, c) / cols;
-      mean_gwx += at(grad, c) * weight * at(x, c) / cols;
+      mean_gwx += at(grad, c) * as_double(w[offset + c]) * at(x, c) / cols;
     }
     const double rstd = 1 / std::sqrt(mean_square + eps);
     for (int64_t c = 0; c < cols; ++c) {
       const double weight = as_double(w[offset + c]);
       const double want = rstd * (at(grad, c) * weight - at(x, c) * mean_gwx / (mean_square + eps));
-      const double got = as_double(out[r * cols + c]);
-      if (!(std::abs(got - want) <= 4 * Type<T>::tolerance * (1 + std::abs(want)))) {
-        return fail(what, rows, cols, offset, r * cols + c, got, want);
+      const int64_t i = r * cols + c;
+      if (!close(as_double(out[i]), want, 1)) {
+        return fail(what, rows, cols, offset, i, as_double(out[i]), want);
       }
-      const double value = at(grad, c) * at(x, c) * rstd;
-      w_want[c] += value;
-      if (!summed && !(std::abs(as_double(w_grad[r * cols + c]) - value) <= 4 * Type<T>::tolerance * (1 + std::abs(value)))) {
-        return fail(what, rows, cols, offset, r * cols + c, as_double(w_grad[r * cols + c]), value);
+      w_want[c] += at(grad, c) * at(x, c) * rstd;
+      b_want[c] += at(grad, c);
+      if (!summed && !close(as_double(w_grad[i]), at(grad, c) * at(x, c) * rstd, 1)) {
+        return fail(what, rows, cols, offset, i, as_double(w_grad[i]), at(grad, c) * at(x, c) * rstd);
+      }
+      if (!summed && !close(as_double(b_grad[i]), at(grad, c), 1)) {
+        return fail(what, rows, cols, offset, i, as_double(b_grad[i]), at(grad, c));
       }
     }
   }
+  const double scale = 1 + std::sqrt(static_cast<double>(rows));  // a sum of `rows` rounded terms
   for (int64_t c = 0; c < cols && summed; ++c) {
-    const double got = as_double(w_grad[c]);
-    const double error = 4 * Type<T>::tolerance * (1 + std::abs(w_want[c])) * (1 + std::sqrt(static_cast<double>(rows)));
-    if (!(std::abs(got - w_want[c]) <= error)) {
-      return fail("rms_norm_backward: w's gradient", rows, cols, offset, c, got, w_want[c]);
+    if (!close(as_double(w_grad[c]), w_want[c], scale)) {
+      return fail("rms_norm_backward: w's gradient", rows, cols, offset, c, as_double(w_grad[c]), w_want[c]);
+    }
+    if (!close(as_double(b_grad[c]), b_want[c], scale)) {
+      return fail("rms_norm_backward: b's gradient", rows, cols, offset, c, as_double(b_grad[c]), b_want[c]);
     }
   }
-  const int64_t end = summed ? cols : rows * cols;
-  if (as_double(out[rows * cols]) != kSentinel || as_double(w_grad[end]) != kSentinel) {
-    fail(what, rows, cols, offset, end, as_double(w_grad[end]), kSentinel);
+  if (as_double(out[rows * cols]) != kSentinel || as_double(w_grad[size]) != kSentinel ||
+      as_double(b_grad[size]) != kSentinel) {
+    fail(what, rows, cols, offset, size, as_double(w_grad[size]), kSentinel);
   }
 }
 

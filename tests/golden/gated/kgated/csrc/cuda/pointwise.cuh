@@ -848,22 +848,39 @@ __device__ __forceinline__ void statistics(const F& f, Part& part, acc_t* stat,
   (statistic<static_cast<int>(K)>(f, part, stat, partial, cols), ...);
 }
 
-// The column sums a thread held (HELD vectors of VEC columns each, over its block's rows), summed
-// over the block's row groups (the threads of one lane of each group hold the same columns) through
-// shared memory, into the block's partial rows: `partial`, SUMS rows of `cols`.
-template <int VEC, int HELD, int SUMS, typename acc_t>
-__device__ __forceinline__ void store_held_sums(const acc_t (&sums)[SUMS][HELD][VEC],
+// Where a thread keeps the column sums of the columns it holds (HELD vectors of VEC each) over the
+// rows it visits: its own slots of shared memory (slot j of thread t at j * kThreads + t: no bank
+// conflicts) where they fit in kHeldSumBytes, else registers. In registers, rms_norm's bfloat16
+// backward took 174 registers a thread (one block a multiprocessor) against 128 without its sum.
+constexpr int kHeldSumBytes = 32768;
+template <int SUMS, int HELD, int VEC, typename acc_t>
+constexpr bool held_sums_shared() {
+  return SUMS > 0 && HELD > 0 &&
+         SUMS * HELD * VEC * kThreads * static_cast<int>(sizeof(acc_t)) <= kHeldSumBytes;
+}
+
+// The held column sums (`slots` in shared memory, or the thread's `own`), summed over the block's
+// row groups (the threads of one lane of each group hold the same columns) into the block's partial
+// rows: `partial`, SUMS rows of `cols`. Slot (k * HELD + h) * VEC + i: column sum k, held vector h.
+template <int VEC, int HELD, int SUMS, int SLOTS, typename acc_t>
+__device__ __forceinline__ void store_held_sums(const acc_t* slots, const acc_t (&own)[SLOTS],
                                                 acc_t* __restrict__ partial, int lanes,
                                                 int64_t cols) {
-  __shared__ acc_t shared[kThreads * VEC];
+  constexpr bool kShared = held_sums_shared<SUMS, HELD, VEC, acc_t>();
+  __shared__ acc_t buffer[kShared ? 1 : kThreads * VEC];  // a vector's slots at a time, from registers
   const int lane = static_cast<int>(threadIdx.x) % lanes;
 #pragma unroll
   for (int k = 0; k < SUMS; ++k) {
 #pragma unroll
     for (int h = 0; h < HELD; ++h) {
+      const int first = (k * HELD + h) * VEC;
+      const acc_t* values = slots + first * kThreads;
+      if constexpr (!kShared) {
 #pragma unroll
-      for (int i = 0; i < VEC; ++i) {
-        shared[threadIdx.x * VEC + i] = sums[k][h][i];
+        for (int i = 0; i < VEC; ++i) {
+          buffer[i * kThreads + threadIdx.x] = own[first + i];
+        }
+        values = buffer;
       }
       __syncthreads();
       const int64_t v = lane + static_cast<int64_t>(h) * lanes;
@@ -871,12 +888,12 @@ __device__ __forceinline__ void store_held_sums(const acc_t (&sums)[SUMS][HELD][
         for (int i = 0; i < VEC; ++i) {
           acc_t total = 0;
           for (int group = 0; group < kThreads / lanes; ++group) {
-            total += shared[(group * lanes + lane) * VEC + i];
+            total += values[i * kThreads + group * lanes + lane];
           }
           partial[k * cols + v * VEC + i] = total;
         }
       }
-      __syncthreads();  // shared is written again for the next vector
+      __syncthreads();  // buffer is written again for the next vector
     }
   }
 }
@@ -884,10 +901,10 @@ __device__ __forceinline__ void store_held_sums(const acc_t (&sums)[SUMS][HELD][
 // Row normalisations, `lanes` threads a row as in rows_kernel: the row's statistics (each a
 // reduction over its lanes), then F at each element of the thread's part, written. With SUMS > 0,
 // F's last SUMS values are summed over the rows instead (a backward kernel's column sums): each
-// thread keeps its columns' totals over the rows it visits, in registers where it holds its part
-// (then combined across the block's rows), else in its block's partial rows in `partials` (the
-// block serves one row at a time: each column is one thread's); each block writes its partial rows,
-// which column_sums_kernel sums.
+// thread keeps its columns' totals over the rows it visits, in its held sums where it holds its
+// part (then combined across the block's row groups), else in its block's partial rows in
+// `partials` (the block serves one row at a time: each column is one thread's); each block writes
+// its partial rows, which column_sums_kernel sums.
 template <int VEC, int HELD, int SUMS, typename F, typename scalar_t, int IN, int OUT>
 __global__ void __launch_bounds__(kThreads) norms_kernel(
     F f,
@@ -907,17 +924,22 @@ __global__ void __launch_bounds__(kThreads) norms_kernel(
   __shared__ acc_t partial[kWarpsPerBlock];
   const int per_block = kThreads / lanes;
   acc_t* const block_partial = SUMS > 0 ? partials + blockIdx.x * SUMS * cols : nullptr;
-  acc_t sums[SUMS > 0 ? SUMS : 1][HELD > 0 ? HELD : 1][VEC];
+  // The held column sums: slot (k * HELD + h) * VEC + i (store_held_sums).
+  constexpr int kSumSlots = SUMS > 0 && HELD > 0 ? SUMS * HELD * VEC : 1;
+  constexpr bool kShared = held_sums_shared<SUMS, HELD, VEC, acc_t>();
+  __shared__ acc_t slots[kShared ? kSumSlots * kThreads : 1];
+  acc_t own[kShared ? 1 : kSumSlots];
+  const auto held_sum = [&](int slot) -> acc_t& {
+    if constexpr (kShared) {
+      return slots[slot * kThreads + threadIdx.x];
+    } else {
+      return own[slot];
+    }
+  };
   if constexpr (SUMS > 0) {
 #pragma unroll
-    for (int k = 0; k < SUMS; ++k) {
-#pragma unroll
-      for (int h = 0; h < (HELD > 0 ? HELD : 1); ++h) {
-#pragma unroll
-        for (int i = 0; i < VEC; ++i) {
-          sums[k][h][i] = acc_t(0);
-        }
-      }
+    for (int slot = 0; slot < kSumSlots; ++slot) {
+      held_sum(slot) = acc_t(0);
     }
     if constexpr (HELD == 0) {  // the thread's columns of the block's partial rows, zeros first
       for (int64_t v = threadIdx.x % lanes; v < cols / VEC; v += lanes) {
@@ -958,7 +980,7 @@ __global__ void __launch_bounds__(kThreads) norms_kernel(
 #pragma unroll
         for (int s = 0; s < SUMS; ++s) {
           if constexpr (HELD > 0) {
-            sums[s][h][k] += values.v[kStored + s];
+            held_sum((s * HELD + h) * VEC + k) += values.v[kStored + s];
           } else {
             block_partial[s * cols + v * VEC + k] += values.v[kStored + s];
           }
@@ -971,7 +993,7 @@ __global__ void __launch_bounds__(kThreads) norms_kernel(
     });
   }
   if constexpr (SUMS > 0 && HELD > 0) {
-    store_held_sums<VEC, HELD, SUMS>(sums, block_partial, lanes, cols);
+    store_held_sums<VEC, HELD, SUMS>(slots, own, block_partial, lanes, cols);
   }
 }
 
