@@ -493,7 +493,8 @@ class C10_HIDDEN KernelCall {
         // operator() takes the statistics, then the inputs.
         constexpr int inputs = Signature<decltype(&F<acc_t>::operator())>::inputs - 1;
         if (sums_columns_) {
-          norms_loop<decltype(zero), ColumnSums<F<acc_t>>::value>(f, std::make_index_sequence<inputs>{});
+          constexpr int sums = ColumnSums<F<acc_t>>::value;
+          norms_loop<decltype(zero), sums>(f, std::make_index_sequence<inputs>{});
         } else {
           norms_loop<decltype(zero), 0>(f, std::make_index_sequence<inputs>{});
         }
@@ -855,7 +856,8 @@ class C10_HIDDEN KernelCall {
     const std::vector<int64_t> offsets = output_offsets();
     // Each thread at least kGrain elements' worth of rows.
     const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(cols_, 1));
-    const int64_t parts = SUMS == 0 ? 1 : std::clamp<int64_t>((n_ + grain - 1) / grain, 1, cpu_threads());
+    const int64_t parts =
+        SUMS == 0 ? 1 : std::clamp<int64_t>((n_ + grain - 1) / grain, 1, cpu_threads());
     const int64_t per_part = (n_ + parts - 1) / parts;
     std::vector<acc_t> partials(SUMS == 0 ? 0 : parts * SUMS * cols_, acc_t(0));
     const auto rows = [&](int64_t begin, int64_t end, acc_t* partial) {

@@ -36,7 +36,8 @@ struct Launch {
   const int64_t* output_offsets;
   int64_t output_row_stride;
   // A backward kernel's gradients summed over the rows (null: none, or written at every element):
-  // room for `partial_rows` partial rows (one per block) of each, `cols` values in the compute type.
+  // room for `partial_rows` partial rows (one per block) of each, `cols` values of the compute
+  // type.
   void* partials;
   int64_t partial_rows;
 };

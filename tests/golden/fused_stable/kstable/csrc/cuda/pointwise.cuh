@@ -867,7 +867,8 @@ __device__ __forceinline__ void store_held_sums(const acc_t* slots, const acc_t 
                                                 acc_t* __restrict__ partial, int lanes,
                                                 int64_t cols) {
   constexpr bool kShared = held_sums_shared<SUMS, HELD, VEC, acc_t>();
-  __shared__ acc_t buffer[kShared ? 1 : kThreads * VEC];  // a vector's slots at a time, from registers
+  // A vector's slots at a time, from registers.
+  __shared__ acc_t buffer[kShared ? 1 : kThreads * VEC];
   const int lane = static_cast<int>(threadIdx.x) % lanes;
 #pragma unroll
   for (int k = 0; k < SUMS; ++k) {
@@ -1075,8 +1076,8 @@ void launch_norms(const F& f, const Pointers<const scalar_t*, IN>& in,
   if constexpr (SUMS > 0) {
     const int64_t columns = (SUMS * cols + kThreads / 8 - 1) / (kThreads / 8);
     const unsigned int sum_grid = static_cast<unsigned int>(std::min(columns, kMaxBlocks));
-    column_sums_kernel<SUMS><<<sum_grid, kThreads, 0, stream>>>(partials, static_cast<int64_t>(grid),
-                                                                cols, out);
+    const int64_t count = grid;
+    column_sums_kernel<SUMS><<<sum_grid, kThreads, 0, stream>>>(partials, count, cols, out);
   }
 }
 

@@ -69,7 +69,8 @@ void launch(
       const cudaError_t asked = cudaDeviceGetAttribute(
           &multiprocessors, cudaDevAttrMultiProcessorCount, like.get_device_index());
       KOPGEN_CHECK(asked == cudaSuccess, call.op(), ": ", cudaGetErrorString(asked));
-      partial_rows = std::min<int64_t>(call.n(), cuda::kSumBlocksPerMultiprocessor * multiprocessors);
+      partial_rows =
+          std::min<int64_t>(call.n(), cuda::kSumBlocksPerMultiprocessor * multiprocessors);
       partials = call.partial_rows(partial_rows);
     }
     const cuda::Launch args{kernel_dtype(call.op(), like), call.n(), call.cols(),
