@@ -244,10 +244,10 @@ def _column_gradients(op: Op, lead: str, kinds: dict[str, str], taken: set[str],
     """The inputs besides the lead one whose gradients a normalisation's backward kernel sums over the
     rows: a Tensor (not a Tensor?, whose gradient is only wanted where it is given: its formula stays)
     read by all rows (in every spec'd shape, size 1 in each leading dimension: a weight [N]), whose
-    formula is pointwise over grad, the inputs, result, the saved statistics and row reductions (the
-    compiled routes' formulas recompute the statistics: `torch.rsqrt((x * x).mean(-1, keepdim=True) +
-    eps)`), which become statistics of the kernel beside those of `lead`'s formula, shared where they
-    are the same. Returns them, and every statistic of the kernel (the lead's first, in its order)."""
+    formula is pointwise over grad, the inputs, result and the saved statistics, and on the compiled
+    routes row reductions too (their formulas recompute the statistics: `torch.rsqrt((x * x).mean(-1,
+    keepdim=True) + eps)`), which become statistics of the kernel beside those of `lead`'s formula,
+    shared where they are the same. Returns them, and every statistic of the kernel (the lead's first)."""
     found, texts = [], [lead]
     stats = row_reductions_of(texts, kinds, taken)[1]
     for gradient in op.backward.gradients:
@@ -256,6 +256,8 @@ def _column_gradients(op: Op, lead: str, kinds: dict[str, str], taken: set[str],
             continue
         if not all(all(size == 1 for size in shape[arg.name][:-1]) for shape in op.shapes if arg.name in shape):
             continue  # an input of its own rows: its gradient is no column sum
+        if not op.is_compiled and pointwise_formula(gradient.formula.text, kinds) is None:
+            continue  # where the input has rows of its own, the Triton launcher runs it in torch: no kernel statistic
         split = row_reductions_of([*texts, gradient.formula.text], kinds, taken)
         if split is None:
             continue

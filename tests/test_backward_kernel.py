@@ -334,6 +334,29 @@ def test_a_compiled_routes_weight_formula_that_recomputes_statistics_is_summed_i
     assert weight.formula.text == "rms_norm_backward(grad, x, weight, eps)[1]" and weight.eager.text.startswith("grad * x")
 
 
+def test_two_column_sums_of_a_triton_launcher_are_summed_apart():
+    """Views of one Tensor as two outputs alias each other, which torch.library refuses (opcheck, and
+    autograd through the op): each column sum is its own sum of the partial rows."""
+    from kopgen.lang import norm_sums
+
+    ops = ops_of("""\
+  - schema: "layer_norm(Tensor x, Tensor weight, Tensor bias, float eps=1e-5) -> Tensor"
+    normalize:
+      stats: {mu: "mean(x)", rstd: "rsqrt(mean((x - mu) * (x - mu)) + eps)"}
+      compute: "(x - mu) * rstd * weight + bias"
+    tests: {shapes: [{x: [4, 10], weight: [10], bias: [10]}]}
+    backward:
+      x: "rstd * (grad * weight - (grad * weight).mean(-1, keepdim=True) - (x - mu) * rstd * (grad * weight * (x - mu) * rstd).mean(-1, keepdim=True))"
+      weight: "grad * (x - mu) * rstd"
+      bias: "grad"
+""")
+    kernel = ops["layer_norm_backward"]
+    assert [c.like for c in kernel.body.column_sums] == ["weight", "bias"]
+    epilogue = "\n".join(norm_sums.epilogue(kernel))
+    assert "norm_column_sum(partials[:, 0].sum(0), out1)" in epilogue
+    assert "norm_column_sum(partials[:, 1].sum(0), out2)" in epilogue and "sums =" not in epilogue
+
+
 def test_a_normalisations_backward_runs_its_kernel_once_for_every_gradient_it_computes():
     from kopgen.lang import autograd, norm_sums, norms, sharding
 
