@@ -14,13 +14,15 @@ Two kinds get a kernel of their own shape: a `split` op whose gradient is `torch
 run by rows, lang/cpp.py), and, on the Python routes, a `reduce` op whose formulas read grad and result
 as columns (RowGradient: grad.unsqueeze(-1) read with stride 0).
 
-A `normalize` op's input gradient is itself a row normalisation (`_norm_kernel`, Python routes): its
+A `normalize` op's input gradient is itself a row normalisation (`_norm_kernel`): its
 statistics are the row reductions of the formula (`(E).mean(-1, keepdim=True)`, `.sum(...)`, E
 pointwise), its `compute` the formula with each replaced by its statistic's name; the statistics the
 forward saved (rstd, mu: a float32 value per row) are inputs of the kernel, read with a column stride
 of 0. The gradients of the inputs read by all rows (a weight [N]) are computed in the same pass:
-pointwise formulas summed over the rows (model_kinds.ColumnSum), each program storing its partial
-row in float32, which the launcher sums; a Tensor? input's (an optional bias's) stays a formula.
+pointwise formulas, which may read row reductions of their own (statistics of the kernel too), summed
+over the rows (model_kinds.ColumnSum): on Triton each program stores its partial row in float32, which
+the launcher sums; the C++ and CUDA norms loops likewise (csrc/pointwise.h, cuda/pointwise.cuh). A
+Tensor? input's (an optional bias's) stays a formula.
 """
 
 from __future__ import annotations
@@ -206,10 +208,10 @@ def _norm_kernel(op: Op, name: str) -> Op | None:
     if not stats or "grad" not in {n for e in (compute, *(s.reduced for s in stats)) for n in e.names}:
         return None  # no row reduction (a pointwise formula) or no grad: the formula stays
     optional = {a.name for a in op.args if a.is_optional}
-    columns = _column_gradients(op, kinds, optional)
-    used = {n for e in (compute, *(s.reduced for s in stats), *(e for _, e in columns)) for n in e.names}
-    if optional & used:
+    if optional & {n for e in (compute, *(s.reduced for s in stats)) for n in e.names}:
         return None  # a Tensor? read: its formula tests it (`if w is not None`), outside the language
+    columns, stats = _column_gradients(op, gradient.formula.text, kinds, taken, optional)
+    used = {n for e in (compute, *(s.reduced for s in stats), *(e for _, e in columns)) for n in e.names}
     order = ["grad", *(a.name for a in op.args if a.is_tensor), "result", *saved,
              *(a.name for a in op.args if not a.is_tensor)]
     types = {"grad": "Tensor", "result": "Tensor", **dict.fromkeys(saved, "Tensor"),
@@ -237,26 +239,35 @@ def _norm_kernel(op: Op, name: str) -> Op | None:
     )
 
 
-def _column_gradients(op: Op, kinds: dict[str, str], optional: set[str]) -> list[tuple[Arg, object]]:
+def _column_gradients(op: Op, lead: str, kinds: dict[str, str], taken: set[str],
+                      optional: set[str]) -> tuple[list[tuple[Arg, object]], tuple[RowStat, ...]]:
     """The inputs besides the lead one whose gradients a normalisation's backward kernel sums over the
     rows: a Tensor (not a Tensor?, whose gradient is only wanted where it is given: its formula stays)
     read by all rows (in every spec'd shape, size 1 in each leading dimension: a weight [N]), whose
-    formula is pointwise over grad, the inputs, result and the saved statistics. The Triton kernel's
-    only: the compiled routes' norms loops (C++, CUDA) sum nothing over the rows, their formulas stay."""
-    found = []
-    if op.is_compiled:
-        return found
+    formula is pointwise over grad, the inputs, result and the saved statistics, and on the compiled
+    routes row reductions too (their formulas recompute the statistics: `torch.rsqrt((x * x).mean(-1,
+    keepdim=True) + eps)`), which become statistics of the kernel beside those of `lead`'s formula,
+    shared where they are the same. Returns them, and every statistic of the kernel (the lead's first)."""
+    found, texts = [], [lead]
+    stats = row_reductions_of(texts, kinds, taken)[1]
     for gradient in op.backward.gradients:
         arg = gradient.arg
         if arg == op.lead or not arg.is_tensor or arg.is_optional or gradient.formula is None:
             continue
         if not all(all(size == 1 for size in shape[arg.name][:-1]) for shape in op.shapes if arg.name in shape):
             continue  # an input of its own rows: its gradient is no column sum
-        expr = pointwise_formula(gradient.formula.text, kinds)
-        if expr is None or expr.tested or optional & set(expr.names) or "grad" not in expr.names:
+        if not op.is_compiled and pointwise_formula(gradient.formula.text, kinds) is None:
+            continue  # where the input has rows of its own, the Triton launcher runs it in torch: no kernel statistic
+        split = row_reductions_of([*texts, gradient.formula.text], kinds, taken)
+        if split is None:
             continue
+        expr, names = split[0][-1], {n for e in (split[0][-1], *(s.reduced for s in split[1])) for n in e.names}
+        if optional & names or "grad" not in expr.names:
+            continue
+        texts.append(gradient.formula.text)
         found.append((arg, expr))
-    return found
+        stats = split[1]
+    return found, stats
 
 
 def row_reductions(text: str, kinds: dict[str, str], taken: set[str]) -> tuple | None:
@@ -265,7 +276,13 @@ def row_reductions(text: str, kinds: dict[str, str], taken: set[str]) -> tuple |
     None where the formula, or an E, is not in the pointwise language. A reduction inside E is a
     statistic of its own, computed before E's, which reads it by name (layer_norm's variance, recomputed
     as `((x - x.mean(-1, keepdim=True)) ** 2).mean(-1, keepdim=True)`)."""
-    tree = ast.parse(text, mode="eval")
+    split = row_reductions_of([text], kinds, taken)
+    return None if split is None else (split[0][0], split[1])
+
+
+def row_reductions_of(texts: list[str], kinds: dict[str, str], taken: set[str]) -> tuple | None:
+    """Several formulas as row_reductions splits each: ([compute of each], statistics), a reduction met
+    in several formulas one statistic; None where any formula, or an E, is not in the pointwise language."""
     found: dict[tuple[str, str], str] = {}  # (reduction, E) -> the statistic's name, one per distinct pair
 
     class Reductions(ast.NodeTransformer):
@@ -279,7 +296,9 @@ def row_reductions(text: str, kinds: dict[str, str], taken: set[str]) -> tuple |
                 found[key] = fresh(f"{kind}{len(found)}", taken | set(found.values()))
             return ast.Name(found[key], ast.Load())
 
-    compute = pointwise_formula(ast.unparse(Reductions().visit(tree)), {**kinds, **dict.fromkeys(found.values(), "tensor")})
+    trees = [Reductions().visit(ast.parse(text, mode="eval")) for text in texts]
+    computes = [pointwise_formula(ast.unparse(tree), {**kinds, **dict.fromkeys(found.values(), "tensor")})
+                for tree in trees]
     stats = []
     for (kind, reduced_text), stat in found.items():
         earlier = {s.name: "tensor" for s in stats}
@@ -287,9 +306,9 @@ def row_reductions(text: str, kinds: dict[str, str], taken: set[str]) -> tuple |
         if reduced is None:
             return None
         stats.append(RowStat(stat, Reduction(kind), reduced, None, f"{kind}({reduced_text})"))
-    if compute is None or any(e.tested for e in (compute, *(s.reduced for s in stats))):
+    if None in computes or any(e.tested for e in (*computes, *(s.reduced for s in stats))):
         return None
-    return compute, tuple(stats)
+    return computes, tuple(stats)
 
 
 def row_reduction(node: ast.Call) -> str | None:

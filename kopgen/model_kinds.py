@@ -37,8 +37,8 @@ class RowStat:
 @dataclass(frozen=True)
 class ColumnSum:
     """A backward kernel's gradient of an input broadcast along the rows (a weight [N]): `expr`, pointwise
-    over the row, summed over the rows (each program its partial row, in float32, summed by the
-    launcher), returned as `name` in the shape and dtype of the input `like`."""
+    over the row, summed over the rows (each Triton program, C++ part of the rows or CUDA block its partial
+    row, in float32, then their total), returned as `name` in the shape and dtype of the input `like`."""
 
     name: str
     expr: Pointwise

@@ -312,6 +312,51 @@ def test_the_gradients_of_inputs_read_by_all_rows_are_summed_over_the_rows_in_th
     assert "and weight's (summed over the rows in the kernel); scale, bias: the formulas, as torch ops" in plan
 
 
+def test_a_compiled_routes_weight_formula_that_recomputes_statistics_is_summed_in_the_kernel():
+    """The compiled routes save no statistics: a weight's formula recomputes them, and its row reductions
+    are the kernel's statistics, one where the lead gradient's formula has the same (x * x's mean)."""
+    ops = ops_of("""\
+  - schema: "rms_norm(Tensor x, Tensor weight, float eps=1e-6) -> Tensor"
+    registration: torch_library
+    backends: {cpu: cpp, cuda: cuda}
+    normalize: {stats: {rstd: "rsqrt(mean(x * x) + eps)"}, compute: "x * rstd * weight"}
+    tests: {shapes: [{x: [4, 10], weight: [10]}]}
+    backward:
+      x: "torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * (grad * weight - x * (grad * weight * x).mean(-1, keepdim=True) / ((x * x).mean(-1, keepdim=True) + eps))"
+      weight: "grad * x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) + (grad * x).sum(-1, keepdim=True)"
+""")
+    kernel = ops["rms_norm_backward"]
+    assert kernel.schema_text == "rms_norm_backward(Tensor grad, Tensor x, Tensor weight, float eps) -> (Tensor, Tensor)"
+    assert [s.text for s in kernel.body.stats] == ["mean(x * x)", "mean(grad * weight * x)", "sum(grad * x)"]
+    (summed,) = kernel.body.column_sums
+    assert (summed.like, summed.expr.text) == ("weight", "grad * x * rsqrt(mean0 + eps) + sum2")
+    x, weight = ops["rms_norm"].backward.gradients
+    assert weight.formula.text == "rms_norm_backward(grad, x, weight, eps)[1]" and weight.eager.text.startswith("grad * x")
+
+
+def test_two_column_sums_of_a_triton_launcher_are_summed_apart():
+    """Views of one Tensor as two outputs alias each other, which torch.library refuses (opcheck, and
+    autograd through the op): each column sum is its own sum of the partial rows."""
+    from kopgen.lang import norm_sums
+
+    ops = ops_of("""\
+  - schema: "layer_norm(Tensor x, Tensor weight, Tensor bias, float eps=1e-5) -> Tensor"
+    normalize:
+      stats: {mu: "mean(x)", rstd: "rsqrt(mean((x - mu) * (x - mu)) + eps)"}
+      compute: "(x - mu) * rstd * weight + bias"
+    tests: {shapes: [{x: [4, 10], weight: [10], bias: [10]}]}
+    backward:
+      x: "rstd * (grad * weight - (grad * weight).mean(-1, keepdim=True) - (x - mu) * rstd * (grad * weight * (x - mu) * rstd).mean(-1, keepdim=True))"
+      weight: "grad * (x - mu) * rstd"
+      bias: "grad"
+""")
+    kernel = ops["layer_norm_backward"]
+    assert [c.like for c in kernel.body.column_sums] == ["weight", "bias"]
+    epilogue = "\n".join(norm_sums.epilogue(kernel))
+    assert "norm_column_sum(partials[:, 0].sum(0), out1)" in epilogue
+    assert "norm_column_sum(partials[:, 1].sum(0), out2)" in epilogue and "sums =" not in epilogue
+
+
 def test_a_normalisations_backward_runs_its_kernel_once_for_every_gradient_it_computes():
     from kopgen.lang import autograd, norm_sums, norms, sharding
 

@@ -8,8 +8,10 @@ test_end_to_end.py; docs/gpu.md has them on an H200.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 import sysconfig
 from pathlib import Path
 
@@ -26,7 +28,8 @@ needs_nvcc = pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolk
 # that writes two of its arguments, ops over the halves of their input (`split`; one with a backward
 # kernel, which writes the halves of its output), and row
 # normalisations (four statistics of each reduction; one in place on two tensors; one whose backward
-# kernel's statistics nest: the variance's mean reads the mean's).
+# kernel's statistics nest: the variance's mean reads the mean's; one whose backward kernel sums the
+# gradients of w and b over the rows).
 EVERYTHING = """\
 kopgen: 1
 package: kall
@@ -81,6 +84,16 @@ ops:
       compute: "(x - mu) * rstd"
     backward:
       x: "torch.rsqrt(((x - x.mean(-1, keepdim=True)) ** 2).mean(-1, keepdim=True) + eps) * (grad - grad.mean(-1, keepdim=True) - (x - x.mean(-1, keepdim=True)) * (grad * (x - x.mean(-1, keepdim=True))).mean(-1, keepdim=True) / (((x - x.mean(-1, keepdim=True)) ** 2).mean(-1, keepdim=True) + eps))"
+  - schema: "affine_norm(Tensor x, Tensor w, Tensor b, float eps=1e-5) -> Tensor"
+    normalize:
+      stats: {mu: "mean(x)", rstd: "rsqrt(mean((x - mu) * (x - mu)) + eps)"}
+      compute: "(x - mu) * rstd * w + b"
+    tests:
+      shapes: [{x: [4, 10], w: [10], b: [10]}]
+    backward:
+      x: "torch.rsqrt(((x - x.mean(-1, keepdim=True)) ** 2).mean(-1, keepdim=True) + eps) * (grad * w - (grad * w).mean(-1, keepdim=True) - (x - x.mean(-1, keepdim=True)) * (grad * w * (x - x.mean(-1, keepdim=True))).mean(-1, keepdim=True) / (((x - x.mean(-1, keepdim=True)) ** 2).mean(-1, keepdim=True) + eps))"
+      w: "grad * (x - x.mean(-1, keepdim=True)) * torch.rsqrt(((x - x.mean(-1, keepdim=True)) ** 2).mean(-1, keepdim=True) + eps)"
+      b: "grad"
   - schema: "add_norm_(Tensor(a!) x, Tensor(b!) residual, float eps=1e-6) -> ()"
     normalize:
       stats: {rstd: "rsqrt(mean((x + residual) * (x + residual)) + eps)"}
@@ -233,3 +246,87 @@ def test_custom_kernels_cuda_host_and_skeleton_compile(tmp_path, route):
         capture_output=True, text=True, check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+# -- a normalisation's backward kernel summing gradients over the rows (column sums) on the CPU
+
+# rms_norm and layer_norm with a weight and a bias, whose formulas recompute their statistics (the
+# compiled routes save none): their backward kernels sum w's (and b's) gradient over the rows.
+COLUMN_SUMS = """\
+kopgen: 1
+package: kcols
+defaults:
+  registration: ROUTE
+  backends: {cpu: cpp, cuda: cuda}
+  dtypes: [bfloat16, float32, float64]
+ops:
+  - schema: "rms_norm(Tensor x, Tensor w, float eps=1e-6) -> Tensor"
+    normalize: {stats: {rstd: "rsqrt(mean(x * x) + eps)"}, compute: "x * rstd * w"}
+    tests: {shapes: [{x: [4, 10], w: [10]}]}
+    backward:
+      x: "torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * (grad * w - x * (grad * w * x).mean(-1, keepdim=True) / ((x * x).mean(-1, keepdim=True) + eps))"
+      w: "grad * x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps)"
+""" + EVERYTHING[EVERYTHING.index('  - schema: "affine_norm'):EVERYTHING.index('  - schema: "add_norm_')]
+
+# Run against the installed package: every backward kernel's outputs against autograd through the
+# reference in float64, on rows that take several parts of torch's threads (5000 rows of 24: parts of
+# at least kGrain / 24 rows), long rows, no rows, leading dimensions, and the inputs the kernel does
+# not sum over the rows (w with rows of its own, or of one column: summed after, in torch); the same
+# bits from a second call at a thread count; and autograd's gradients, which call the kernel.
+COLUMN_SUMS_CHECK = """\
+import torch
+import kcols
+import kcols.reference as reference
+
+ops = torch.ops.kcols
+torch.manual_seed(0)
+checked = 0
+for threads in (1, 2, 3):
+    torch.set_num_threads(threads)
+    for x_shape, w_shape in [((5000, 24), (24,)), ((0, 24), (24,)), ((7, 9000), (9000,)), ((3, 4, 24), (24,)),
+                             ((3, 4, 24), (1, 1, 24)), ((5000, 24), (5000, 24)), ((6, 24), (1,)), ((6, 1), (1,))]:
+        x = torch.randn(x_shape, dtype=torch.float64)
+        grad = torch.randn(x_shape, dtype=torch.float64)
+        w = torch.randn(w_shape, dtype=torch.float64)
+        b = torch.randn(w_shape, dtype=torch.float64)
+        for name, args in [("rms_norm", (x, w)), ("affine_norm", (x, w, b))]:
+            inputs = [a.clone().requires_grad_() for a in args]
+            want = torch.autograd.grad(getattr(reference, name)(*inputs, 1e-5), inputs, grad)
+            kernel = getattr(ops, f"{name}_backward")
+            got = kernel(grad, *args, 1e-5)
+            assert [g.shape for g in got] == [a.shape for a in args], (name, x_shape, w_shape)
+            for g, wanted in zip(got, want, strict=True):
+                torch.testing.assert_close(g, wanted, msg=f"{name} {x_shape} {w_shape} threads {threads}")
+            assert all(torch.equal(g, again) for g, again in zip(got, kernel(grad, *args, 1e-5))), name
+            inputs = [a.clone().requires_grad_() for a in args]
+            through = torch.autograd.grad(getattr(ops, name)(*inputs, 1e-5), inputs, grad)
+            for g, wanted in zip(through, want, strict=True):
+                torch.testing.assert_close(g, wanted, msg=f"autograd {name} {x_shape} {w_shape}")
+            # In float32 and bfloat16 against the reference on the same values: a total rounded once
+            # (summed in float32), or, where it is summed after, each of its terms (sqrt(terms) ulps).
+            terms = x.numel() // max(w.numel(), 1)
+            for dtype, ulp in ((torch.float32, 1e-6), (torch.bfloat16, 8e-3)):
+                low = [a.to(dtype) for a in (grad, *args)]
+                inputs = [a.double().requires_grad_() for a in low[1:]]
+                wanted = torch.autograd.grad(getattr(reference, name)(*inputs, 1e-5), inputs, low[0].double())
+                for g, want_low in zip(kernel(*low, 1e-5)[1:], wanted[1:], strict=True):
+                    assert g.dtype == dtype
+                    torch.testing.assert_close(g.double(), want_low, atol=4 * ulp * (1 + terms**0.5), rtol=2 * ulp)
+            checked += 1
+print("checked", checked)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("route", ["torch_library", "stable_abi"])
+def test_backward_kernels_sum_columns_on_the_cpu(tmp_path, route):
+    """The C++ norms loop sums w's and b's gradients over the rows: the generated suite (the backward
+    kernel against autograd through the reference, gradcheck), then COLUMN_SUMS_CHECK's shapes and threads."""
+    spec = tmp_path / "kcols.yaml"
+    spec.write_text(COLUMN_SUMS.replace("ROUTE", route))
+    repo = generate(spec, tmp_path / "repo")
+    site = tmp_path / "site"
+    installed_suite_passes(repo, site, "-k", "not compile and not export", at_least=50)
+    ran = subprocess.run([sys.executable, "-P", "-c", COLUMN_SUMS_CHECK], cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(site)}, capture_output=True, text=True, check=False)
+    assert ran.returncode == 0 and "checked 48" in ran.stdout, ran.stdout + ran.stderr

@@ -1,8 +1,9 @@
 """The CUDA kernels run where no GPU is: the generated csrc/cuda/kernels.cu and pointwise.cuh built
 as host C++, each CUDA thread a std::thread (tests/cuda_emu/emu.h), on odd shapes and layouts
 (tests/cuda_emu/check.cpp): row reductions a warp and a block a row, tiles for transposed inputs,
-row normalisations held in registers and looped, with 16-byte vectors and without, and a split op's
-backward kernel writing the two halves of one output. It checks the kernels' indexing, not their speed; on a GPU,
+row normalisations held in registers and looped, with 16-byte vectors and without, rms_norm's backward
+kernel summing w's and b's gradients over the rows (partial rows per block, then column_sums_kernel; held
+sums in shared memory or in registers) or writing them at every element, and a split op's backward kernel writing the two halves of one output. It checks the kernels' indexing, not their speed; on a GPU,
 benchmarks/cuda_kernels.py checks the same and times them."""
 
 from __future__ import annotations
@@ -40,6 +41,13 @@ ops:
       compute: "(x - mu) * rstd * w + (b if present(b) else 0.0)"
   - schema: "softmax(Tensor x) -> Tensor"
     normalize: {stats: {top: "max(x)", sum_exp: "sum(exp(x - top))"}, compute: "exp(x - top) / sum_exp"}
+  - schema: "rms_norm(Tensor x, Tensor w, Tensor b, float eps=1e-6) -> Tensor"
+    normalize: {stats: {rstd: "rsqrt(mean(x * x) + eps)"}, compute: "x * rstd * w + b"}
+    tests: {shapes: [{x: [4, 10], w: [10], b: [10]}]}
+    backward:
+      x: "torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * (grad * w - x * (grad * w * x).mean(-1, keepdim=True) / ((x * x).mean(-1, keepdim=True) + eps))"
+      w: "grad * x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps)"
+      b: "grad"
   - schema: "fatrelu_and_mul(Tensor x, float threshold=0.0) -> Tensor"
     split: {x: [gate, up]}
     compute: "where(gate > threshold, gate, 0.0) * up"
@@ -83,3 +91,4 @@ def test_cuda_kernels_compute_the_reference_when_emulated(tmp_path):
     for kernel in ("rows_kernel", "tiled_kernel", "norms_kernel"):
         for vec in (1, 2, 4, 8):  # scalars, then 16 bytes of float64, float32, bfloat16
             assert f"{kernel}<{vec}>" in launched, ran.stdout
+    assert "column_sums_kernel<2>" in launched, ran.stdout  # rms_norm_backward's w and b, summed over the rows

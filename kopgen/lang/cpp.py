@@ -171,7 +171,10 @@ class CppOp:
                 statements.append(f'{call}.{method}({arg.name}, "{arg.name}");')
             elif arg.name in read:
                 statements.append(f"{call}.read({arg.name});")
-        statements += [f"Tensor {name} = {call}.{self._loop.allocate}();" for name in self.op.output_names]
+        sums = {c.name: c.like for c in getattr(self.op.body, "column_sums", ())}
+        # A gradient summed over the rows: in its input's shape (KernelCall sums it, or its kernel's partial rows).
+        statements += [f"Tensor {name} = {call}.column_sum({sums[name]});" if name in sums
+                       else f"Tensor {name} = {call}.{self._loop.allocate}();" for name in self.op.output_names]
         statements.append(self._cpu_run if device == "cpu" else self._cuda_run)
         names = self.op.output_names
         if names:
@@ -240,11 +243,17 @@ class CppOp:
         by_arg = {w.arg.name: w for w in self.op.mutated_writes}
         writes = [by_arg[a.name] for a in self.op.tensor_args if a.name in by_arg]
         writes += [w for w in self.op.writes if w.arg is None]
-        return [w.expr.to_cpp() for w in writes]
+        # then a normalisation's backward kernel's gradients summed over the rows (functor column_sums)
+        return [w.expr.to_cpp() for w in writes] + [c.expr.to_cpp() for c in self._column_sums]
+
+    @property
+    def _column_sums(self) -> tuple:
+        return getattr(self.op.body, "column_sums", ())
 
     @property
     def _compute_reads(self) -> set[str]:
-        return {n for w in self.op.writes for n in (*w.expr.names, *w.expr.tested)}
+        exprs = (*(w.expr for w in self.op.writes), *(c.expr for c in self._column_sums))
+        return {n for e in exprs for n in (*e.names, *e.tested)}
 
     def functor_methods(self, device: str) -> list[str]:
         """The functor's lines before operator(): a row normalisation's statistics (none for a split op's

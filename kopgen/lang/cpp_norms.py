@@ -3,6 +3,7 @@ model_kinds.RowNormalization): the methods csrc/pointwise.h's norms loop and cud
 norms_kernel call, one overload per statistic, beside the functor's operator() (lang/cpp.py).
 
     using Reductions = std::tuple<Mean<acc_t>>;  // each statistic's reduction, in order
+    static constexpr int column_sums = 1;  // a backward kernel's: operator()'s last values summed over the rows
     acc_t reduced(Stat<0>, const acc_t* stat, acc_t x, acc_t weight) const  // its value per element
     acc_t finished(Stat<0>, const acc_t* stat, acc_t rstd) const  // the statistic from its total
     Values<acc_t, 1> operator()(const acc_t* stat, acc_t x, acc_t weight) const  // compute
@@ -55,6 +56,12 @@ def methods(op: Op, device: str) -> list[str]:
     lines = [f"using Reductions = std::tuple<{', '.join(f'{_REDUCERS[s.reduction.kind]}<acc_t>' for s in stats)}>;"]
     if device == "cuda":
         lines += kept_inputs(op)
+    sums = op.body.column_sums
+    if sums:
+        likes = " and ".join(f"{c.like}'s" for c in sums)
+        which = "value" if len(sums) == 1 else f"{len(sums)} values"
+        lines += [f"// operator()'s last {which}: {likes} gradient, which the loop sums over the rows",
+                  f"static constexpr int column_sums = {len(sums)};"]
     for k, stat in enumerate(stats):
         lines.append(f"// {stat.name} = {' '.join(stat.text.split())}")
         read = set(stat.reduced.names)

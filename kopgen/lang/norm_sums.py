@@ -1,6 +1,7 @@
 """A normalisation's backward kernel's gradients of inputs read by all rows (model_kinds.ColumnSum): the
 pieces of its Triton kernel and launcher, and of its reference, that sum them over the rows (lang/norms.py
-prints them). Each program takes several blocks of rows, its sums kept in registers (one pass) or added to
+prints them; the compiled routes' norms loops sum them in csrc/pointwise.h and cuda/pointwise.cuh). Each
+program takes several blocks of rows, its sums kept in registers (one pass) or added to
 its own partial row (longer rows); the launcher sums the programs' partial rows."""
 
 from __future__ import annotations
@@ -103,6 +104,11 @@ def any_column_sums(package) -> bool:
     return any(column_sums(op) for op in package.ops)
 
 
+def any_launched_column_sums(package) -> bool:
+    """Whether a Triton launcher sums column sums (the compiled routes' KernelCall does its own)."""
+    return any(column_sums(op) and not op.is_compiled for op in package.ops)
+
+
 def reference_values(op: Op) -> list[str]:
     """The reference's values of the gradients summed over the rows: each formula summed to its input's
     shape, in its dtype (read before upcast: dtypes)."""
@@ -123,9 +129,13 @@ def outputs(op: Op) -> list[str]:
 def epilogue(op: Op) -> list[str]:
     """After the launch: the programs' partial rows summed, or the formulas in torch."""
     sums, local = column_sums(op), locals_for(op)
-    lines = [f"    if {local.column_sums}:", f"        {local.sums} = {local.partials}.sum(0)"]
-    lines += ["        " + python.layout.assign(c.name, f"_support.norm_column_sum({local.sums}[{k}], {c.name})", 8)
-              for k, c in enumerate(sums)]
+    lines = [f"    if {local.column_sums}:"]
+    if len(sums) == 1:
+        lines.append(f"        {local.sums} = {local.partials}.sum(0)")
+        lines.append("        " + python.layout.assign(sums[0].name, f"_support.norm_column_sum({local.sums}[0], {sums[0].name})", 8))
+    else:  # each summed apart: outputs that are views of one Tensor would alias each other
+        lines += ["        " + python.layout.assign(c.name, f"_support.norm_column_sum({local.partials}[:, {k}].sum(0), {c.name})", 8)
+                  for k, c in enumerate(sums)]
     lines.append("    else:  # an input with rows of its own: its formula in torch, summed to its shape")
     lines += ["        " + python.layout.assign(c.name, f"_support.norm_summed({c.expr.to_torch()}, {c.name})", 8)
               for c in sums]

@@ -188,6 +188,76 @@ void norms_case(int op, int64_t rows, int64_t cols, int offset, bool per_row, bo
   }
 }
 
+// rms_norm's backward kernel: the gradient of x (rows x cols, `offset` elements past an aligned
+// start) and of w and b (each one row read by all rows), summed over the rows by the kernel into
+// `partial_rows` partial rows at most (blocks), or, where partial_rows is 0, written at every element.
+template <typename T>
+void rms_norm_backward_case(int64_t rows, int64_t cols, int offset, int64_t partial_rows) {
+  const double eps = 1e-6;
+  const bool summed = partial_rows > 0;
+  const std::vector<T> grad = random_values<T>(rows * cols + offset);
+  const std::vector<T> x = random_values<T>(rows * cols + offset);
+  const std::vector<T> w = random_values<T>(cols + offset);
+  const std::vector<T> b = random_values<T>(cols + offset);
+  std::vector<T> out(rows * cols + 1, from_compute<T>(kSentinel));
+  const int64_t size = summed ? cols : rows * cols;  // of each of w's and b's gradients
+  std::vector<T> w_grad(size + 1, from_compute<T>(kSentinel));
+  std::vector<T> b_grad(size + 1, from_compute<T>(kSentinel));
+  // Garbage first: the kernel must write (or zero) every partial value it reads.
+  std::vector<compute_t<T>> partials(std::max<int64_t>(partial_rows, 1) * 2 * cols, compute_t<T>(kSentinel));
+  const void* inputs[4] = {grad.data() + offset, x.data() + offset, w.data() + offset, b.data() + offset};
+  void* outputs[3] = {out.data(), w_grad.data(), b_grad.data()};
+  const int64_t row_strides[4] = {cols, cols, 0, 0};
+  const int64_t output_offsets[3] = {0, 0, 0};
+  const Launch launch{Type<T>::dtype, rows, cols, inputs, outputs, nullptr, true, 1, nullptr,
+                      nullptr, row_strides, output_offsets, cols,
+                      summed ? partials.data() : nullptr, partial_rows};
+  kernels::rms_norm_backward(launch, eps);
+  const char* what = summed ? "rms_norm_backward" : "rms_norm_backward(w, b at every element)";
+  const auto close = [](double got, double want, double scale) {
+    return std::abs(got - want) <= 4 * Type<T>::tolerance * (1 + std::abs(want)) * scale;
+  };
+  std::vector<double> w_want(cols, 0.0), b_want(cols, 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto at = [&](const std::vector<T>& v, int64_t c) { return as_double(v[offset + r * cols + c]); };
+    double mean_square = 0, mean_gwx = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      mean_square += at(x, c) * at(x, c) / cols;
+      mean_gwx += at(grad, c) * as_double(w[offset + c]) * at(x, c) / cols;
+    }
+    const double rstd = 1 / std::sqrt(mean_square + eps);
+    for (int64_t c = 0; c < cols; ++c) {
+      const double weight = as_double(w[offset + c]);
+      const double want = rstd * (at(grad, c) * weight - at(x, c) * mean_gwx / (mean_square + eps));
+      const int64_t i = r * cols + c;
+      if (!close(as_double(out[i]), want, 1)) {
+        return fail(what, rows, cols, offset, i, as_double(out[i]), want);
+      }
+      w_want[c] += at(grad, c) * at(x, c) * rstd;
+      b_want[c] += at(grad, c);
+      if (!summed && !close(as_double(w_grad[i]), at(grad, c) * at(x, c) * rstd, 1)) {
+        return fail(what, rows, cols, offset, i, as_double(w_grad[i]), at(grad, c) * at(x, c) * rstd);
+      }
+      if (!summed && !close(as_double(b_grad[i]), at(grad, c), 1)) {
+        return fail(what, rows, cols, offset, i, as_double(b_grad[i]), at(grad, c));
+      }
+    }
+  }
+  const double scale = 1 + std::sqrt(static_cast<double>(rows));  // a sum of `rows` rounded terms
+  for (int64_t c = 0; c < cols && summed; ++c) {
+    if (!close(as_double(w_grad[c]), w_want[c], scale)) {
+      return fail("rms_norm_backward: w's gradient", rows, cols, offset, c, as_double(w_grad[c]), w_want[c]);
+    }
+    if (!close(as_double(b_grad[c]), b_want[c], scale)) {
+      return fail("rms_norm_backward: b's gradient", rows, cols, offset, c, as_double(b_grad[c]), b_want[c]);
+    }
+  }
+  if (as_double(out[rows * cols]) != kSentinel || as_double(w_grad[size]) != kSentinel ||
+      as_double(b_grad[size]) != kSentinel) {
+    fail(what, rows, cols, offset, size, as_double(w_grad[size]), kSentinel);
+  }
+}
+
 // fatrelu_and_mul's backward kernel: x of rows x 2 cols (its halves gate and up read in place,
 // rows 2 cols apart), grad of rows x cols (or one row read by all: `grad_row`), `offset`
 // elements past an aligned start; the output as wide as x, both halves written by one launch.
@@ -251,6 +321,21 @@ void check_all() {
   norms_case<T>(0, 3, 5000, 0, false, false);
   norms_case<T>(0, 9, 1024, 0, true, false);
   rows_case<T>(2, 3, 5000, 0, false);
+  // rms_norm's backward kernel with w's gradient summed over the rows: a warp a row (several rows a
+  // block), several warps a row, looped beyond the block (9000 columns); fewer blocks than the rows
+  // need (each block several steps, its row groups combined), as many as they need, or one.
+  for (const auto& [rows, cols] : norm_shapes) {
+    for (const int offset : {0, 1}) {
+      rms_norm_backward_case<T>(rows, cols, offset, 2);
+    }
+    rms_norm_backward_case<T>(rows, cols, 0, 1000);
+    rms_norm_backward_case<T>(rows, cols, 0, 0);  // w written at every element
+  }
+  rms_norm_backward_case<T>(70, 64, 0, 3);
+  rms_norm_backward_case<T>(19, 3000, 0, 2);
+  rms_norm_backward_case<T>(5, 9000, 0, 2);
+  rms_norm_backward_case<T>(3, 9000, 1, 1);
+  rms_norm_backward_case<T>(300, 24, 1, 4);
   // A split op's gradient: the norms kernel with no statistics, two outputs in one Tensor.
   for (const auto& [rows, cols] : norm_shapes) {
     for (const int offset : {0, 1}) {

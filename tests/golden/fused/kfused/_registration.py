@@ -219,8 +219,10 @@ _support.register_autocast("kfused::rms_norm", "fp32")
 
 @torch.library.register_fake("kfused::rms_norm_backward")
 def _rms_norm_backward_fake(grad, x, weight, eps):
-    # Only metadata: the same output the launcher allocates, never reading data.
-    return _support.normalization_output("kfused::rms_norm_backward", grad, x, weight)
+    # Only metadata: the same outputs the launcher allocates, never reading data.
+    return _support.norm_gradient_outputs(
+        "kfused::rms_norm_backward", (), (weight,), grad, x, weight
+    )
 
 
 def _rms_norm_backward_setup_context(ctx, inputs, output):
@@ -247,7 +249,11 @@ _support.trace_as_reference("kfused::rms_norm_backward", reference.rms_norm_back
 
 # DTensor shards kfused::rms_norm_backward as its inputs, never splitting a row.
 _support.shard_as_inputs(
-    torch.ops.kfused.rms_norm_backward.default, tensors=(0, 1, 2), outputs=1, rows=True
+    torch.ops.kfused.rms_norm_backward.default,
+    tensors=(0, 1, 2),
+    outputs=2,
+    rows=True,
+    summed=(2,),
 )
 
 
@@ -288,8 +294,10 @@ _support.register_autocast("kfused::layer_norm", "fp32")
 
 @torch.library.register_fake("kfused::layer_norm_backward")
 def _layer_norm_backward_fake(grad, x, weight, eps):
-    # Only metadata: the same output the launcher allocates, never reading data.
-    return _support.normalization_output("kfused::layer_norm_backward", grad, x, weight)
+    # Only metadata: the same outputs the launcher allocates, never reading data.
+    return _support.norm_gradient_outputs(
+        "kfused::layer_norm_backward", (), (weight,), grad, x, weight
+    )
 
 
 def _layer_norm_backward_setup_context(ctx, inputs, output):
@@ -320,8 +328,9 @@ _support.trace_as_reference(
 _support.shard_as_inputs(
     torch.ops.kfused.layer_norm_backward.default,
     tensors=(0, 1, 2),
-    outputs=1,
+    outputs=2,
     rows=True,
+    summed=(2,),
 )
 
 

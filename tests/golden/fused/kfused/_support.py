@@ -153,6 +153,39 @@ def normalization_output(op: str, *tensors: Tensor | None) -> Tensor:
     return torch.empty(shape, dtype=first.dtype, device=first.device)
 
 
+def norm_gradient_output(
+    op: str, stats: tuple[Tensor, ...], *tensors: Tensor
+) -> Tensor:
+    """The output of a normalisation's backward kernel (normalization_output of the other Tensors),
+    and the statistics it reads checked as the forward saves them: a float per row of the output (a
+    last dimension of 1) on its device, of any float dtype (float32 beside bfloat16)."""
+    out = normalization_output(op, *tensors)
+    for stat in stats:
+        if (
+            stat.device != out.device
+            or not stat.is_floating_point()
+            or stat.shape[-1:] != (1,)
+            or _broadcast_shapes(out.shape, stat.shape) != out.shape
+        ):
+            raise RuntimeError(
+                f"{op}: a saved statistic holds one float per row (a last dimension of 1) on the "
+                f"device of the other Tensors, got {stat.dtype} of shape {list(stat.shape)} on "
+                f"{stat.device} for an output of shape {list(out.shape)}"
+            )
+    return out
+
+
+def norm_gradient_outputs(
+    op: str, stats: tuple[Tensor, ...], summed: tuple[Tensor, ...], *tensors: Tensor
+) -> tuple[Tensor, ...]:
+    """The outputs of a normalisation's backward kernel that sums gradients over the rows: its input's
+    gradient (norm_gradient_output), then one gradient in the shape and dtype of each Tensor of
+    `summed` (zeros where there are no elements to sum)."""
+    out = norm_gradient_output(op, stats, *tensors)
+    allocate = Tensor.new_zeros if out.numel() == 0 else Tensor.new_empty
+    return out, *(allocate(t, t.shape) for t in summed)
+
+
 def norm_blocks(
     n_rows: int, n_cols: int, element_size: int
 ) -> tuple[int, int, bool, int]:

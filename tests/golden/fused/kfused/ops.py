@@ -58,8 +58,10 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
     return _rms_norm(x, weight, eps)
 
 
-def rms_norm_backward(grad: Tensor, x: Tensor, weight: Tensor, eps: float) -> Tensor:
-    """The gradient of x for kfused::rms_norm: its row reductions, then the formula, in one pass."""
+def rms_norm_backward(
+    grad: Tensor, x: Tensor, weight: Tensor, eps: float
+) -> tuple[Tensor, Tensor]:
+    """The gradients of x and weight (summed over the rows) for kfused::rms_norm, in one pass."""
     return _rms_norm_backward(grad, x, weight, eps)
 
 
@@ -70,8 +72,10 @@ def layer_norm(
     return _layer_norm(x, weight, bias, eps)
 
 
-def layer_norm_backward(grad: Tensor, x: Tensor, weight: Tensor, eps: float) -> Tensor:
-    """The gradient of x for kfused::layer_norm: its row reductions, then the formula, in one pass."""
+def layer_norm_backward(
+    grad: Tensor, x: Tensor, weight: Tensor, eps: float
+) -> tuple[Tensor, Tensor]:
+    """The gradients of x and weight (summed over the rows) for kfused::layer_norm, in one pass."""
     return _layer_norm_backward(grad, x, weight, eps)
 
 

@@ -62,14 +62,20 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
     return (x * rstd * weight).to(dtype)
 
 
-def rms_norm_backward(grad: Tensor, x: Tensor, weight: Tensor, eps: float) -> Tensor:
+def rms_norm_backward(
+    grad: Tensor, x: Tensor, weight: Tensor, eps: float
+) -> tuple[Tensor, Tensor]:
     """kfused::rms_norm_backward in plain PyTorch, computed in float32 at least."""
     dtype = grad.dtype
+    dtypes = (weight.dtype,)
     grad, x, weight = upcast(grad, x, weight)
     mean0 = row_mean(x * x).unsqueeze(-1)
     mean1 = row_mean(grad * weight * x).unsqueeze(-1)
-    return (torch.rsqrt(mean0 + eps) * (grad * weight - x * mean1 / (mean0 + eps))).to(
-        dtype
+    return (
+        (torch.rsqrt(mean0 + eps) * (grad * weight - x * mean1 / (mean0 + eps))).to(
+            dtype
+        ),
+        (grad * x * torch.rsqrt(mean0 + eps)).sum_to_size(weight.shape).to(dtypes[0]),
     )
 
 
@@ -84,18 +90,26 @@ def layer_norm(
     return ((x - mu) * rstd * weight + (bias if bias is not None else 0.0)).to(dtype)
 
 
-def layer_norm_backward(grad: Tensor, x: Tensor, weight: Tensor, eps: float) -> Tensor:
+def layer_norm_backward(
+    grad: Tensor, x: Tensor, weight: Tensor, eps: float
+) -> tuple[Tensor, Tensor]:
     """kfused::layer_norm_backward in plain PyTorch, computed in float32 at least."""
     dtype = grad.dtype
+    dtypes = (weight.dtype,)
     grad, x, weight = upcast(grad, x, weight)
     mean0 = row_mean(x).unsqueeze(-1)
     mean1 = row_mean((x - mean0) ** 2).unsqueeze(-1)
     mean2 = row_mean(grad * weight).unsqueeze(-1)
     mean3 = row_mean(grad * weight * (x - mean0)).unsqueeze(-1)
     return (
-        torch.rsqrt(mean1 + eps)
-        * (grad * weight - mean2 - (x - mean0) * mean3 / (mean1 + eps))
-    ).to(dtype)
+        (
+            torch.rsqrt(mean1 + eps)
+            * (grad * weight - mean2 - (x - mean0) * mean3 / (mean1 + eps))
+        ).to(dtype),
+        (grad * (x - mean0) * torch.rsqrt(mean1 + eps)).sum_to_size(weight.shape).to(
+            dtypes[0]
+        ),
+    )
 
 
 def softmax(x: Tensor) -> Tensor:

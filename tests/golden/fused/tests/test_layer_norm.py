@@ -42,11 +42,11 @@ LAYER_NORM = OpData(
     backward_sample="broadcast",
     saved_tensors={
         (0,): 2,
-        (1,): 1,
+        (1,): 2,
         (2,): 0,
         (0, 1): 2,
         (0, 2): 2,
-        (1, 2): 1,
+        (1, 2): 2,
         (0, 1, 2): 2,
     },
     backward_kernel=torch.ops.kfused.layer_norm_backward.default,

@@ -94,6 +94,8 @@ template <typename acc_t>
 struct rms_norm_backward {
   acc_t eps;
   using Reductions = std::tuple<Mean<acc_t>, Mean<acc_t>>;
+  // operator()'s last value: weight's gradient, which the loop sums over the rows
+  static constexpr int column_sums = 1;
   // mean0 = mean(x * x)
   acc_t reduced(Stat<0>, const acc_t*, acc_t /*grad*/, acc_t x, acc_t /*weight*/) const {
     return x * x;
@@ -108,10 +110,12 @@ struct rms_norm_backward {
   acc_t finished(Stat<1>, const acc_t*, acc_t mean1) const {
     return mean1;
   }
-  Values<acc_t, 1> operator()(const acc_t* stat, acc_t grad, acc_t x, acc_t weight) const {
+  Values<acc_t, 2> operator()(const acc_t* stat, acc_t grad, acc_t x, acc_t weight) const {
     const acc_t mean0 = stat[0];
     const acc_t mean1 = stat[1];
-    return {acc_t(1) / std::sqrt(mean0 + eps) * (grad * weight - x * mean1 / (mean0 + eps))};
+    return {
+        acc_t(1) / std::sqrt(mean0 + eps) * (grad * weight - x * mean1 / (mean0 + eps)),
+        grad * x * (acc_t(1) / std::sqrt(mean0 + eps))};
   }
 };
 
@@ -146,6 +150,8 @@ template <typename acc_t>
 struct layer_norm_backward {
   acc_t eps;
   using Reductions = std::tuple<Mean<acc_t>, Mean<acc_t>, Mean<acc_t>, Mean<acc_t>>;
+  // operator()'s last value: weight's gradient, which the loop sums over the rows
+  static constexpr int column_sums = 1;
   // mean0 = mean(x)
   acc_t reduced(Stat<0>, const acc_t*, acc_t /*grad*/, acc_t x, acc_t /*weight*/) const {
     return x;
@@ -176,13 +182,15 @@ struct layer_norm_backward {
   acc_t finished(Stat<3>, const acc_t*, acc_t mean3) const {
     return mean3;
   }
-  Values<acc_t, 1> operator()(const acc_t* stat, acc_t grad, acc_t x, acc_t weight) const {
+  Values<acc_t, 2> operator()(const acc_t* stat, acc_t grad, acc_t x, acc_t weight) const {
     const acc_t mean0 = stat[0];
     const acc_t mean1 = stat[1];
     const acc_t mean2 = stat[2];
     const acc_t mean3 = stat[3];
-    return {acc_t(1) / std::sqrt(mean1 + eps)
-        * (grad * weight - mean2 - (x - mean0) * mean3 / (mean1 + eps))};
+    return {
+        acc_t(1) / std::sqrt(mean1 + eps)
+            * (grad * weight - mean2 - (x - mean0) * mean3 / (mean1 + eps)),
+        grad * (x - mean0) * (acc_t(1) / std::sqrt(mean1 + eps))};
   }
 };
 
@@ -307,15 +315,20 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   return out;
 }
 
-Tensor rms_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, double eps) {
+std::tuple<Tensor, Tensor> rms_norm_backward(
+    const Tensor& grad,
+    const Tensor& x,
+    const Tensor& weight,
+    double eps) {
   KernelCall call("kfused::rms_norm_backward", {grad, x, weight});
   call.by_rows();
   call.read(grad);
   call.read(x);
   call.read(weight);
-  Tensor out = call.output();
+  Tensor out0 = call.output();
+  Tensor out1 = call.column_sum(weight);
   call.norms_cpu<functors::rms_norm_backward>(eps);
-  return out;
+  return {out0, out1};
 }
 
 Tensor layer_norm(
@@ -333,15 +346,20 @@ Tensor layer_norm(
   return out;
 }
 
-Tensor layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, double eps) {
+std::tuple<Tensor, Tensor> layer_norm_backward(
+    const Tensor& grad,
+    const Tensor& x,
+    const Tensor& weight,
+    double eps) {
   KernelCall call("kfused::layer_norm_backward", {grad, x, weight});
   call.by_rows();
   call.read(grad);
   call.read(x);
   call.read(weight);
-  Tensor out = call.output();
+  Tensor out0 = call.output();
+  Tensor out1 = call.column_sum(weight);
   call.norms_cpu<functors::layer_norm_backward>(eps);
-  return out;
+  return {out0, out1};
 }
 
 Tensor softmax(const Tensor& x) {
@@ -389,13 +407,13 @@ TORCH_LIBRARY(kfused, m) {
       "rms_norm(Tensor x, Tensor weight, float eps=1e-6) -> Tensor",
       {at::Tag::pt2_compliant_tag});
   m.def(
-      "rms_norm_backward(Tensor grad, Tensor x, Tensor weight, float eps) -> Tensor",
+      "rms_norm_backward(Tensor grad, Tensor x, Tensor weight, float eps) -> (Tensor, Tensor)",
       {at::Tag::pt2_compliant_tag});
   m.def(
       "layer_norm(Tensor x, Tensor weight, Tensor? bias=None, float eps=1e-5) -> Tensor",
       {at::Tag::pt2_compliant_tag});
   m.def(
-      "layer_norm_backward(Tensor grad, Tensor x, Tensor weight, float eps) -> Tensor",
+      "layer_norm_backward(Tensor grad, Tensor x, Tensor weight, float eps) -> (Tensor, Tensor)",
       {at::Tag::pt2_compliant_tag});
   m.def("softmax(Tensor x) -> Tensor", {at::Tag::pt2_compliant_tag});
   m.def("softmax_backward(Tensor grad, Tensor result) -> Tensor", {at::Tag::pt2_compliant_tag});
@@ -467,10 +485,15 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   return handle.call(x, weight, eps);
 }
 
-Tensor rms_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, double eps) {
+std::tuple<Tensor, Tensor> rms_norm_backward(
+    const Tensor& grad,
+    const Tensor& x,
+    const Tensor& weight,
+    double eps) {
+  using Signature = std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&, double);
   static auto handle = c10::Dispatcher::singleton()
                            .findSchemaOrThrow("kfused::rms_norm_backward", "")
-                           .typed<Tensor(const Tensor&, const Tensor&, const Tensor&, double)>();
+                           .typed<Signature>();
   return handle.call(grad, x, weight, eps);
 }
 
@@ -486,10 +509,15 @@ Tensor layer_norm(
   return handle.call(x, weight, bias, eps);
 }
 
-Tensor layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, double eps) {
+std::tuple<Tensor, Tensor> layer_norm_backward(
+    const Tensor& grad,
+    const Tensor& x,
+    const Tensor& weight,
+    double eps) {
+  using Signature = std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&, double);
   static auto handle = c10::Dispatcher::singleton()
                            .findSchemaOrThrow("kfused::layer_norm_backward", "")
-                           .typed<Tensor(const Tensor&, const Tensor&, const Tensor&, double)>();
+                           .typed<Signature>();
   return handle.call(grad, x, weight, eps);
 }
 
@@ -619,7 +647,7 @@ struct rms_norm_function : public torch::autograd::Function<rms_norm_function> {
     // Only what the formulas read, and only where a gradient that reads it is wanted.
     ctx->save_for_backward({
         x.requires_grad() || weight.requires_grad() ? x : Tensor(),
-        x.requires_grad() ? weight : Tensor()});
+        x.requires_grad() || weight.requires_grad() ? weight : Tensor()});
     return out;
   }
 
@@ -645,15 +673,20 @@ struct rms_norm_function : public torch::autograd::Function<rms_norm_function> {
             ctx->saved_data["weight_shape"].toSymIntVector());
       }
     } else {
+      // One rms_norm_backward call serves the gradients of x and weight, where one is wanted.
+      std::tuple<Tensor, Tensor> rms_norm_grads;
+      if (ctx->needs_input_grad(0) || ctx->needs_input_grad(1)) {
+        rms_norm_grads = ops::rms_norm_backward(grad, x, weight, eps);
+      }
       // Each gradient is summed back to its input's shape, where the input was broadcast.
       if (ctx->needs_input_grad(0)) {
         grad_x = at::sum_to(
-            ops::rms_norm_backward(grad, x, weight, eps),
+            std::get<0>(rms_norm_grads),
             ctx->saved_data["x_shape"].toSymIntVector());
       }
       if (ctx->needs_input_grad(1)) {
         grad_weight = at::sum_to(
-            grad * x * at::rsqrt(at::mean(x * x, at::IntArrayRef{-1}, true) + eps),
+            std::get<1>(rms_norm_grads),
             ctx->saved_data["weight_shape"].toSymIntVector());
       }
     }
@@ -681,7 +714,7 @@ struct layer_norm_function : public torch::autograd::Function<layer_norm_functio
     // Only what the formulas read, and only where a gradient that reads it is wanted.
     ctx->save_for_backward({
         x.requires_grad() || weight.requires_grad() ? x : Tensor(),
-        x.requires_grad() ? weight : Tensor()});
+        x.requires_grad() || weight.requires_grad() ? weight : Tensor()});
     return out;
   }
 
@@ -721,18 +754,20 @@ struct layer_norm_function : public torch::autograd::Function<layer_norm_functio
         grad_bias = at::sum_to(grad, ctx->saved_data["bias_shape"].toSymIntVector());
       }
     } else {
+      // One layer_norm_backward call serves the gradients of x and weight, where one is wanted.
+      std::tuple<Tensor, Tensor> layer_norm_grads;
+      if (ctx->needs_input_grad(0) || ctx->needs_input_grad(1)) {
+        layer_norm_grads = ops::layer_norm_backward(grad, x, weight, eps);
+      }
       // Each gradient is summed back to its input's shape, where the input was broadcast.
       if (ctx->needs_input_grad(0)) {
         grad_x = at::sum_to(
-            ops::layer_norm_backward(grad, x, weight, eps),
+            std::get<0>(layer_norm_grads),
             ctx->saved_data["x_shape"].toSymIntVector());
       }
       if (ctx->needs_input_grad(1)) {
         grad_weight = at::sum_to(
-            grad * (x - at::mean(x, at::IntArrayRef{-1}, true))
-            * at::rsqrt(at::mean(at::pow(x - at::mean(x, at::IntArrayRef{-1}, true), 2),
-                    at::IntArrayRef{-1}, true)
-                + eps),
+            std::get<1>(layer_norm_grads),
             ctx->saved_data["weight_shape"].toSymIntVector());
       }
       if (has_bias && ctx->needs_input_grad(2)) {

@@ -7,6 +7,8 @@
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/sum.h>
+#include <ATen/ops/zeros.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -104,6 +106,14 @@ struct Min {
 template <int K>
 using Stat = std::integral_constant<int, K>;
 
+// How many of a row normalisation functor's last values the loop sums over the rows (its
+// `column_sums`: a backward kernel's gradients of inputs read by all rows), 0 where it has none.
+template <typename F, typename = void>
+struct ColumnSums : std::integral_constant<int, 0> {};
+template <typename F>
+struct ColumnSums<F, std::void_t<decltype(F::column_sums)>>
+    : std::integral_constant<int, F::column_sums> {};
+
 inline std::string shape_text(const std::vector<int64_t>& shape) {
   std::string text = "[";
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -157,6 +167,32 @@ inline Tensor new_empty(const Tensor& like, const std::vector<int64_t>& shape) {
   return at::empty(shape, like.options());
 }
 
+inline Tensor new_zeros(const Tensor& like, const std::vector<int64_t>& shape) {
+  return at::zeros(shape, like.options());
+}
+
+// A new Tensor of `dtype` on `like`'s device.
+inline Tensor new_empty(const Tensor& like, const std::vector<int64_t>& shape, ScalarType dtype) {
+  return at::empty(shape, like.options().dtype(dtype));
+}
+
+// `values` (of the broadcast shape) summed to the shape of `target`, written into it.
+inline void sum_into(const Tensor& target, const Tensor& values) {
+  const std::vector<int64_t> shape = sizes_of(values);
+  const std::vector<int64_t> sizes = sizes_of(target);
+  const size_t leading = shape.size() - sizes.size();
+  std::vector<int64_t> dims;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (d < leading || (sizes[d - leading] == 1 && shape[d] != 1)) {
+      dims.push_back(static_cast<int64_t>(d));
+    }
+  }
+  Tensor destination = target;
+  // No dimension to sum (an empty list would sum them all): a copy.
+  const Tensor summed = dims.empty() ? values : at::sum(values, dims, true);
+  destination.copy_(summed.reshape(sizes));
+}
+
 // `tensor` broadcast to `shape` and made dense, so that a kernel can index it flat.
 inline Tensor dense(const Tensor& tensor, const std::vector<int64_t>& shape) {
   if (sizes_of(tensor) == shape && tensor.is_contiguous()) {
@@ -192,6 +228,11 @@ void dispatch_floating(const char* op, ScalarType dtype, Kernel&& kernel) {
 template <typename Body>
 void parallel_for(int64_t n, int64_t grain, const Body& body) {
   at::parallel_for(0, n, grain, body);
+}
+
+// torch's CPU threads.
+inline int64_t cpu_threads() {
+  return at::get_num_threads();
 }
 
 // CPU loops get an AVX2 copy, chosen at run time, where the compiler can build one (GCC, Clang).
@@ -294,6 +335,16 @@ class C10_HIDDEN KernelCall {
     return result;
   }
 
+  // A backward kernel's gradient of `like`, an input read by all rows (a weight [N]), summed over
+  // the rows: in `like`'s shape and dtype, zeros where there is nothing to sum. Its kernel sums it
+  // over the rows (partial rows, then their total) where every such input is one row of `cols`
+  // (sums_columns), else writes it at every element, which run() then sums to `like`'s shape.
+  Tensor column_sum(const Tensor& like) {
+    Tensor result = n_ == 0 ? new_zeros(like_, sizes_of(like)) : new_empty(like_, sizes_of(like));
+    sums_.emplace_back(result, Tensor());
+    return result;
+  }
+
   // A mutated argument the kernel writes (a dense copy where it is strided, copied back after);
   // it must have the result's shape already: it is written, never resized.
   void write(const Tensor& tensor, const char* name) {
@@ -330,6 +381,19 @@ class C10_HIDDEN KernelCall {
     return offsets;
   }
   int64_t output_row_stride() const { return output_row_stride_ < 0 ? cols_ : output_row_stride_; }
+  // The gradients summed over the rows (column_sum), and whether the kernel sums them (after run()
+  // set it out): outputs() then ends with them, each `cols` elements, rather than with values at
+  // every element.
+  int column_sums() const { return static_cast<int>(sums_.size()); }
+  bool sums_columns() const { return sums_columns_; }
+
+  // Partial rows of the column sums for a CUDA kernel's blocks: `count` x column_sums() x cols, in
+  // the compute type (float32, float64 for float64).
+  Tensor partial_rows(int64_t count) const {
+    const ScalarType dtype =
+        like_.scalar_type() == ScalarType::Double ? ScalarType::Double : ScalarType::Float;
+    return new_empty(like_, {count, column_sums(), cols_}, dtype);
+  }
 
   std::vector<const void*> inputs() const {
     std::vector<const void*> pointers;
@@ -354,9 +418,15 @@ class C10_HIDDEN KernelCall {
       return;
     }
     lay_out();
+    lay_out_sums();
     kernel();
     for (const auto& [target, buffer] : writes_) {
       write_back(target, buffer);
+    }
+    for (const auto& [result, values] : sums_) {
+      if (!sums_columns_) {
+        sum_into(result, values);
+      }
     }
   }
 
@@ -397,7 +467,12 @@ class C10_HIDDEN KernelCall {
         const F<acc_t> f{scalar_as<acc_t>(scalars)...};
         // operator() takes the statistics, then the inputs.
         constexpr int inputs = Signature<decltype(&F<acc_t>::operator())>::inputs - 1;
-        norms_loop<decltype(zero)>(f, std::make_index_sequence<inputs>{});
+        if (sums_columns_) {
+          constexpr int sums = ColumnSums<F<acc_t>>::value;
+          norms_loop<decltype(zero), sums>(f, std::make_index_sequence<inputs>{});
+        } else {
+          norms_loop<decltype(zero), 0>(f, std::make_index_sequence<inputs>{});
+        }
       });
     });
   }
@@ -420,6 +495,21 @@ class C10_HIDDEN KernelCall {
       }
     }
     collapse();  // dense inputs: one dimension
+  }
+
+  // The outputs of the gradients summed over the rows, after the others: each result itself where
+  // every input they sum over is one row of `cols` (the kernel sums over the rows), else a value at
+  // each element of the broadcast shape, which run() sums to the result's shape.
+  void lay_out_sums() {
+    sums_columns_ = !sums_.empty();
+    for (const auto& [result, values] : sums_) {
+      sums_columns_ = sums_columns_ && result.dim() > 0 && result.numel() == cols_ &&
+                      result.sizes()[result.dim() - 1] == cols_;
+    }
+    for (auto& [result, values] : sums_) {
+      values = sums_columns_ ? result : new_empty(like_, shape_);
+      writes_.emplace_back(values, values);
+    }
   }
 
   // A row normalisation's inputs, in place where each row is `cols` dense elements, at a fixed
@@ -734,34 +824,70 @@ class C10_HIDDEN KernelCall {
     stat[K] = f.finished(Stat<K>{}, stat, Reduce::finish(total, cols_));
   }
 
-  template <typename scalar_t, typename Functor, size_t... I>
+  // SUMS > 0: the functor's last SUMS values summed over the rows, into the last SUMS outputs (cols
+  // elements each): each part of the rows (one per thread at most) adds them to its own partial
+  // rows, in the compute type, which are then summed in order: the same total for a thread count.
+  template <typename scalar_t, int SUMS, typename Functor, size_t... I>
   void norms_loop(const Functor& f, std::index_sequence<I...> inputs) {
     using acc_t = compute_t<scalar_t>;
     using Result = typename Signature<decltype(&Functor::operator())>::result;
+    constexpr int kStored = Result::size - SUMS;  // the outputs written at every element
     constexpr size_t kStats = std::tuple_size_v<typename Functor::Reductions>;
     constexpr size_t kSlots = std::max<size_t>(kStats, 1);  // a split op's gradient has none
     const std::vector<const void*> pointers = this->inputs();
     const std::vector<void*> outputs = this->outputs();
     const std::vector<int64_t> offsets = output_offsets();
-    // Rows in parallel: each thread at least kGrain elements' worth.
-    parallel_for(n_, std::max<int64_t>(1, kGrain / std::max<int64_t>(cols_, 1)),
-                 [&](int64_t begin, int64_t end) {
+    // Each thread at least kGrain elements' worth of rows.
+    const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(cols_, 1));
+    const int64_t parts =
+        SUMS == 0 ? 1 : std::clamp<int64_t>((n_ + grain - 1) / grain, 1, cpu_threads());
+    const int64_t per_part = (n_ + parts - 1) / parts;
+    std::vector<acc_t> partials(SUMS == 0 ? 0 : parts * SUMS * cols_, acc_t(0));
+    const auto rows = [&](int64_t begin, int64_t end, acc_t* partial) {
       for (int64_t row = begin; row < end; ++row) {
         const scalar_t* at[] = {
             pointers[I] != nullptr
                 ? static_cast<const scalar_t*>(pointers[I]) + row * row_strides_[I]
                 : nullptr...};
-        scalar_t* to[Result::size];
-        for (int j = 0; j < Result::size; ++j) {
+        scalar_t* to[kStored > 0 ? kStored : 1];
+        for (int j = 0; j < kStored; ++j) {
           to[j] = static_cast<scalar_t*>(outputs[j]) + offsets[j] + row * output_row_stride();
         }
         acc_t stat[kSlots];
         statistics(f, at, stat, std::make_index_sequence<kStats>{}, inputs);
         for (int64_t c = 0; c < cols_; ++c) {
-          store(f(stat, load<acc_t>(at[I], c)...), to, c);
+          const Result values = f(stat, load<acc_t>(at[I], c)...);
+          for (int j = 0; j < kStored; ++j) {
+            to[j][c] = static_cast<scalar_t>(values.v[j]);
+          }
+          for (int k = 0; k < SUMS; ++k) {
+            partial[k * cols_ + c] += values.v[kStored + k];
+          }
         }
       }
-    });
+    };
+    if constexpr (SUMS == 0) {
+      parallel_for(n_, grain, [&](int64_t begin, int64_t end) { rows(begin, end, nullptr); });
+    } else {
+      parallel_for(parts, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t part = begin; part < end; ++part) {
+          rows(part * per_part, std::min(n_, (part + 1) * per_part),
+               partials.data() + part * SUMS * cols_);
+        }
+      });
+      const int64_t size = SUMS * cols_;
+      for (int64_t part = 1; part < parts; ++part) {
+        for (int64_t i = 0; i < size; ++i) {
+          partials[i] += partials[part * size + i];
+        }
+      }
+      for (int k = 0; k < SUMS; ++k) {
+        scalar_t* sum = static_cast<scalar_t*>(outputs[kStored + k]);
+        for (int64_t c = 0; c < cols_; ++c) {
+          sum[c] = static_cast<scalar_t>(partials[k * cols_ + c]);
+        }
+      }
+    }
   }
 
   // Each statistic in order: a later one may read those before it.
@@ -783,6 +909,10 @@ class C10_HIDDEN KernelCall {
   int64_t output_row_stride_ = -1;  // -1: cols_ (dense outputs)
   std::vector<std::optional<Tensor>> reads_;
   std::vector<std::pair<Tensor, Tensor>> writes_;  // (tensor, the dense buffer written)
+  // The gradients summed over the rows: (result, the output the kernel writes: the result itself,
+  // or its values at every element), and whether the kernel sums them over the rows.
+  std::vector<std::pair<Tensor, Tensor>> sums_;
+  bool sums_columns_ = false;
   // How the kernel indexes the inputs (lay_out): the collapsed broadcast shape and strides.
   bool flat_ = true;
   int dims_ = 1;

@@ -67,6 +67,8 @@ struct rms_norm_backward {
   acc_t eps;
   using Reductions = std::tuple<Mean<acc_t>, Mean<acc_t>>;
   static constexpr unsigned kKept = 0b111;  // kept in registers: grad, x, weight
+  // operator()'s last value: weight's gradient, which the loop sums over the rows
+  static constexpr int column_sums = 1;
   // mean0 = mean(x * x)
   __device__ acc_t reduced(Stat<0>, const acc_t*, acc_t /*grad*/, acc_t x, acc_t /*weight*/) const {
     return x * x;
@@ -81,14 +83,16 @@ struct rms_norm_backward {
   __device__ acc_t finished(Stat<1>, const acc_t*, acc_t mean1) const {
     return mean1;
   }
-  __device__ Values<acc_t, 1> operator()(
+  __device__ Values<acc_t, 2> operator()(
       const acc_t* stat,
       acc_t grad,
       acc_t x,
       acc_t weight) const {
     const acc_t mean0 = stat[0];
     const acc_t mean1 = stat[1];
-    return {acc_t(1) / std::sqrt(mean0 + eps) * (grad * weight - x * mean1 / (mean0 + eps))};
+    return {
+        acc_t(1) / std::sqrt(mean0 + eps) * (grad * weight - x * mean1 / (mean0 + eps)),
+        grad * x * (acc_t(1) / std::sqrt(mean0 + eps))};
   }
 };
 
@@ -134,6 +138,8 @@ struct layer_norm_backward {
   acc_t eps;
   using Reductions = std::tuple<Mean<acc_t>, Mean<acc_t>, Mean<acc_t>, Mean<acc_t>>;
   static constexpr unsigned kKept = 0b111;  // kept in registers: grad, x, weight
+  // operator()'s last value: weight's gradient, which the loop sums over the rows
+  static constexpr int column_sums = 1;
   // mean0 = mean(x)
   __device__ acc_t reduced(Stat<0>, const acc_t*, acc_t /*grad*/, acc_t x, acc_t /*weight*/) const {
     return x;
@@ -169,7 +175,7 @@ struct layer_norm_backward {
   __device__ acc_t finished(Stat<3>, const acc_t*, acc_t mean3) const {
     return mean3;
   }
-  __device__ Values<acc_t, 1> operator()(
+  __device__ Values<acc_t, 2> operator()(
       const acc_t* stat,
       acc_t grad,
       acc_t x,
@@ -178,8 +184,10 @@ struct layer_norm_backward {
     const acc_t mean1 = stat[1];
     const acc_t mean2 = stat[2];
     const acc_t mean3 = stat[3];
-    return {acc_t(1) / std::sqrt(mean1 + eps)
-        * (grad * weight - mean2 - (x - mean0) * mean3 / (mean1 + eps))};
+    return {
+        acc_t(1) / std::sqrt(mean1 + eps)
+            * (grad * weight - mean2 - (x - mean0) * mean3 / (mean1 + eps)),
+        grad * (x - mean0) * (acc_t(1) / std::sqrt(mean1 + eps))};
   }
 };
 

@@ -35,7 +35,16 @@ struct Launch {
   // Kernels by rows: each output's first element from its pointer, and the stride between its rows.
   const int64_t* output_offsets;
   int64_t output_row_stride;
+  // A backward kernel's gradients summed over the rows (null: none, or written at every element):
+  // room for `partial_rows` partial rows (one per block) of each, `cols` values of the compute
+  // type.
+  void* partials;
+  int64_t partial_rows;
 };
+
+// The blocks a multiprocessor of a kernel that sums columns over the rows: each block its partial
+// rows, so that few are summed after.
+constexpr int kSumBlocksPerMultiprocessor = 4;
 
 }  // namespace kfused::cuda
 

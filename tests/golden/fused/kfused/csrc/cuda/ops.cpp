@@ -7,6 +7,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -55,10 +56,23 @@ void launch(
     for (const Dims& input : call.strides()) {
       strides.push_back(input.data());
     }
+    // A backward kernel's column sums: a partial row per block, a few blocks a multiprocessor.
+    std::optional<Tensor> partials;
+    int64_t partial_rows = 0;
+    if (call.sums_columns()) {
+      int multiprocessors = 0;
+      const cudaError_t asked = cudaDeviceGetAttribute(
+          &multiprocessors, cudaDevAttrMultiProcessorCount, like.get_device());
+      KOPGEN_CHECK(asked == cudaSuccess, call.op(), ": ", cudaGetErrorString(asked));
+      partial_rows =
+          std::min<int64_t>(call.n(), cuda::kSumBlocksPerMultiprocessor * multiprocessors);
+      partials = call.partial_rows(partial_rows);
+    }
     const cuda::Launch args{kernel_dtype(call.op(), like), call.n(), call.cols(),
                             inputs.data(), outputs.data(), current_stream(like),
                             call.flat(), call.dims(), call.sizes().data(), strides.data(),
-                            call.row_strides().data(), offsets.data(), call.output_row_stride()};
+                            call.row_strides().data(), offsets.data(), call.output_row_stride(),
+                            partials ? partials->mutable_data_ptr() : nullptr, partial_rows};
     const cudaError_t error = kernel(args, scalars...);
     KOPGEN_CHECK(error == cudaSuccess, call.op(), ": CUDA kernel launch failed: ",
                  cudaGetErrorString(error));
@@ -122,15 +136,20 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   return out;
 }
 
-Tensor rms_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, double eps) {
+std::tuple<Tensor, Tensor> rms_norm_backward(
+    const Tensor& grad,
+    const Tensor& x,
+    const Tensor& weight,
+    double eps) {
   KernelCall call("kfused::rms_norm_backward", {grad, x, weight});
   call.by_rows();
   call.read(grad);
   call.read(x);
   call.read(weight);
-  Tensor out = call.output();
+  Tensor out0 = call.output();
+  Tensor out1 = call.column_sum(weight);
   launch(call, kernels::rms_norm_backward, eps);
-  return out;
+  return {out0, out1};
 }
 
 Tensor layer_norm(
@@ -148,15 +167,20 @@ Tensor layer_norm(
   return out;
 }
 
-Tensor layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, double eps) {
+std::tuple<Tensor, Tensor> layer_norm_backward(
+    const Tensor& grad,
+    const Tensor& x,
+    const Tensor& weight,
+    double eps) {
   KernelCall call("kfused::layer_norm_backward", {grad, x, weight});
   call.by_rows();
   call.read(grad);
   call.read(x);
   call.read(weight);
-  Tensor out = call.output();
+  Tensor out0 = call.output();
+  Tensor out1 = call.column_sum(weight);
   launch(call, kernels::layer_norm_backward, eps);
-  return out;
+  return {out0, out1};
 }
 
 Tensor softmax(const Tensor& x) {

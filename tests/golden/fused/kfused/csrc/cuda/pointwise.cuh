@@ -106,6 +106,14 @@ struct Pointers {
 template <int K>
 using Stat = std::integral_constant<int, K>;
 
+// How many of a row normalisation functor's last values the kernel sums over the rows (its
+// `column_sums`: a backward kernel's gradients of inputs read by all rows), 0 where it has none.
+template <typename F, typename = void>
+struct ColumnSums : std::integral_constant<int, 0> {};
+template <typename F>
+struct ColumnSums<F, std::void_t<decltype(F::column_sums)>>
+    : std::integral_constant<int, F::column_sums> {};
+
 // The reductions of row kernels: a start value, how two totals combine, and the row's result.
 template <typename acc_t>
 struct Sum {
@@ -795,8 +803,9 @@ struct RowPart {
     }
   }
 
-  // Calls visit(x, v) with vector v of every input, for each of the thread's vectors (a pass that
-  // does not read an input that is not kept loads nothing of it: the compiler drops the dead load).
+  // Calls visit(x, v, h) with vector v of every input, for each of the thread's vectors: held
+  // vector h (0 where none is held). A pass that does not read an input that is not kept loads
+  // nothing of it: the compiler drops the dead load.
   template <typename Visit>
   __device__ __forceinline__ void each(Visit&& visit) const {
     if constexpr (HELD > 0) {
@@ -809,7 +818,7 @@ struct RowPart {
           for (int j = 0; j < IN; ++j) {
             x[j] = kept(j) ? held[h][j] : load(j, v);
           }
-          visit(x, v);
+          visit(x, v, h);
         }
       }
     } else {
@@ -819,7 +828,7 @@ struct RowPart {
         for (int j = 0; j < IN; ++j) {
           x[j] = load(j, v);
         }
-        visit(x, v);
+        visit(x, v, 0);
       }
     }
   }
@@ -833,7 +842,7 @@ __device__ __forceinline__ void statistic(const F& f, Part& part, acc_t* stat,
   using Reduce = std::tuple_element_t<K, typename F::Reductions>;
   const auto reduced = [&](auto... values) { return f.reduced(Stat<K>{}, stat, values...); };
   acc_t total = Reduce::identity();
-  part.each([&](const auto& x, int64_t) {
+  part.each([&](const auto& x, int64_t, int) {
 #pragma unroll
     for (int k = 0; k < Part::kVec; ++k) {
       const acc_t value = call(reduced, x, k, std::make_index_sequence<Part::kInputs>{});
@@ -853,9 +862,65 @@ __device__ __forceinline__ void statistics(const F& f, Part& part, acc_t* stat,
   (statistic<static_cast<int>(K)>(f, part, stat, partial, cols), ...);
 }
 
+// Where a thread keeps the column sums of the columns it holds (HELD vectors of VEC each) over the
+// rows it visits: its own slots of shared memory (slot j of thread t at j * kThreads + t: no bank
+// conflicts) where they fit in kHeldSumBytes, else registers. In registers, rms_norm's bfloat16
+// backward took 174 registers a thread (one block a multiprocessor) against 128 without its sum.
+constexpr int kHeldSumBytes = 32768;
+template <int SUMS, int HELD, int VEC, typename acc_t>
+constexpr bool held_sums_shared() {
+  return SUMS > 0 && HELD > 0 &&
+         SUMS * HELD * VEC * kThreads * static_cast<int>(sizeof(acc_t)) <= kHeldSumBytes;
+}
+
+// The held column sums (`slots` in shared memory, or the thread's `own`), summed over the block's
+// row groups (the threads of one lane of each group hold the same columns) into the block's partial
+// rows: `partial`, SUMS rows of `cols`. Slot (k * HELD + h) * VEC + i: column sum k, held vector h.
+template <int VEC, int HELD, int SUMS, int SLOTS, typename acc_t>
+__device__ __forceinline__ void store_held_sums(const acc_t* slots, const acc_t (&own)[SLOTS],
+                                                acc_t* __restrict__ partial, int lanes,
+                                                int64_t cols) {
+  constexpr bool kShared = held_sums_shared<SUMS, HELD, VEC, acc_t>();
+  // A vector's slots at a time, from registers.
+  __shared__ acc_t buffer[kShared ? 1 : kThreads * VEC];
+  const int lane = static_cast<int>(threadIdx.x) % lanes;
+#pragma unroll
+  for (int k = 0; k < SUMS; ++k) {
+#pragma unroll
+    for (int h = 0; h < HELD; ++h) {
+      const int first = (k * HELD + h) * VEC;
+      const acc_t* values = slots + first * kThreads;
+      if constexpr (!kShared) {
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) {
+          buffer[i * kThreads + threadIdx.x] = own[first + i];
+        }
+        values = buffer;
+      }
+      __syncthreads();
+      const int64_t v = lane + static_cast<int64_t>(h) * lanes;
+      if (static_cast<int>(threadIdx.x) < lanes && v < cols / VEC) {
+        for (int i = 0; i < VEC; ++i) {
+          acc_t total = 0;
+          for (int group = 0; group < kThreads / lanes; ++group) {
+            total += values[i * kThreads + group * lanes + lane];
+          }
+          partial[k * cols + v * VEC + i] = total;
+        }
+      }
+      __syncthreads();  // buffer is written again for the next vector
+    }
+  }
+}
+
 // Row normalisations, `lanes` threads a row as in rows_kernel: the row's statistics (each a
-// reduction over its lanes), then F at each element of the thread's part, written.
-template <int VEC, int HELD, typename F, typename scalar_t, int IN, int OUT>
+// reduction over its lanes), then F at each element of the thread's part, written. With SUMS > 0,
+// F's last SUMS values are summed over the rows instead (a backward kernel's column sums): each
+// thread keeps its columns' totals over the rows it visits, in its held sums where it holds its
+// part (then combined across the block's row groups), else in its block's partial rows in
+// `partials` (the block serves one row at a time: each column is one thread's); each block writes
+// its partial rows, which column_sums_kernel sums.
+template <int VEC, int HELD, int SUMS, typename F, typename scalar_t, int IN, int OUT>
 __global__ void __launch_bounds__(kThreads) norms_kernel(
     F f,
     Pointers<const scalar_t*, IN> in,
@@ -864,13 +929,43 @@ __global__ void __launch_bounds__(kThreads) norms_kernel(
     int64_t out_stride,
     int64_t rows,
     int64_t cols,
-    int lanes) {
+    int lanes,
+    compute_t<scalar_t>* __restrict__ partials) {
   using acc_t = compute_t<scalar_t>;
   using V = Vec<scalar_t, VEC>;
   constexpr int kStats = std::tuple_size_v<typename F::Reductions>;
   constexpr int kSlots = kStats > 0 ? kStats : 1;  // a split op's gradient has none
+  constexpr int kStored = OUT - SUMS;  // the outputs written at every element
   __shared__ acc_t partial[kWarpsPerBlock];
   const int per_block = kThreads / lanes;
+  acc_t* const block_partial = SUMS > 0 ? partials + blockIdx.x * SUMS * cols : nullptr;
+  // The held column sums: slot (k * HELD + h) * VEC + i (store_held_sums).
+  constexpr int kSumSlots = SUMS > 0 && HELD > 0 ? SUMS * HELD * VEC : 1;
+  constexpr bool kShared = held_sums_shared<SUMS, HELD, VEC, acc_t>();
+  __shared__ acc_t slots[kShared ? kSumSlots * kThreads : 1];
+  acc_t own[kShared ? 1 : kSumSlots];
+  const auto held_sum = [&](int slot) -> acc_t& {
+    if constexpr (kShared) {
+      return slots[slot * kThreads + threadIdx.x];
+    } else {
+      return own[slot];
+    }
+  };
+  if constexpr (SUMS > 0) {
+#pragma unroll
+    for (int slot = 0; slot < kSumSlots; ++slot) {
+      held_sum(slot) = acc_t(0);
+    }
+    if constexpr (HELD == 0) {  // the thread's columns of the block's partial rows, zeros first
+      for (int64_t v = threadIdx.x % lanes; v < cols / VEC; v += lanes) {
+        for (int k = 0; k < SUMS; ++k) {
+          for (int i = 0; i < VEC; ++i) {
+            block_partial[k * cols + v * VEC + i] = acc_t(0);
+          }
+        }
+      }
+    }
+  }
   // Every thread of the block loops as often (past the last row with an empty part), so that each
   // shuffle sees its whole warp and each barrier the whole block.
   for (int64_t first = static_cast<int64_t>(blockIdx.x) * per_block; first < rows;
@@ -888,21 +983,72 @@ __global__ void __launch_bounds__(kThreads) norms_kernel(
     acc_t stat[kSlots];
     statistics(f, part, stat, partial, cols, std::make_index_sequence<kStats>{});
     const auto compute = [&](auto... values) { return f(stat, values...); };
-    part.each([&](const V (&x)[IN], int64_t v) {
-      V y[OUT];
+    part.each([&](const V (&x)[IN], int64_t v, int h) {
+      V y[kStored > 0 ? kStored : 1];
 #pragma unroll
       for (int k = 0; k < VEC; ++k) {
         const auto values = call(compute, x, k, std::make_index_sequence<IN>{});
 #pragma unroll
-        for (int j = 0; j < OUT; ++j) {
+        for (int j = 0; j < kStored; ++j) {
           y[j].v[k] = from_compute<scalar_t>(values.v[j]);
+        }
+#pragma unroll
+        for (int s = 0; s < SUMS; ++s) {
+          if constexpr (HELD > 0) {
+            held_sum((s * HELD + h) * VEC + k) += values.v[kStored + s];
+          } else {
+            block_partial[s * cols + v * VEC + k] += values.v[kStored + s];
+          }
         }
       }
 #pragma unroll
-      for (int j = 0; j < OUT; ++j) {
+      for (int j = 0; j < kStored; ++j) {
         reinterpret_cast<V*>(out.at[j] + row * out_stride)[v] = y[j];
       }
     });
+  }
+  if constexpr (SUMS > 0 && HELD > 0) {
+    store_held_sums<VEC, HELD, SUMS>(slots, own, block_partial, lanes, cols);
+  }
+}
+
+// The column sums' totals: each of `count` partial rows' SUMS x cols values summed (kSlices threads
+// a column, each a slice of the partial rows, then their totals), written in the output's dtype as
+// the last SUMS outputs. Partial rows in a fixed order: the same total for the same launch.
+template <int SUMS, typename scalar_t, int OUT>
+__global__ void __launch_bounds__(kThreads) column_sums_kernel(
+    const compute_t<scalar_t>* __restrict__ partials,
+    int64_t count,
+    int64_t cols,
+    Pointers<scalar_t*, OUT> out) {
+  using acc_t = compute_t<scalar_t>;
+  constexpr int kSlices = 8;
+  constexpr int kColumns = kThreads / kSlices;
+  __shared__ acc_t totals[kThreads];
+  const int64_t size = SUMS * cols;
+  const int column = static_cast<int>(threadIdx.x) % kColumns;
+  const int slice = static_cast<int>(threadIdx.x) / kColumns;
+  for (int64_t first = static_cast<int64_t>(blockIdx.x) * kColumns; first < size;
+       first += static_cast<int64_t>(gridDim.x) * kColumns) {
+    const int64_t i = first + column;
+    acc_t total = 0;
+    for (int64_t p = slice; p < count && i < size; p += kSlices) {
+      total += partials[p * size + i];
+    }
+    totals[threadIdx.x] = total;
+    __syncthreads();
+    if (slice == 0 && i < size) {
+      for (int s = 1; s < kSlices; ++s) {
+        total += totals[s * kColumns + column];
+      }
+      scalar_t* sum = out.at[OUT - SUMS];
+#pragma unroll
+      for (int k = 1; k < SUMS; ++k) {  // chosen so, not indexed: the pointers stay in registers
+        sum = i / cols == k ? out.at[OUT - SUMS + k] : sum;
+      }
+      sum[i % cols] = from_compute<scalar_t>(total);
+    }
+    __syncthreads();  // totals is written again for the next columns
   }
 }
 
@@ -919,24 +1065,33 @@ constexpr int held_vectors() {
 
 // Launches norms_kernel<VEC> with the fewest lanes a row (a warp at least, the block at most) whose
 // held vectors hold it: each thread's loads in flight at once, several rows a block where they
-// fit. A row longer than the block holds takes the block, read in a loop.
-template <int VEC, typename F, typename scalar_t, int IN, int OUT>
+// fit. A row longer than the block holds takes the block, read in a loop. With SUMS > 0, at most
+// `partial_rows` blocks, each writing its partial rows into `partials`, then column_sums_kernel.
+template <int VEC, int SUMS, typename F, typename scalar_t, int IN, int OUT>
 void launch_norms(const F& f, const Pointers<const scalar_t*, IN>& in,
                   const RowStrides<IN>& strides, const Pointers<scalar_t*, OUT>& out,
-                  int64_t out_stride, int64_t rows, int64_t cols, cudaStream_t stream) {
+                  int64_t out_stride, int64_t rows, int64_t cols, compute_t<scalar_t>* partials,
+                  int64_t partial_rows, cudaStream_t stream) {
   constexpr int kHeld = held_vectors<VEC>();
   int lanes = kWarp;
   while (lanes < kThreads && cols / VEC > static_cast<int64_t>(kHeld) * lanes) {
     lanes *= 2;
   }
   const int64_t blocks = (rows + kThreads / lanes - 1) / (kThreads / lanes);
-  const unsigned int grid = static_cast<unsigned int>(std::min(blocks, kMaxBlocks));
+  const int64_t limit = SUMS > 0 ? std::max<int64_t>(partial_rows, 1) : kMaxBlocks;
+  const unsigned int grid = static_cast<unsigned int>(std::min(blocks, limit));
   if (cols / VEC <= static_cast<int64_t>(kHeld) * lanes) {
-    norms_kernel<VEC, kHeld><<<grid, kThreads, 0, stream>>>(f, in, strides, out, out_stride, rows,
-                                                             cols, lanes);
+    norms_kernel<VEC, kHeld, SUMS><<<grid, kThreads, 0, stream>>>(
+        f, in, strides, out, out_stride, rows, cols, lanes, partials);
   } else {
-    norms_kernel<VEC, 0><<<grid, kThreads, 0, stream>>>(f, in, strides, out, out_stride, rows, cols,
-                                                         lanes);
+    norms_kernel<VEC, 0, SUMS><<<grid, kThreads, 0, stream>>>(
+        f, in, strides, out, out_stride, rows, cols, lanes, partials);
+  }
+  if constexpr (SUMS > 0) {
+    const int64_t columns = (SUMS * cols + kThreads / 8 - 1) / (kThreads / 8);
+    const unsigned int sum_grid = static_cast<unsigned int>(std::min(columns, kMaxBlocks));
+    const int64_t count = grid;
+    column_sums_kernel<SUMS><<<sum_grid, kThreads, 0, stream>>>(partials, count, cols, out);
   }
 }
 
@@ -969,12 +1124,22 @@ cudaError_t norms(const Launch& launch, Scalars... scalars) {
     }
     vectors = vectors && launch.output_row_stride % VEC == 0;
     const Functor f{scalar_as<acc_t>(scalars)...};
-    if (vectors) {
-      launch_norms<VEC>(f, in, strides, out, launch.output_row_stride, launch.n, launch.cols,
-                        launch.stream);
+    // Column sums over the rows where the host gave partial rows for them; else written at every
+    // element (summed after by the host), as every other output.
+    constexpr int SUMS = ColumnSums<Functor>::value;
+    acc_t* partials = static_cast<acc_t*>(launch.partials);
+    if (vectors && partials != nullptr) {
+      launch_norms<VEC, SUMS>(f, in, strides, out, launch.output_row_stride, launch.n, launch.cols,
+                              partials, launch.partial_rows, launch.stream);
+    } else if (vectors) {
+      launch_norms<VEC, 0>(f, in, strides, out, launch.output_row_stride, launch.n, launch.cols,
+                           nullptr, 0, launch.stream);
+    } else if (partials != nullptr) {
+      launch_norms<1, SUMS>(f, in, strides, out, launch.output_row_stride, launch.n, launch.cols,
+                            partials, launch.partial_rows, launch.stream);
     } else {
-      launch_norms<1>(f, in, strides, out, launch.output_row_stride, launch.n, launch.cols,
-                      launch.stream);
+      launch_norms<1, 0>(f, in, strides, out, launch.output_row_stride, launch.n, launch.cols,
+                         nullptr, 0, launch.stream);
     }
   });
   return cudaGetLastError();

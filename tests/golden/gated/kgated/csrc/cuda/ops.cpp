@@ -8,6 +8,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -60,10 +61,23 @@ void launch(
     for (const Dims& input : call.strides()) {
       strides.push_back(input.data());
     }
+    // A backward kernel's column sums: a partial row per block, a few blocks a multiprocessor.
+    std::optional<Tensor> partials;
+    int64_t partial_rows = 0;
+    if (call.sums_columns()) {
+      int multiprocessors = 0;
+      const cudaError_t asked = cudaDeviceGetAttribute(
+          &multiprocessors, cudaDevAttrMultiProcessorCount, like.get_device_index());
+      KOPGEN_CHECK(asked == cudaSuccess, call.op(), ": ", cudaGetErrorString(asked));
+      partial_rows =
+          std::min<int64_t>(call.n(), cuda::kSumBlocksPerMultiprocessor * multiprocessors);
+      partials = call.partial_rows(partial_rows);
+    }
     const cuda::Launch args{kernel_dtype(call.op(), like), call.n(), call.cols(),
                             inputs.data(), outputs.data(), current_stream(like),
                             call.flat(), call.dims(), call.sizes().data(), strides.data(),
-                            call.row_strides().data(), offsets.data(), call.output_row_stride()};
+                            call.row_strides().data(), offsets.data(), call.output_row_stride(),
+                            partials ? partials->mutable_data_ptr() : nullptr, partial_rows};
     const cudaError_t error = kernel(args, scalars...);
     KOPGEN_CHECK(error == cudaSuccess, call.op(), ": CUDA kernel launch failed: ",
                  cudaGetErrorString(error));
