@@ -37,7 +37,7 @@ Report = Callable[[Position, str], None]  # where and what: Diagnostics.error
 MODULE_NAMES = frozenset(
     {
         *("torch", "tl", "triton", "math", "Tensor", "reference", "wrap_triton", "upcast"),
-        *("row_sum", "row_mean", "row_max", "row_min"),
+        *("row_sum", "row_mean", "row_max", "row_min", "summed_to", "split_halves"),
         *("min", "max", "int", "float", "len", "range", "tuple", "zip"),  # builtins the functions call
     }
 )
@@ -338,6 +338,7 @@ OP_RESERVED_NAMES = frozenset(
     {
         *("ops", "reference", "kernels", "functors", "_registration", "_support", "_C", "aoti"),
         *("torch", "math", "triton", "tl", "Tensor", "Sequence", "upcast", "row_sum", "row_mean", "row_max", "row_min"),
+        *("summed_to", "split_halves"),
     }
 )
 DUNDER_PATTERN = re.compile(r"^__.*__$")

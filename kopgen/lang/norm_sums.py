@@ -113,8 +113,7 @@ def reference_values(op: Op) -> list[str]:
     """The reference's values of the gradients summed over the rows: each formula summed to its input's
     shape, in its dtype (read before upcast: dtypes)."""
     dtypes = locals_for(op).dtypes
-    return [f"{python.layout.operand(c.expr.to_torch())}.sum_to_size({c.like}.shape).to({dtypes}[{k}])"
-            for k, c in enumerate(column_sums(op))]
+    return [f"summed_to({c.expr.to_torch()}, {c.like}.shape, {dtypes}[{k}])" for k, c in enumerate(column_sums(op))]
 
 
 def outputs(op: Op) -> list[str]:

@@ -41,7 +41,8 @@ def imports(package: Package) -> list[str]:
     standard = (["import math"] if "math" in modules else []) + typing_imports(package.ops)[:1]
     lines = [*standard, ""] if standard else []
     lines += ["import torch"] if "torch" in modules or annotations_need_torch(package.ops) else []
-    helpers = sorted([f"row_{kind}" for kind in package.reductions] + ["upcast"] + ["split_halves"] * split.any_split(package))
+    helpers = sorted([f"row_{kind}" for kind in package.reductions] + ["upcast"] + ["split_halves"] * split.any_split(package)
+                     + ["summed_to"] * norm_sums.any_column_sums(package))
     return [*lines, "from torch import Tensor", "", f"from ._support import {', '.join(helpers)}"]
 
 

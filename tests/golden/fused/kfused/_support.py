@@ -200,6 +200,11 @@ def norm_blocks(
     return block_rows, block_cols, True, min(max(warps, 1), 16)
 
 
+def summed_to(values: Tensor, shape: torch.Size, dtype: torch.dtype) -> Tensor:
+    """A gradient summed back to its input's shape (over the rows it was broadcast to), in its dtype."""
+    return values.sum_to_size(shape).to(dtype)
+
+
 def check_written(op: str, written: dict[str, Tensor], *tensors: Tensor) -> None:
     """A mutating op's arguments: one dtype and device, written ones already of the result's shape."""
     shape = pointwise_shape(op, *tensors)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ._support import row_max, row_mean, row_sum, upcast
+from ._support import row_max, row_mean, row_sum, summed_to, upcast
 
 
 def muladd(a: Tensor, b: Tensor, c: float) -> Tensor:
@@ -75,7 +75,7 @@ def rms_norm_backward(
         (torch.rsqrt(mean0 + eps) * (grad * weight - x * mean1 / (mean0 + eps))).to(
             dtype
         ),
-        (grad * x * torch.rsqrt(mean0 + eps)).sum_to_size(weight.shape).to(dtypes[0]),
+        summed_to(grad * x * torch.rsqrt(mean0 + eps), weight.shape, dtypes[0]),
     )
 
 
@@ -106,8 +106,8 @@ def layer_norm_backward(
             torch.rsqrt(mean1 + eps)
             * (grad * weight - mean2 - (x - mean0) * mean3 / (mean1 + eps))
         ).to(dtype),
-        (grad * (x - mean0) * torch.rsqrt(mean1 + eps)).sum_to_size(weight.shape).to(
-            dtypes[0]
+        summed_to(
+            grad * (x - mean0) * torch.rsqrt(mean1 + eps), weight.shape, dtypes[0]
         ),
     )
 

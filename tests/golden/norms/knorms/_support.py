@@ -256,6 +256,11 @@ def norm_blocks(
     return block_rows, block_cols, True, min(max(warps, 1), 16)
 
 
+def summed_to(values: Tensor, shape: torch.Size, dtype: torch.dtype) -> Tensor:
+    """A gradient summed back to its input's shape (over the rows it was broadcast to), in its dtype."""
+    return values.sum_to_size(shape).to(dtype)
+
+
 def check_written(op: str, written: dict[str, Tensor], *tensors: Tensor) -> None:
     """A mutating op's arguments: one dtype and device, written ones already of the result's shape."""
     shape = pointwise_shape(op, *tensors)
@@ -620,9 +625,11 @@ def kernel_or_op(
     kernels: dict[str, Callable[..., object]], op: Callable[..., object], *args: object
 ) -> object:
     """A call a Python backward makes of an op of the package: its kernel where ops.py would run it
-    directly (eager_kernel, over the Tensor arguments), else the operator, which must be seen."""
-    kernel = eager_kernel(kernels, *(a for a in args if isinstance(a, _Tensor)))
-    return (op if kernel is None else kernel)(*args)
+    directly (eager_kernel, over the Tensor arguments), else the operator, which must be seen, as it
+    must where autograd records the call (a backward that is differentiated again)."""
+    tensors = [a for a in args if isinstance(a, _Tensor)]
+    kernel = eager_kernel(kernels, *tensors)
+    return (op if kernel is None or grad_wanted(*tensors) else kernel)(*args)
 
 
 def grad_wanted(*tensors: Tensor | None) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ._support import row_max, row_mean, row_sum, upcast
+from ._support import row_max, row_mean, row_sum, summed_to, upcast
 
 
 def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
@@ -38,7 +38,7 @@ def rms_norm_backward(
     mean0 = row_mean(grad * weight * x).unsqueeze(-1)
     return (
         (rstd * (grad * weight - x * rstd * rstd * mean0)).to(dtype),
-        (grad * x * rstd).sum_to_size(weight.shape).to(dtypes[0]),
+        summed_to(grad * x * rstd, weight.shape, dtypes[0]),
     )
 
 
@@ -80,7 +80,7 @@ def layer_norm_backward(
     mean1 = row_mean(grad * weight * (x - mu) * rstd).unsqueeze(-1)
     return (
         (rstd * (grad * weight - mean0 - (x - mu) * rstd * mean1)).to(dtype),
-        (grad * (x - mu) * rstd).sum_to_size(weight.shape).to(dtypes[0]),
+        summed_to(grad * (x - mu) * rstd, weight.shape, dtypes[0]),
     )
 
 

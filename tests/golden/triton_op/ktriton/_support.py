@@ -493,9 +493,11 @@ def kernel_or_op(
     kernels: dict[str, Callable[..., object]], op: Callable[..., object], *args: object
 ) -> object:
     """A call a Python backward makes of an op of the package: its kernel where ops.py would run it
-    directly (eager_kernel, over the Tensor arguments), else the operator, which must be seen."""
-    kernel = eager_kernel(kernels, *(a for a in args if isinstance(a, _Tensor)))
-    return (op if kernel is None else kernel)(*args)
+    directly (eager_kernel, over the Tensor arguments), else the operator, which must be seen, as it
+    must where autograd records the call (a backward that is differentiated again)."""
+    tensors = [a for a in args if isinstance(a, _Tensor)]
+    kernel = eager_kernel(kernels, *tensors)
+    return (op if kernel is None or grad_wanted(*tensors) else kernel)(*args)
 
 
 def grad_wanted(*tensors: Tensor | None) -> bool:
