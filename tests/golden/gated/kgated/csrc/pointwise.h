@@ -784,7 +784,6 @@ class C10_HIDDEN KernelCall {
     const std::vector<const void*> inputs = this->inputs();
     const scalar_t* in[] = {static_cast<const scalar_t*>(inputs[I])...};
     scalar_t* out = static_cast<scalar_t*>(outputs().front());
-    const bool present = ((in[I] != nullptr) && ...);  // every optional input given
     // Rows in parallel: each thread at least kGrain elements' worth.
     parallel_for(n_, std::max<int64_t>(1, kGrain / std::max<int64_t>(cols_, 1)),
                  [&](int64_t begin, int64_t end) {
@@ -798,7 +797,8 @@ class C10_HIDDEN KernelCall {
         }
         const int64_t first = row * cols_;
         int64_t i = 0;
-        if (present) {  // no test of each load for an absent input: a loop the compiler vectorizes
+        // Every input given (an optional one may be absent): no test of each load, a loop g++ vectorizes.
+        if (((in[I] != nullptr) && ...)) {
           for (; i + kLanes <= cols_; i += kLanes) {
             for (int k = 0; k < kLanes; ++k) {
               lanes[k] = Reduce::combine(lanes[k], f(static_cast<acc_t>(in[I][first + i + k])...));
