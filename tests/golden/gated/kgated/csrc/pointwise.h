@@ -797,7 +797,8 @@ class C10_HIDDEN KernelCall {
         }
         const int64_t first = row * cols_;
         int64_t i = 0;
-        // Every input given (an optional one may be absent): no test of each load, a loop g++ vectorizes.
+        // Every input given (an optional one may be absent): no test per load, a loop g++
+        // vectorizes.
         if (((in[I] != nullptr) && ...)) {
           for (; i + kLanes <= cols_; i += kLanes) {
             for (int k = 0; k < kLanes; ++k) {
