@@ -130,12 +130,11 @@ class _DirectCalls(ast.NodeTransformer):
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
-        func = node.func  # torch.ops.<namespace>.<op>.default
-        name = func.value.attr if isinstance(func, ast.Attribute) and ast.unparse(func).startswith("torch.ops.") else None
+        name = _own_op_called(node)
         if name not in self.kernels:
             return node
         helper = ast.Attribute(ast.Name("_support", ast.Load()), "kernel_or_op", ast.Load())
-        return ast.Call(helper, [ast.Name(self.kernels[name], ast.Load()), func, *node.args], node.keywords)
+        return ast.Call(helper, [ast.Name(self.kernels[name], ast.Load()), node.func, *node.args], node.keywords)
 
 
 def _formula(op: Op, python: str, shared: tuple[SharedCall, ...] = (), direct: bool = False) -> str:
@@ -163,12 +162,14 @@ class SharedCall:
 def _own_op_calls(python: str) -> dict[str, str]:
     """The calls of the namespace's ops in a formula's Python (a formula reaches torch.ops in no other
     way), as text: the op each calls."""
-    calls = {}
-    for node in ast.walk(ast.parse(python)):
-        func = node.func if isinstance(node, ast.Call) else None
-        if isinstance(func, ast.Attribute) and ast.unparse(func).startswith("torch.ops."):
-            calls[ast.unparse(node)] = func.value.attr  # torch.ops.<namespace>.<op>.default
-    return calls
+    return {ast.unparse(node): name for node in ast.walk(ast.parse(python))
+            if isinstance(node, ast.Call) and (name := _own_op_called(node))}
+
+
+def _own_op_called(node: ast.Call) -> str | None:
+    """The op a call of torch.ops.<namespace>.<op>.default calls, else None."""
+    func = node.func
+    return func.value.attr if isinstance(func, ast.Attribute) and ast.unparse(func).startswith("torch.ops.") else None
 
 
 def shared_calls(op: Op) -> tuple[SharedCall, ...]:

@@ -136,7 +136,7 @@ def epilogue(op: Op) -> list[str]:
         lines += ["        " + python.layout.assign(c.name, f"_support.norm_column_sum({local.partials}[:, {k}].sum(0), {c.name})", 8)
                   for k, c in enumerate(sums)]
     lines.append("    else:  # an input with rows of its own: its formula in torch, summed to its shape")
-    lines += ["        " + python.layout.assign(c.name, f"_support.norm_summed({c.expr.to_torch()}, {c.name})", 8)
+    lines += ["        " + python.layout.assign(c.name, f"_support.summed_to({c.expr.to_torch()}, {c.name}.shape, {c.name}.dtype)", 8)
               for c in sums]
     return lines + triton.epilogue(op)
 

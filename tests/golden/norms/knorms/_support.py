@@ -237,11 +237,6 @@ def norm_column_sum(total: Tensor, like: Tensor) -> Tensor:
     return total.to(like.dtype).reshape(like.shape)
 
 
-def norm_summed(values: Tensor, like: Tensor) -> Tensor:
-    """A gradient of an input with rows of its own, computed in torch: summed to its shape, in its dtype."""
-    return values.sum_to_size(like.shape).to(like.dtype)
-
-
 def norm_blocks(
     n_rows: int, n_cols: int, element_size: int
 ) -> tuple[int, int, bool, int]:

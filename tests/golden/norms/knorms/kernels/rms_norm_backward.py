@@ -247,5 +247,5 @@ def rms_norm_backward_triton(
         sums = partials.sum(0)
         out1 = _support.norm_column_sum(sums[0], out1)
     else:  # an input with rows of its own: its formula in torch, summed to its shape
-        out1 = _support.norm_summed(grad * x * rstd, out1)
+        out1 = _support.summed_to(grad * x * rstd, out1.shape, out1.dtype)
     return out0, out1
