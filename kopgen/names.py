@@ -57,6 +57,7 @@ PYTHON_LOCALS = (
     *("kernel", "grid", "n_elements", "compute_dtype", "BLOCK_SIZE", "COMPUTE_DTYPE", "offsets", "mask"),
     *("shape", "n_rows", "n_cols", "block_rows", "block_cols", "BLOCK_ROWS", "BLOCK_COLS", "num_warps", "CONST_COLS"),
     *("rows", "row_mask", "total", "start", "cols", "values", "tiles", "tile", "col_tiles", "strides", "layout"),
+    "nans",  # a max or min row reduction: how many NaNs each row holds
     *("dtype", "expected", "outputs", "output", "want", "dtypes"),
     *("ctx", "grad", "grads", "result", "results", "needs_input_grad", "_"),  # `_`: an input setup_context skips
     "wrap",  # a triton_op's custom launcher: what it wraps each kernel in before launching it

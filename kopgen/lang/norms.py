@@ -159,8 +159,12 @@ def one_pass_stats(op: Op, indent: int) -> list[str]:
         values = f"{python.layout.operand(stat.reduced.to_triton())}.to({local.COMPUTE_DTYPE})"
         masked = f"tl.where({local.mask}, {values}, {_IDENTITY[stat.reduction.kind]})"
         lines.append(f"{pad}# {stat.name} = {stat.text.strip()}")
+        if stat.reduction.kind in ("max", "min"):  # the block again in nan_wins: named once
+            lines.append(pad + python.layout.assign(local.values, masked, indent))
+            masked = local.values
         lines.append(pad + wrap(f"{stat.name} = tl.reduce(", [masked, "1", _COMBINE[stat.reduction.kind]],
                                 ")[:, None]", indent))
+        lines += triton.nan_wins(op, stat.reduction.kind, stat.name, masked, indent, keep_dims=True)
         lines += _finish(op, stat, indent)
         lines += _save(op, stat, indent)
     return lines
@@ -201,16 +205,17 @@ def looped(op: Op, indent: int) -> list[str]:
     for stat in op.body.stats:
         values = f"{python.layout.operand(stat.reduced.to_triton())}.to({local.COMPUTE_DTYPE})"
         total = local.total
-        combined = (f"{total} + {local.values}" if stat.reduction.kind in ("sum", "mean")
-                    else f"tl.{stat.reduction.kind}imum({total}, {local.values})")
+        combined = triton.combined(stat.reduction.kind, total, local.values)
         lines.append(f"{pad}# {stat.name} = {stat.text.strip()}")
         lines.append(f"{pad}{total} = tl.full(({local.BLOCK_ROWS}, {local.BLOCK_COLS}), "
                      f"{_IDENTITY[stat.reduction.kind]}, dtype={local.COMPUTE_DTYPE})")
         lines += _column_loop(op, set(stat.reduced.names), indent)
         lines.append(f"{pad}    " + python.layout.assign(local.values, values, indent + 4))
-        lines.append(f"{pad}    {total} = tl.where({local.mask}, {combined}, {total})")
+        masked = f"tl.where({local.mask}, {combined}, {total})"
+        lines.append(f"{pad}    " + python.layout.assign(total, masked, indent + 4))
         lines.append(pad + wrap(f"{stat.name} = tl.reduce(", [total, "1", _COMBINE[stat.reduction.kind]],
                                 ")[:, None]", indent))
+        lines += triton.nan_wins(op, stat.reduction.kind, stat.name, total, indent, keep_dims=True)
         lines += _finish(op, stat, indent)
         lines += _save(op, stat, indent)
     written = (*(w.expr for w in op.writes), *(c.expr for c in column_sums(op)))

@@ -10,6 +10,7 @@ from _contract import (
     Differentiable,
     DirectInEager,
     DirectInEagerWithGrad,
+    NanRows,
     OnCuda,
     OpData,
     Sharded,
@@ -55,6 +56,7 @@ class TestRowmax(
     Batched,
     Sharded,
     Autocasts,
+    NanRows,
     Contract,
 ):
     data = ROWMAX

@@ -90,16 +90,22 @@ struct Mean {
   static acc_t combine(acc_t total, acc_t value) { return total + value; }
   static acc_t finish(acc_t total, int64_t cols) { return total / static_cast<acc_t>(cols); }
 };
+// Max and Min let a NaN win, as torch.amax and torch.amin do: std::max(total, value) is
+// `total < value ? value : total`, which drops a NaN arriving as `value`.
 template <typename acc_t>
 struct Max {
   static acc_t identity() { return -std::numeric_limits<acc_t>::infinity(); }
-  static acc_t combine(acc_t total, acc_t value) { return std::max(total, value); }
+  static acc_t combine(acc_t total, acc_t value) {
+    return value > total || std::isnan(value) ? value : total;
+  }
   static acc_t finish(acc_t total, int64_t) { return total; }
 };
 template <typename acc_t>
 struct Min {
   static acc_t identity() { return std::numeric_limits<acc_t>::infinity(); }
-  static acc_t combine(acc_t total, acc_t value) { return std::min(total, value); }
+  static acc_t combine(acc_t total, acc_t value) {
+    return value < total || std::isnan(value) ? value : total;
+  }
   static acc_t finish(acc_t total, int64_t) { return total; }
 };
 
@@ -276,6 +282,88 @@ constexpr int kMaxDims = 6;
 
 // The independent partial totals a CPU row reduction keeps (16 floats: four SSE registers).
 constexpr int kLanes = 16;
+
+// kLanes partial totals of a row, combined at the end: one running total is a serial chain the
+// compiler cannot vectorize (float addition is not associative); independent lanes it can, and
+// their sum is closer to the exact one.
+template <typename Reduce, typename acc_t>
+struct Lanes {
+  acc_t total[kLanes];
+
+  Lanes() {
+    for (int k = 0; k < kLanes; ++k) {
+      total[k] = Reduce::identity();
+    }
+  }
+  // Adds value(k) to lane k.
+  template <typename Value>
+  [[gnu::always_inline]] inline void add(const Value& value) {
+    for (int k = 0; k < kLanes; ++k) {
+      total[k] = Reduce::combine(total[k], value(k));
+    }
+  }
+  acc_t combined() const {
+    acc_t all = Reduce::identity();
+    for (int k = 0; k < kLanes; ++k) {
+      all = Reduce::combine(all, total[k]);
+    }
+    return all;
+  }
+};
+
+#if defined(__GNUC__)
+// Max and Min, in lanes g++ vectorizes. It vectorizes no `?:` on floats whose result the next
+// iteration reads ("reduction used in loop", -fopt-info-vec-missed: only -ffinite-math-only makes
+// it a max), so these lanes are 16-byte vectors of GCC's vector extension, on which
+// `value > total ? value : total` is one maxps. That drops a NaN (the comparison is false), so
+// each lane also keeps a flag: all ones once it saw one.
+template <typename acc_t, bool kMax>
+struct ExtremeLanes {
+  using Reduce = std::conditional_t<kMax, Max<acc_t>, Min<acc_t>>;
+  typedef acc_t Vector __attribute__((vector_size(16)));
+  using Flags = decltype(Vector{} != Vector{});  // integers of acc_t's width
+  static constexpr int kWidth = sizeof(Vector) / sizeof(acc_t);
+  static constexpr int kVectors = kLanes / kWidth;
+  Vector total[kVectors];
+  Flags nan[kVectors];
+
+  ExtremeLanes() {
+    for (int j = 0; j < kVectors; ++j) {
+      total[j] = Vector{} + Reduce::identity();
+      nan[j] = Flags{};
+    }
+  }
+  template <typename Value>
+  [[gnu::always_inline]] inline void add(const Value& value) {
+    for (int j = 0; j < kVectors; ++j) {
+      Vector values;
+      for (int w = 0; w < kWidth; ++w) {
+        values[w] = value(j * kWidth + w);
+      }
+      if constexpr (kMax) {
+        total[j] = values > total[j] ? values : total[j];
+      } else {
+        total[j] = values < total[j] ? values : total[j];
+      }
+      nan[j] |= values != values;
+    }
+  }
+  acc_t combined() const {
+    acc_t all = Reduce::identity();
+    for (int j = 0; j < kVectors; ++j) {
+      for (int w = 0; w < kWidth; ++w) {
+        const acc_t lane = nan[j][w] ? std::numeric_limits<acc_t>::quiet_NaN() : total[j][w];
+        all = Reduce::combine(all, lane);
+      }
+    }
+    return all;
+  }
+};
+template <typename acc_t>
+struct Lanes<Max<acc_t>, acc_t> : ExtremeLanes<acc_t, true> {};
+template <typename acc_t>
+struct Lanes<Min<acc_t>, acc_t> : ExtremeLanes<acc_t, false> {};
+#endif
 
 // Sizes or strides along the collapsed dimensions, the innermost first.
 using Dims = std::array<int64_t, kMaxDims>;
@@ -788,33 +876,20 @@ class C10_HIDDEN KernelCall {
     parallel_for(n_, std::max<int64_t>(1, kGrain / std::max<int64_t>(cols_, 1)),
                  [&](int64_t begin, int64_t end) {
       for (int64_t row = begin; row < end; ++row) {
-        // kLanes partial totals, combined at the end: one running total is a serial chain the
-        // compiler cannot vectorize (float addition is not associative); independent lanes it
-        // can, and their sum is closer to the exact one.
-        acc_t lanes[kLanes];
-        for (int k = 0; k < kLanes; ++k) {
-          lanes[k] = Reduce::identity();
-        }
+        Lanes<Reduce, acc_t> lanes;
         const int64_t first = row * cols_;
         int64_t i = 0;
         // Every input given (an optional one may be absent): no test per load, a loop g++
         // vectorizes.
         if (((in[I] != nullptr) && ...)) {
           for (; i + kLanes <= cols_; i += kLanes) {
-            for (int k = 0; k < kLanes; ++k) {
-              lanes[k] = Reduce::combine(lanes[k], f(static_cast<acc_t>(in[I][first + i + k])...));
-            }
+            lanes.add([&](int k) { return f(static_cast<acc_t>(in[I][first + i + k])...); });
           }
         }
         for (; i + kLanes <= cols_; i += kLanes) {
-          for (int k = 0; k < kLanes; ++k) {
-            lanes[k] = Reduce::combine(lanes[k], f(load<acc_t>(in[I], first + i + k)...));
-          }
+          lanes.add([&](int k) { return f(load<acc_t>(in[I], first + i + k)...); });
         }
-        acc_t total = Reduce::identity();
-        for (int k = 0; k < kLanes; ++k) {
-          total = Reduce::combine(total, lanes[k]);
-        }
+        acc_t total = lanes.combined();
         for (; i < cols_; ++i) {
           total = Reduce::combine(total, f(load<acc_t>(in[I], first + i)...));
         }
@@ -829,21 +904,12 @@ class C10_HIDDEN KernelCall {
   void statistic(const Functor& f, const scalar_t* const* at, acc_t* stat,
                  std::index_sequence<I...>) const {
     using Reduce = std::tuple_element_t<K, typename Functor::Reductions>;
-    acc_t lanes[kLanes];
-    for (int k = 0; k < kLanes; ++k) {
-      lanes[k] = Reduce::identity();
-    }
+    Lanes<Reduce, acc_t> lanes;
     int64_t i = 0;
     for (; i + kLanes <= cols_; i += kLanes) {
-      for (int k = 0; k < kLanes; ++k) {
-        const acc_t value = f.reduced(Stat<K>{}, stat, load<acc_t>(at[I], i + k)...);
-        lanes[k] = Reduce::combine(lanes[k], value);
-      }
+      lanes.add([&](int k) { return f.reduced(Stat<K>{}, stat, load<acc_t>(at[I], i + k)...); });
     }
-    acc_t total = Reduce::identity();
-    for (int k = 0; k < kLanes; ++k) {
-      total = Reduce::combine(total, lanes[k]);
-    }
+    acc_t total = lanes.combined();
     for (; i < cols_; ++i) {
       total = Reduce::combine(total, f.reduced(Stat<K>{}, stat, load<acc_t>(at[I], i)...));
     }

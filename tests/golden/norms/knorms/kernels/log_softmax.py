@@ -40,11 +40,12 @@ def log_softmax_kernel(
             mask=mask,
         ).to(COMPUTE_DTYPE)
         # x_max = max(x)
-        x_max = tl.reduce(
-            tl.where(mask, x.to(COMPUTE_DTYPE), float("-inf")),
-            1,
-            tl.standard._elementwise_max,
-        )[:, None]
+        values = tl.where(mask, x.to(COMPUTE_DTYPE), float("-inf"))
+        x_max = tl.reduce(values, 1, tl.standard._elementwise_max)[:, None]
+        # tl.max's combine function drops a NaN; torch.amax gives NaN for a row holding one.
+        nans = (values != values).to(tl.int32)  # noqa: PLR0124
+        nans = tl.reduce(nans, 1, tl.standard._sum_combine)
+        x_max = tl.where(nans[:, None] > 0, float("nan"), x_max)
         # lse = log(sum(exp(x - x_max)))
         lse = tl.reduce(
             tl.where(mask, tl.exp(x - x_max).to(COMPUTE_DTYPE), 0.0),
@@ -71,8 +72,16 @@ def log_softmax_kernel(
                 mask=mask,
             ).to(COMPUTE_DTYPE)
             values = x.to(COMPUTE_DTYPE)
-            total = tl.where(mask, tl.maximum(total, values), total)
+            total = tl.where(
+                mask,
+                tl.maximum(total, values, propagate_nan=tl.PropagateNan.ALL),
+                total,
+            )
         x_max = tl.reduce(total, 1, tl.standard._elementwise_max)[:, None]
+        # tl.max's combine function drops a NaN; torch.amax gives NaN for a row holding one.
+        nans = (total != total).to(tl.int32)  # noqa: PLR0124
+        nans = tl.reduce(nans, 1, tl.standard._sum_combine)
+        x_max = tl.where(nans[:, None] > 0, float("nan"), x_max)
         # lse = log(sum(exp(x - x_max)))
         total = tl.full((BLOCK_ROWS, BLOCK_COLS), 0.0, dtype=COMPUTE_DTYPE)
         for start in range(0, n_cols if CONST_COLS is None else CONST_COLS, BLOCK_COLS):

@@ -41,10 +41,16 @@ def rowmax_kernel(
         ).to(COMPUTE_DTYPE)
         # Cast: under torch.compile, Inductor passes float scalars as float64, which would widen the total.
         values = x.to(COMPUTE_DTYPE)
-        total = tl.where(mask, tl.maximum(total, values), total)
+        total = tl.where(
+            mask, tl.maximum(total, values, propagate_nan=tl.PropagateNan.ALL), total
+        )
     # tl.reduce with tl.max's own combine function: what tl.max does, which Triton's
     # interpreter also runs in-process (it cannot call the @triton.jit tl.max itself).
     out = tl.reduce(total, 1, tl.standard._elementwise_max)
+    # tl.max's combine function drops a NaN; torch.amax gives NaN for a row holding one.
+    nans = (total != total).to(tl.int32)  # noqa: PLR0124
+    nans = tl.reduce(nans, 1, tl.standard._sum_combine)
+    out = tl.where(nans > 0, float("nan"), out)
     tl.store(out_ptr + rows, out.to(out_ptr.dtype.element_ty), mask=row_mask)
 
 

@@ -129,16 +129,22 @@ struct Mean {
     return total / static_cast<acc_t>(cols);
   }
 };
+// Max and Min let a NaN win, as torch.amax and torch.amin do: std::max (`<`, or fmaxf on the
+// device) drops one. `value != value`: the NaN test of any acc_t, on the host as on the device.
 template <typename acc_t>
 struct Max {
   static __device__ acc_t identity() { return -std::numeric_limits<acc_t>::infinity(); }
-  static __device__ acc_t combine(acc_t total, acc_t value) { return std::max(total, value); }
+  static __device__ acc_t combine(acc_t total, acc_t value) {
+    return value > total || value != value ? value : total;
+  }
   static __device__ acc_t finish(acc_t total, int64_t) { return total; }
 };
 template <typename acc_t>
 struct Min {
   static __device__ acc_t identity() { return std::numeric_limits<acc_t>::infinity(); }
-  static __device__ acc_t combine(acc_t total, acc_t value) { return std::min(total, value); }
+  static __device__ acc_t combine(acc_t total, acc_t value) {
+    return value < total || value != value ? value : total;
+  }
   static __device__ acc_t finish(acc_t total, int64_t) { return total; }
 };
 
