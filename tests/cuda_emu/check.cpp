@@ -57,10 +57,14 @@ void fail(const char* what, int64_t a, int64_t b, int offset, int64_t at, double
 }
 
 // op 0: rowsum, 1: rowmax, 2: rowdot(a, w) (the mean of a * w, or of a where w is absent), over
-// rows x cols elements `offset` elements past an aligned start.
+// rows x cols elements `offset` elements past an aligned start. rowmax's rows 1, 4, 7, ... hold a
+// NaN, at a column that moves from row to row: their max is NaN, as torch.amax's.
 template <typename T>
 void rows_case(int op, int64_t rows, int64_t cols, int offset, bool with_w) {
-  const std::vector<T> a = random_values<T>(rows * cols + offset);
+  std::vector<T> a = random_values<T>(rows * cols + offset);
+  for (int64_t r = 1; op == 1 && cols > 0 && r < rows; r += 3) {
+    a[offset + r * cols + r * 7 % cols] = from_compute<T>(static_cast<compute_t<T>>(NAN));
+  }
   const std::vector<T> w = random_values<T>(rows * cols + offset);
   std::vector<T> out(rows + 1, from_compute<T>(kSentinel));
   const void* inputs[2] = {a.data() + offset, with_w ? w.data() + offset : nullptr};
@@ -83,7 +87,7 @@ void rows_case(int op, int64_t rows, int64_t cols, int offset, bool with_w) {
     for (int64_t c = 0; c < cols && r < rows; ++c) {
       const int64_t i = offset + r * cols + c;
       const double value = as_double(a[i]) * (op == 2 && with_w ? as_double(w[i]) : 1.0);
-      want = op == 1 ? std::max(want, value) : want + value;
+      want = op != 1 ? want + value : std::isnan(value) ? value : std::max(want, value);
     }
     if (op == 2 && r < rows) {
       want /= static_cast<double>(cols);
