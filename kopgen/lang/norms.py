@@ -14,7 +14,7 @@ import re
 from ..model import Op
 from ..model_kinds import RowStat
 from ..names import DERIVED_NAMES, locals_for, module_name
-from . import norm_sums, python, triton
+from . import nans, norm_sums, python, triton
 from .layout import literal, wrap
 from .norm_sums import column_sums
 
@@ -164,7 +164,7 @@ def one_pass_stats(op: Op, indent: int) -> list[str]:
             masked = local.values
         lines.append(pad + wrap(f"{stat.name} = tl.reduce(", [masked, "1", _COMBINE[stat.reduction.kind]],
                                 ")[:, None]", indent))
-        lines += triton.nan_wins(op, stat.reduction.kind, stat.name, masked, indent, keep_dims=True)
+        lines += nans.nan_wins(op, stat.reduction.kind, stat.name, masked, indent, keep_dims=True)
         lines += _finish(op, stat, indent)
         lines += _save(op, stat, indent)
     return lines
@@ -205,7 +205,7 @@ def looped(op: Op, indent: int) -> list[str]:
     for stat in op.body.stats:
         values = f"{python.layout.operand(stat.reduced.to_triton())}.to({local.COMPUTE_DTYPE})"
         total = local.total
-        combined = triton.combined(stat.reduction.kind, total, local.values)
+        combined = nans.combined(stat.reduction.kind, total, local.values)
         lines.append(f"{pad}# {stat.name} = {stat.text.strip()}")
         lines.append(f"{pad}{total} = tl.full(({local.BLOCK_ROWS}, {local.BLOCK_COLS}), "
                      f"{_IDENTITY[stat.reduction.kind]}, dtype={local.COMPUTE_DTYPE})")
@@ -215,7 +215,7 @@ def looped(op: Op, indent: int) -> list[str]:
         lines.append(f"{pad}    " + python.layout.assign(total, masked, indent + 4))
         lines.append(pad + wrap(f"{stat.name} = tl.reduce(", [total, "1", _COMBINE[stat.reduction.kind]],
                                 ")[:, None]", indent))
-        lines += triton.nan_wins(op, stat.reduction.kind, stat.name, total, indent, keep_dims=True)
+        lines += nans.nan_wins(op, stat.reduction.kind, stat.name, total, indent, keep_dims=True)
         lines += _finish(op, stat, indent)
         lines += _save(op, stat, indent)
     written = (*(w.expr for w in op.writes), *(c.expr for c in column_sums(op)))

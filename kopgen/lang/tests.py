@@ -21,7 +21,7 @@ from ..expr import NOT_DIFFERENTIABLE_DTYPES, is_dynamic
 from ..model import Arg, CustomKernel, Op, Package, PointwiseCompute, RowNormalization, RowReduction, SampleArg
 from ..schema import python_default
 from ..split import GatedSplit, SplitGradient
-from . import autocast, eager, fusion, norms, sharding, split, vmap
+from . import autocast, eager, fusion, nans, norms, sharding, split, vmap
 from .layout import requote
 
 LINE_LENGTH = 88  # ruff format's default
@@ -179,48 +179,6 @@ def functional_trace(package: Package) -> tuple[str, ...]:
     return tuple(FUNCTIONAL_TRACE.split("\n")) if _traces_functionally(package) else ()
 
 
-# The contract's check of a row reduction by max or min (after two blank lines), in a package that has one.
-NAN_ROWS = '''
-
-class NanRows(Contract):
-    """A row reduction by max or min: a row holding a NaN gives NaN, as torch.amax and torch.amin
-    do (std::max(total, value) and tl.maximum's default drop one arriving as `value`)."""
-
-    def test_a_nan_wins(self, device, dtype):
-        """The normal sample's rows five times as long (a C++ loop's lanes get columns, not only
-        its tail), a NaN in every other row of the largest input at a column that moves from
-        row to row, the first beside -inf: the reference's NaNs."""
-        args = tuple(map(widened, self.normal_args(device, dtype)))
-        x = max((arg for arg in args if isinstance(arg, torch.Tensor)), key=torch.numel)
-        rows = x.view(-1, x.shape[-1])
-        cols = rows.shape[1]
-        for row in range(0, rows.shape[0], 2):
-            rows[row, row * 7 % cols] = float("nan")
-        if cols > 1:  # torch.amax of [nan, -inf] is nan
-            rows[0, -1] = -float("inf")
-        expected = self.expected(args)
-        assert any(want.isnan().any() for want in expected), "the NaNs reached no row"
-        outputs = self.run(self.data.op, args)
-        assert_all_close(outputs, expected, equal_nan=True, **self.data.tolerances)
-
-
-def widened(arg):
-    """A Tensor's rows five times as long; one broadcast along them (1 column) stays."""
-    if isinstance(arg, torch.Tensor) and arg.dim() and arg.shape[-1] > 1:
-        return torch.cat([arg] * 5, -1)
-    return arg'''
-
-
-def nan_wins(op: Op) -> bool:
-    """A row reduction by max or min: NaN wins, as in torch.amax and torch.amin (NanRows checks it)."""
-    return isinstance(op.body, RowReduction) and op.body.reduction.kind in ("max", "min")
-
-
-def nan_rows(package: Package) -> tuple[str, ...]:
-    """The lines of NanRows where the package has a row reduction by max or min, else none."""
-    return tuple(NAN_ROWS.split("\n")) if any(map(nan_wins, package.ops)) else ()
-
-
 def make_drawn(package: Package) -> tuple[str, ...]:
     """The lines of Make.drawn (after a blank line) where the package's samples call it, else none."""
     drawn = any(s.dtype or s.low is not None or s.high is not None for op in package.ops for s in op.sample_args)
@@ -320,7 +278,7 @@ def checks(op: Op) -> tuple[str, ...]:
         ("Sharded", sharding.tested(op)),
         ("Autocasts", autocast.casts(op)),
         ("SavesStatistics", bool(norms.saved_stats(op))),
-        ("NanRows", nan_wins(op)),
+        ("NanRows", nans.checked(op)),
     ]
     return (*(name for name, applies in mixins if applies), "Contract")
 

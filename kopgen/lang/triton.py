@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from ..model import Op, Write
 from ..names import locals_for
-from . import python, split
+from . import nans, python, split
 from .layout import literal, wrap
 
 # -- the module
@@ -162,31 +162,8 @@ def identity(op: Op) -> str:
 def combine(op: Op) -> str:
     """The running totals with one more block of values, where the mask holds (a statement at column 8)."""
     local = locals_for(op)
-    value = f"tl.where({local.mask}, {combined(op.body.reduction.kind, local.total, local.values)}, {local.total})"
+    value = f"tl.where({local.mask}, {nans.combined(op.body.reduction.kind, local.total, local.values)}, {local.total})"
     return python.layout.assign(local.total, value, 8)
-
-
-def combined(kind: str, total: str, values: str) -> str:
-    """`total` with `values` added by a reduction of `kind`: tl.maximum and tl.minimum keep a NaN, as
-    torch.amax and torch.amin do, only when asked (by default a NaN loses: maxnumf)."""
-    if kind in ("max", "min"):
-        return f"tl.{kind}imum({total}, {values}, propagate_nan=tl.PropagateNan.ALL)"
-    return f"{total} + {values}"
-
-
-def nan_wins(op: Op, kind: str, reduced: str, block: str, indent: int, keep_dims: bool = False) -> list[str]:
-    """After `reduced` = tl.reduce(`block`, 1, ...) by max or min: NaN where the row of `block` holds one, as
-    torch.amax and torch.amin give. tl.max's combine function drops a NaN (maxnumf compiled, NumPy's nanmax
-    in the interpreter); a combine function of our own would make the interpreter reduce element by element
-    in Python. Triton has no isnan of its own: a NaN is the value unequal to itself (ruff's PLR0124)."""
-    if kind not in ("max", "min"):
-        return []
-    pad, nans = " " * indent, locals_for(op).nans
-    nan_rows = f"{nans}{'[:, None]' * keep_dims} > 0"
-    return [f"{pad}# tl.{kind}'s combine function drops a NaN; torch.a{kind} gives NaN for a row holding one.",
-            f"{pad}{nans} = ({block} != {block}).to(tl.int32)  # noqa: PLR0124",
-            pad + python.layout.assign(nans, f"tl.reduce({nans}, 1, tl.standard._sum_combine)", indent),
-            pad + python.layout.assign(reduced, f'tl.where({nan_rows}, float("nan"), {reduced})', indent)]
 
 
 def reduce(op: Op) -> list[str]:
@@ -200,7 +177,7 @@ def reduce(op: Op) -> list[str]:
     lines = [f"    # tl.reduce with {function}'s own combine function: what {function} does, which Triton's",
              f"    # interpreter also runs in-process (it cannot call the @triton.jit {function} itself).",
              f"    {out} = tl.reduce({local.total}, 1, {combine_function})"]
-    lines += nan_wins(op, reduction.kind, out, local.total, 4)
+    lines += nans.nan_wins(op, reduction.kind, out, local.total, 4)
     if reduction.is_mean:
         lines += ["    # An empty row gives 0 / 0 = nan, as torch.mean.", f"    {out} = {out} / {local.n_cols}"]
     return lines

@@ -312,11 +312,12 @@ struct Lanes {
 };
 
 #if defined(__GNUC__)
-// Max and Min, in lanes g++ vectorizes. It vectorizes no `?:` on floats whose result the next
-// iteration reads ("reduction used in loop", -fopt-info-vec-missed: only -ffinite-math-only makes
-// it a max), so these lanes are 16-byte vectors of GCC's vector extension, on which
+// Max and Min, in lanes g++ vectorizes (other compilers take the scalar Lanes above). It vectorizes
+// no `?:` on floats whose result the next iteration reads ("reduction used in loop",
+// -fopt-info-vec-missed; only -ffinite-math-only makes it a max), so these lanes are vectors of
+// GCC's vector extension, of 16 bytes (wider ones it scalarizes for plain x86-64), on which
 // `value > total ? value : total` is one maxps. That drops a NaN (the comparison is false), so
-// each lane also keeps a flag: all ones once it saw one.
+// each lane also keeps a flag, all ones once it saw one, which combined() applies.
 template <typename acc_t, bool kMax>
 struct ExtremeLanes {
   using Reduce = std::conditional_t<kMax, Max<acc_t>, Min<acc_t>>;
