@@ -130,8 +130,8 @@ def epilogue(op: Op) -> list[str]:
     sums, local = column_sums(op), locals_for(op)
     lines = [f"    if {local.column_sums}:"]
     if len(sums) == 1:
-        lines.append(f"        {local.sums} = {local.partials}.sum(0)")
-        lines.append("        " + python.layout.assign(sums[0].name, f"_support.norm_column_sum({local.sums}[0], {sums[0].name})", 8))
+        # (programs, 1, columns) summed: the row of sums, without indexing it out
+        lines.append("        " + python.layout.assign(sums[0].name, f"_support.norm_column_sum({local.partials}.sum(0), {sums[0].name})", 8))
     else:  # each summed apart: outputs that are views of one Tensor would alias each other
         lines += ["        " + python.layout.assign(c.name, f"_support.norm_column_sum({local.partials}[:, {k}].sum(0), {c.name})", 8)
                   for k, c in enumerate(sums)]

@@ -164,8 +164,7 @@ def norm_gradient_output(
         if (
             stat.device != out.device
             or not stat.is_floating_point()
-            or stat.shape[-1:] != (1,)
-            or _broadcast_shapes(out.shape, stat.shape) != out.shape
+            or not _one_per_row(stat.shape, out.shape)
         ):
             raise RuntimeError(
                 f"{op}: a saved statistic holds one float per row (a last dimension of 1) on the "
@@ -173,6 +172,12 @@ def norm_gradient_output(
                 f"{stat.device} for an output of shape {list(out.shape)}"
             )
     return out
+
+
+@_cached  # by the shapes: broadcasting them costs microseconds on every call
+def _one_per_row(stat: torch.Size, out: torch.Size) -> bool:
+    """Whether a statistic of shape `stat` holds one value per row of `out` (a last dimension of 1)."""
+    return stat[-1:] == (1,) and _broadcast_shapes(out, stat) == out
 
 
 def norm_gradient_outputs(
@@ -186,6 +191,7 @@ def norm_gradient_outputs(
     return out, *(allocate(t, t.shape) for t in summed)
 
 
+@_cached  # a few microseconds of Python, the same for every call of a shape
 def norm_blocks(
     n_rows: int, n_cols: int, element_size: int
 ) -> tuple[int, int, bool, int]:

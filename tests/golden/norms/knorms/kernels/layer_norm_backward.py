@@ -276,8 +276,7 @@ def layer_norm_backward_triton(
         COMPUTE_DTYPE=compute_dtype,
     )
     if column_sums:
-        sums = partials.sum(0)
-        out1 = _support.norm_column_sum(sums[0], out1)
+        out1 = _support.norm_column_sum(partials.sum(0), out1)
     else:  # an input with rows of its own: its formula in torch, summed to its shape
         out1 = _support.summed_to(grad * (x - mu) * rstd, out1.shape, out1.dtype)
     return out0, out1

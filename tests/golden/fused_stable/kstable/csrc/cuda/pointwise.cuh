@@ -919,6 +919,17 @@ __device__ __forceinline__ void store_held_sums(const acc_t* slots, const acc_t 
   }
 }
 
+// Blocks of norms_kernel that must fit a multiprocessor at once (0: as the compiler chooses), which
+// caps its registers a thread: more resident blocks hide the latency of reading a row. Measured on an
+// H200 (docs/performance.md, benchmarks/norms_kernels.sh): with column sums 2 (rms_norm's float32
+// backward at hidden 8192 157 -> 119 us with 2 partial rows a multiprocessor); bfloat16 without 4
+// (layer_norm at 8192 71.5 -> 63.5 us, log_softmax 41 -> 46); float32 without, as the compiler chooses
+// (at 3 or 4, fused_add_rms_norm at 8192 137 -> 200-222 us).
+template <int SUMS, typename scalar_t>
+constexpr int norms_blocks_per_multiprocessor() {
+  return sizeof(scalar_t) == 8 ? 0 : SUMS > 0 ? 2 : sizeof(scalar_t) < 4 ? 4 : 0;
+}
+
 // Row normalisations, `lanes` threads a row as in rows_kernel: the row's statistics (each a
 // reduction over its lanes), then F at each element of the thread's part, written. With SUMS > 0,
 // F's last SUMS values are summed over the rows instead (a backward kernel's column sums): each
@@ -927,7 +938,8 @@ __device__ __forceinline__ void store_held_sums(const acc_t* slots, const acc_t 
 // `partials` (the block serves one row at a time: each column is one thread's); each block writes
 // its partial rows, which column_sums_kernel sums.
 template <int VEC, int HELD, int SUMS, typename F, typename scalar_t, int IN, int OUT>
-__global__ void __launch_bounds__(kThreads) norms_kernel(
+__global__ void __launch_bounds__(kThreads, (norms_blocks_per_multiprocessor<SUMS, scalar_t>()))
+    norms_kernel(
     F f,
     Pointers<const scalar_t*, IN> in,
     RowStrides<IN> strides,
