@@ -16,8 +16,8 @@ from .expr import ExprError
 from .kinds import check_list_return, resolve_kind
 from .lang import autocast
 from .lang.cpp_autograd import autograd_in_cpp
-from .lang.eager import direct_calls
 from .lang.cpp_types import cpp_type_problem
+from .lang.eager import direct_calls
 from .loader import Mapping, Node, Scalar, plain
 from .model import (
     BUILTIN_DEFAULTS,

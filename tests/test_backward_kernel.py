@@ -3,9 +3,7 @@ expressions, the formulas that call it, and what `kopgen check` says of each op.
 
 from __future__ import annotations
 
-import dataclasses
-
-from kopgen.backward_kernel import RowGradient, why_eager
+from kopgen.backward_kernel import RowGradient
 from kopgen.choices import Route
 from kopgen.model import PointwiseCompute
 from kopgen.pipeline import load_spec_text
@@ -330,7 +328,7 @@ def test_a_compiled_routes_weight_formula_that_recomputes_statistics_is_summed_i
     assert [s.text for s in kernel.body.stats] == ["mean(x * x)", "mean(grad * weight * x)", "sum(grad * x)"]
     (summed,) = kernel.body.column_sums
     assert (summed.like, summed.expr.text) == ("weight", "grad * x * rsqrt(mean0 + eps) + sum2")
-    x, weight = ops["rms_norm"].backward.gradients
+    _, weight = ops["rms_norm"].backward.gradients
     assert weight.formula.text == "rms_norm_backward(grad, x, weight, eps)[1]" and weight.eager.text.startswith("grad * x")
 
 

@@ -65,9 +65,9 @@ def _rms_norm_backward_(ctx, grad):
         )
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_input = rms_norm_grads[0].sum_to_size(ctx.input_shape)
+        grad_input = _support.sum_to_shape(rms_norm_grads[0], ctx.input_shape)
     if ctx.needs_input_grad[1]:
-        grad_weight = rms_norm_grads[1].sum_to_size(ctx.weight_shape)
+        grad_weight = _support.sum_to_shape(rms_norm_grads[1], ctx.weight_shape)
     return grad_input, grad_weight, None
 '''
 
@@ -112,10 +112,11 @@ def test_formulas_that_share_no_call_are_printed_as_before():
                             'weight: "(grad * input).reshape(-1, input.size(-1)).sum(0)"')
     text = registration(spec)
     assert "rms_norm_grads" not in text
-    assert ("        grad_input = _support.kernel_or_op(\n"
-            "            _rms_norm_backward_kernels,\n"
-            "            torch.ops.kfnorm.rms_norm_backward.default,\n") in text
-    assert "        )[0].sum_to_size(ctx.input_shape)\n" in text
+    assert ("        grad_input = _support.sum_to_shape(\n"
+            "            _support.kernel_or_op(\n"
+            "                _rms_norm_backward_kernels,\n"
+            "                torch.ops.kfnorm.rms_norm_backward.default,\n") in text
+    assert "            )[0],\n            ctx.input_shape,\n" in text
 
 
 def test_an_argument_named_like_the_local_keeps_its_name():
@@ -123,7 +124,7 @@ def test_an_argument_named_like_the_local_keeps_its_name():
     spec = forward.replace("epsilon", "rms_norm_grads") + '  - schema: "rms_norm_backward' + fused
     text = registration(spec)
     assert "        rms_norm_grads_ = _support.kernel_or_op(\n" in text
-    assert "grad_input = rms_norm_grads_[0].sum_to_size(ctx.input_shape)" in text
+    assert "grad_input = _support.sum_to_shape(rms_norm_grads_[0], ctx.input_shape)" in text
 
 
 # What a user of the spec writes: the two kernels, here in plain PyTorch (the tests' own float64 math).

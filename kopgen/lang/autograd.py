@@ -221,7 +221,7 @@ def backward_body(op: Op) -> list[str]:
     for g in gradients:
         lines.append(f"    if {needs}[{g.arg.index}]:")
         formula = _formula(op, g.formula.python, shared, direct=True)
-        summed = f"{layout.operand(formula)}.sum_to_size({ctx}.{local.derived('shape', g.arg.name)})"
+        summed = f"_support.sum_to_shape({formula}, {ctx}.{local.derived('shape', g.arg.name)})"
         lines.append("        " + layout.assign(local.derived("gradient", g.arg.name), summed, 8))
     gradients_returned = []
     for arg in op.args[: op.positional_count]:
@@ -229,6 +229,11 @@ def backward_body(op: Op) -> list[str]:
         gradients_returned.append(local.derived("gradient", arg.name) if gradient and gradient.formula else "None")
     lines.append("    " + returns(gradients_returned, 4))
     return lines
+
+
+def any_python_backward(package) -> bool:
+    """Whether an op of the package has backward formulas in Python (backward_body), which sum_to_shape."""
+    return any(op.backward and not op.cpp_autograd for op in package.ops)
 
 
 def _eager_when_differentiated(op: Op, needs: str) -> list[str]:
@@ -245,7 +250,7 @@ def _eager_when_differentiated(op: Op, needs: str) -> list[str]:
             values.append("None")
             continue
         written = gradient.eager or gradient.formula  # a gradient that is grad itself has no kernel
-        summed = f"{layout.operand(_formula(op, written.python))}.sum_to_size({local.ctx}.{local.derived('shape', arg.name)})"
+        summed = f"_support.sum_to_shape({_formula(op, written.python)}, {local.ctx}.{local.derived('shape', arg.name)})"
         values.append(f"{summed} if {needs}[{arg.index}] else None")
     return ["    if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel",
             *split.bind_for_eager(op), "        " + returns(values, 8)]

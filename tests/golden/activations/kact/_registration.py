@@ -45,19 +45,25 @@ def _scaled_sigmoid_backward_(ctx, grad):
     (result,) = ctx.saved_tensors
     scale = ctx.scale
     if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel
-        return (grad * result * (1 - result / scale)).sum_to_size(
-            ctx.x_shape
-        ) if ctx.needs_input_grad[0] else None, None
+        return (
+            _support.sum_to_shape(grad * result * (1 - result / scale), ctx.x_shape)
+            if ctx.needs_input_grad[0]
+            else None,
+            None,
+        )
     grad_x = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = _support.kernel_or_op(
-            _scaled_sigmoid_backward_kernels,
-            torch.ops.kact.scaled_sigmoid_backward.default,
-            grad,
-            result,
-            scale,
-        ).sum_to_size(ctx.x_shape)
+        grad_x = _support.sum_to_shape(
+            _support.kernel_or_op(
+                _scaled_sigmoid_backward_kernels,
+                torch.ops.kact.scaled_sigmoid_backward.default,
+                grad,
+                result,
+                scale,
+            ),
+            ctx.x_shape,
+        )
     return grad_x, None
 
 
@@ -201,8 +207,8 @@ def _sincos_backward(ctx, *grads):
     grad_x = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = (grads[0] * results[1] - grads[1] * results[0]).sum_to_size(
-            ctx.x_shape
+        grad_x = _support.sum_to_shape(
+            grads[0] * results[1] - grads[1] * results[0], ctx.x_shape
         )
     return (grad_x,)
 
@@ -288,13 +294,19 @@ def _mymul_backward(ctx, grad):
     grad_b = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_a = _support.kernel_or_op(
-            _mymul_kernels, torch.ops.kact.mymul.default, grad, b
-        ).sum_to_size(ctx.a_shape)
+        grad_a = _support.sum_to_shape(
+            _support.kernel_or_op(
+                _mymul_kernels, torch.ops.kact.mymul.default, grad, b
+            ),
+            ctx.a_shape,
+        )
     if ctx.needs_input_grad[1]:
-        grad_b = _support.kernel_or_op(
-            _mymul_kernels, torch.ops.kact.mymul.default, grad, a
-        ).sum_to_size(ctx.b_shape)
+        grad_b = _support.sum_to_shape(
+            _support.kernel_or_op(
+                _mymul_kernels, torch.ops.kact.mymul.default, grad, a
+            ),
+            ctx.b_shape,
+        )
     return grad_a, grad_b
 
 

@@ -35,7 +35,7 @@ def _pairsum_backward(ctx, grad):
     grad_x = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = grad.repeat_interleave(2, -1).sum_to_size(ctx.x_shape)
+        grad_x = _support.sum_to_shape(grad.repeat_interleave(2, -1), ctx.x_shape)
     return (grad_x,)
 
 

@@ -39,8 +39,12 @@ def _muladd_backward_(ctx, grad):
     a, b = ctx.saved_tensors
     if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel
         return (
-            (grad * b).sum_to_size(ctx.a_shape) if ctx.needs_input_grad[0] else None,
-            (grad * a).sum_to_size(ctx.b_shape) if ctx.needs_input_grad[1] else None,
+            _support.sum_to_shape(grad * b, ctx.a_shape)
+            if ctx.needs_input_grad[0]
+            else None,
+            _support.sum_to_shape(grad * a, ctx.b_shape)
+            if ctx.needs_input_grad[1]
+            else None,
             None,
         )
     grad_a = None
@@ -50,9 +54,9 @@ def _muladd_backward_(ctx, grad):
         muladd_grads = torch.ops.kstable.muladd_backward.default(grad, a, b)
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_a = muladd_grads[0].sum_to_size(ctx.a_shape)
+        grad_a = _support.sum_to_shape(muladd_grads[0], ctx.a_shape)
     if ctx.needs_input_grad[1]:
-        grad_b = muladd_grads[1].sum_to_size(ctx.b_shape)
+        grad_b = _support.sum_to_shape(muladd_grads[1], ctx.b_shape)
     return grad_a, grad_b, None
 
 
@@ -172,9 +176,13 @@ def _mul_backward(ctx, grad):
     grad_b = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_a = torch.ops.kstable.mul.default(grad, b).sum_to_size(ctx.a_shape)
+        grad_a = _support.sum_to_shape(
+            torch.ops.kstable.mul.default(grad, b), ctx.a_shape
+        )
     if ctx.needs_input_grad[1]:
-        grad_b = torch.ops.kstable.mul.default(grad, a).sum_to_size(ctx.b_shape)
+        grad_b = _support.sum_to_shape(
+            torch.ops.kstable.mul.default(grad, a), ctx.b_shape
+        )
     return grad_a, grad_b
 
 
@@ -229,7 +237,9 @@ def _square_backward(ctx, grad):
     grad_x = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = torch.ops.kstable.mul.default(grad, 2 * x).sum_to_size(ctx.x_shape)
+        grad_x = _support.sum_to_shape(
+            torch.ops.kstable.mul.default(grad, 2 * x), ctx.x_shape
+        )
     return (grad_x,)
 
 
@@ -294,13 +304,13 @@ def _addcmul_opt_backward(ctx, grad):
     grad_weight = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if needs_input_grad[0]:
-        grad_x = grad.sum_to_size(ctx.x_shape)
+        grad_x = _support.sum_to_shape(grad, ctx.x_shape)
     if needs_input_grad[1]:
-        grad_y = (
-            grad * value * weight if weight is not None else grad * value
-        ).sum_to_size(ctx.y_shape)
+        grad_y = _support.sum_to_shape(
+            grad * value * weight if weight is not None else grad * value, ctx.y_shape
+        )
     if needs_input_grad[2]:
-        grad_weight = (grad * value * y).sum_to_size(ctx.weight_shape)
+        grad_weight = _support.sum_to_shape(grad * value * y, ctx.weight_shape)
     return grad_x, grad_y, grad_weight, None
 
 

@@ -49,28 +49,34 @@ def _silu_and_mul_backward_(ctx, grad):
     if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel
         gate, up = _support.split_halves("kgated::silu_and_mul", x)
         return (
-            torch.cat(
-                [
-                    grad
-                    * up
-                    * torch.sigmoid(gate)
-                    * (1 + gate * (1 - torch.sigmoid(gate))),
-                    grad * torch.nn.functional.silu(gate),
-                ],
-                -1,
-            ).sum_to_size(ctx.x_shape)
+            _support.sum_to_shape(
+                torch.cat(
+                    [
+                        grad
+                        * up
+                        * torch.sigmoid(gate)
+                        * (1 + gate * (1 - torch.sigmoid(gate))),
+                        grad * torch.nn.functional.silu(gate),
+                    ],
+                    -1,
+                ),
+                ctx.x_shape,
+            )
             if ctx.needs_input_grad[0]
             else None,
         )
     grad_x = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = _support.kernel_or_op(
-            _silu_and_mul_backward_kernels,
-            torch.ops.kgated.silu_and_mul_backward.default,
-            grad,
-            x,
-        ).sum_to_size(ctx.x_shape)
+        grad_x = _support.sum_to_shape(
+            _support.kernel_or_op(
+                _silu_and_mul_backward_kernels,
+                torch.ops.kgated.silu_and_mul_backward.default,
+                grad,
+                x,
+            ),
+            ctx.x_shape,
+        )
     return (grad_x,)
 
 
@@ -214,45 +220,51 @@ def _gelu_tanh_and_mul_backward_(ctx, grad):
     if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel
         gate, up = _support.split_halves("kgated::gelu_tanh_and_mul", x)
         return (
-            torch.cat(
-                [
-                    grad
-                    * up
-                    * torch.sigmoid(
-                        1.5957691216057308 * (gate + 0.044715 * gate * gate * gate)
-                    )
-                    * (
-                        1
-                        + gate
+            _support.sum_to_shape(
+                torch.cat(
+                    [
+                        grad
+                        * up
+                        * torch.sigmoid(
+                            1.5957691216057308 * (gate + 0.044715 * gate * gate * gate)
+                        )
                         * (
                             1
-                            - torch.sigmoid(
-                                1.5957691216057308
-                                * (gate + 0.044715 * gate * gate * gate)
+                            + gate
+                            * (
+                                1
+                                - torch.sigmoid(
+                                    1.5957691216057308
+                                    * (gate + 0.044715 * gate * gate * gate)
+                                )
                             )
-                        )
-                        * (1.5957691216057308 + 0.21406444881780073 * gate * gate)
-                    ),
-                    grad
-                    * gate
-                    * torch.sigmoid(
-                        1.5957691216057308 * (gate + 0.044715 * gate * gate * gate)
-                    ),
-                ],
-                -1,
-            ).sum_to_size(ctx.x_shape)
+                            * (1.5957691216057308 + 0.21406444881780073 * gate * gate)
+                        ),
+                        grad
+                        * gate
+                        * torch.sigmoid(
+                            1.5957691216057308 * (gate + 0.044715 * gate * gate * gate)
+                        ),
+                    ],
+                    -1,
+                ),
+                ctx.x_shape,
+            )
             if ctx.needs_input_grad[0]
             else None,
         )
     grad_x = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = _support.kernel_or_op(
-            _gelu_tanh_and_mul_backward_kernels,
-            torch.ops.kgated.gelu_tanh_and_mul_backward.default,
-            grad,
-            x,
-        ).sum_to_size(ctx.x_shape)
+        grad_x = _support.sum_to_shape(
+            _support.kernel_or_op(
+                _gelu_tanh_and_mul_backward_kernels,
+                torch.ops.kgated.gelu_tanh_and_mul_backward.default,
+                grad,
+                x,
+            ),
+            ctx.x_shape,
+        )
     return (grad_x,)
 
 
@@ -400,13 +412,16 @@ def _fatrelu_and_mul_backward_(ctx, grad):
     if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel
         gate, up = _support.split_halves("kgated::fatrelu_and_mul", x)
         return (
-            torch.cat(
-                [
-                    torch.where(gate > threshold, grad * up, 0.0),
-                    torch.where(gate > threshold, grad * gate, 0.0),
-                ],
-                -1,
-            ).sum_to_size(ctx.x_shape)
+            _support.sum_to_shape(
+                torch.cat(
+                    [
+                        torch.where(gate > threshold, grad * up, 0.0),
+                        torch.where(gate > threshold, grad * gate, 0.0),
+                    ],
+                    -1,
+                ),
+                ctx.x_shape,
+            )
             if ctx.needs_input_grad[0]
             else None,
             None,
@@ -414,9 +429,10 @@ def _fatrelu_and_mul_backward_(ctx, grad):
     grad_x = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = torch.ops.kgated.fatrelu_and_mul_backward.default(
-            grad, x, threshold
-        ).sum_to_size(ctx.x_shape)
+        grad_x = _support.sum_to_shape(
+            torch.ops.kgated.fatrelu_and_mul_backward.default(grad, x, threshold),
+            ctx.x_shape,
+        )
     return grad_x, None
 
 

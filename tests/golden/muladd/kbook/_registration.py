@@ -42,8 +42,12 @@ def _muladd_backward_(ctx, grad):
     a, b = ctx.saved_tensors
     if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel
         return (
-            (grad * b).sum_to_size(ctx.a_shape) if ctx.needs_input_grad[0] else None,
-            (grad * a).sum_to_size(ctx.b_shape) if ctx.needs_input_grad[1] else None,
+            _support.sum_to_shape(grad * b, ctx.a_shape)
+            if ctx.needs_input_grad[0]
+            else None,
+            _support.sum_to_shape(grad * a, ctx.b_shape)
+            if ctx.needs_input_grad[1]
+            else None,
             None,
         )
     grad_a = None
@@ -59,9 +63,9 @@ def _muladd_backward_(ctx, grad):
         )
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_a = muladd_grads[0].sum_to_size(ctx.a_shape)
+        grad_a = _support.sum_to_shape(muladd_grads[0], ctx.a_shape)
     if ctx.needs_input_grad[1]:
-        grad_b = muladd_grads[1].sum_to_size(ctx.b_shape)
+        grad_b = _support.sum_to_shape(muladd_grads[1], ctx.b_shape)
     return grad_a, grad_b, None
 
 

@@ -67,6 +67,12 @@ def pointwise_output(op: str, *tensors: Tensor) -> Tensor:
     return first.new_empty(shape)
 
 
+def sum_to_shape(gradient: Tensor, shape: torch.Size) -> Tensor:
+    """A gradient summed back to its input's shape, over the dimensions the input was broadcast along;
+    the gradient itself where it has that shape (sum_to_size's dispatch costs microseconds a call)."""
+    return gradient if gradient.shape == shape else gradient.sum_to_size(shape)
+
+
 def broadcast_contiguous(
     shape: torch.Size, *tensors: Tensor | None
 ) -> tuple[Tensor | None, ...]:

@@ -60,16 +60,17 @@ def _rms_norm_backward_(ctx, grad):
         (x,) = _support.upcast(x)
         rstd = torch.rsqrt(_support.row_mean(x * x).unsqueeze(-1) + eps)
         return (
-            (
+            _support.sum_to_shape(
                 rstd
                 * (
                     grad * weight
                     - x * rstd * rstd * (grad * weight * x).mean(-1, keepdim=True)
-                )
-            ).sum_to_size(ctx.x_shape)
+                ),
+                ctx.x_shape,
+            )
             if ctx.needs_input_grad[0]
             else None,
-            (grad * x * rstd).sum_to_size(ctx.weight_shape)
+            _support.sum_to_shape(grad * x * rstd, ctx.weight_shape)
             if ctx.needs_input_grad[1]
             else None,
             None,
@@ -88,9 +89,9 @@ def _rms_norm_backward_(ctx, grad):
         )
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = rms_norm_grads[0].sum_to_size(ctx.x_shape)
+        grad_x = _support.sum_to_shape(rms_norm_grads[0], ctx.x_shape)
     if ctx.needs_input_grad[1]:
-        grad_weight = rms_norm_grads[1].sum_to_size(ctx.weight_shape)
+        grad_weight = _support.sum_to_shape(rms_norm_grads[1], ctx.weight_shape)
     return grad_x, grad_weight, None
 
 
@@ -284,7 +285,7 @@ def _layer_norm_backward_(ctx, grad):
         mu = _support.row_mean(x).unsqueeze(-1)
         rstd = torch.rsqrt(_support.row_mean((x - mu) * (x - mu)).unsqueeze(-1) + eps)
         return (
-            (
+            _support.sum_to_shape(
                 rstd
                 * (
                     grad * weight
@@ -292,14 +293,17 @@ def _layer_norm_backward_(ctx, grad):
                     - (x - mu)
                     * rstd
                     * (grad * weight * (x - mu) * rstd).mean(-1, keepdim=True)
-                )
-            ).sum_to_size(ctx.x_shape)
+                ),
+                ctx.x_shape,
+            )
             if needs_input_grad[0]
             else None,
-            (grad * (x - mu) * rstd).sum_to_size(ctx.weight_shape)
+            _support.sum_to_shape(grad * (x - mu) * rstd, ctx.weight_shape)
             if needs_input_grad[1]
             else None,
-            grad.sum_to_size(ctx.bias_shape) if needs_input_grad[2] else None,
+            _support.sum_to_shape(grad, ctx.bias_shape)
+            if needs_input_grad[2]
+            else None,
             None,
         )
     grad_x = None
@@ -318,11 +322,11 @@ def _layer_norm_backward_(ctx, grad):
         )
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if needs_input_grad[0]:
-        grad_x = layer_norm_grads[0].sum_to_size(ctx.x_shape)
+        grad_x = _support.sum_to_shape(layer_norm_grads[0], ctx.x_shape)
     if needs_input_grad[1]:
-        grad_weight = layer_norm_grads[1].sum_to_size(ctx.weight_shape)
+        grad_weight = _support.sum_to_shape(layer_norm_grads[1], ctx.weight_shape)
     if needs_input_grad[2]:
-        grad_bias = grad.sum_to_size(ctx.bias_shape)
+        grad_bias = _support.sum_to_shape(grad, ctx.bias_shape)
     return grad_x, grad_weight, grad_bias, None
 
 
@@ -512,8 +516,8 @@ def _softmax_backward_(ctx, grad):
     (result,) = ctx.saved_tensors
     if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel
         return (
-            (result * (grad - (grad * result).sum(-1, keepdim=True))).sum_to_size(
-                ctx.x_shape
+            _support.sum_to_shape(
+                result * (grad - (grad * result).sum(-1, keepdim=True)), ctx.x_shape
             )
             if ctx.needs_input_grad[0]
             else None,
@@ -521,12 +525,15 @@ def _softmax_backward_(ctx, grad):
     grad_x = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = _support.kernel_or_op(
-            _softmax_backward_kernels,
-            torch.ops.knorms.softmax_backward.default,
-            grad,
-            result,
-        ).sum_to_size(ctx.x_shape)
+        grad_x = _support.sum_to_shape(
+            _support.kernel_or_op(
+                _softmax_backward_kernels,
+                torch.ops.knorms.softmax_backward.default,
+                grad,
+                result,
+            ),
+            ctx.x_shape,
+        )
     return (grad_x,)
 
 
@@ -650,8 +657,8 @@ def _log_softmax_backward_(ctx, grad):
     (result,) = ctx.saved_tensors
     if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel
         return (
-            (grad - torch.exp(result) * grad.sum(-1, keepdim=True)).sum_to_size(
-                ctx.x_shape
+            _support.sum_to_shape(
+                grad - torch.exp(result) * grad.sum(-1, keepdim=True), ctx.x_shape
             )
             if ctx.needs_input_grad[0]
             else None,
@@ -659,12 +666,15 @@ def _log_softmax_backward_(ctx, grad):
     grad_x = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = _support.kernel_or_op(
-            _log_softmax_backward_kernels,
-            torch.ops.knorms.log_softmax_backward.default,
-            grad,
-            result,
-        ).sum_to_size(ctx.x_shape)
+        grad_x = _support.sum_to_shape(
+            _support.kernel_or_op(
+                _log_softmax_backward_kernels,
+                torch.ops.knorms.log_softmax_backward.default,
+                grad,
+                result,
+            ),
+            ctx.x_shape,
+        )
     return (grad_x,)
 
 

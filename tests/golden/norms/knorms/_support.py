@@ -259,6 +259,12 @@ def norm_blocks(
     return block_rows, block_cols, True, min(max(warps, 1), 16)
 
 
+def sum_to_shape(gradient: Tensor, shape: torch.Size) -> Tensor:
+    """A gradient summed back to its input's shape, over the dimensions the input was broadcast along;
+    the gradient itself where it has that shape (sum_to_size's dispatch costs microseconds a call)."""
+    return gradient if gradient.shape == shape else gradient.sum_to_size(shape)
+
+
 def summed_to(values: Tensor, shape: torch.Size, dtype: torch.dtype) -> Tensor:
     """A gradient summed back to its input's shape (over the rows it was broadcast to), in its dtype."""
     return values.sum_to_size(shape).to(dtype)

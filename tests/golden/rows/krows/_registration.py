@@ -49,7 +49,7 @@ def _rowsum_backward(ctx, grad):
     grad_x = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = grad.unsqueeze(-1).expand(x.shape).sum_to_size(ctx.x_shape)
+        grad_x = _support.sum_to_shape(grad.unsqueeze(-1).expand(x.shape), ctx.x_shape)
     return (grad_x,)
 
 
@@ -133,8 +133,9 @@ def _rowmax_backward_(ctx, grad):
     x, result = ctx.saved_tensors
     if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel
         return (
-            torch.where(x == result.unsqueeze(-1), grad.unsqueeze(-1), 0.0).sum_to_size(
-                ctx.x_shape
+            _support.sum_to_shape(
+                torch.where(x == result.unsqueeze(-1), grad.unsqueeze(-1), 0.0),
+                ctx.x_shape,
             )
             if ctx.needs_input_grad[0]
             else None,
@@ -142,13 +143,16 @@ def _rowmax_backward_(ctx, grad):
     grad_x = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = _support.kernel_or_op(
-            _rowmax_backward_kernels,
-            torch.ops.krows.rowmax_backward.default,
-            grad,
-            x,
-            result,
-        ).sum_to_size(ctx.x_shape)
+        grad_x = _support.sum_to_shape(
+            _support.kernel_or_op(
+                _rowmax_backward_kernels,
+                torch.ops.krows.rowmax_backward.default,
+                grad,
+                x,
+                result,
+            ),
+            ctx.x_shape,
+        )
     return (grad_x,)
 
 
@@ -293,12 +297,12 @@ def _rowdot_backward(ctx, grad):
     grad_b = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_a = ((grad * scale / b.size(-1)).unsqueeze(-1) * b).sum_to_size(
-            ctx.a_shape
+        grad_a = _support.sum_to_shape(
+            (grad * scale / b.size(-1)).unsqueeze(-1) * b, ctx.a_shape
         )
     if ctx.needs_input_grad[1]:
-        grad_b = ((grad * scale / a.size(-1)).unsqueeze(-1) * a).sum_to_size(
-            ctx.b_shape
+        grad_b = _support.sum_to_shape(
+            (grad * scale / a.size(-1)).unsqueeze(-1) * a, ctx.b_shape
         )
     return grad_a, grad_b, None
 
@@ -390,14 +394,20 @@ def _bias_leaky_backward_(ctx, grad):
     negate = ctx.negate
     if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel
         return (
-            (
-                grad * torch.where(x + bias > 0, 1.0, alpha) * (-1.0 if negate else 1.0)
-            ).sum_to_size(ctx.x_shape)
+            _support.sum_to_shape(
+                grad
+                * torch.where(x + bias > 0, 1.0, alpha)
+                * (-1.0 if negate else 1.0),
+                ctx.x_shape,
+            )
             if ctx.needs_input_grad[0]
             else None,
-            (
-                grad * torch.where(x + bias > 0, 1.0, alpha) * (-1.0 if negate else 1.0)
-            ).sum_to_size(ctx.bias_shape)
+            _support.sum_to_shape(
+                grad
+                * torch.where(x + bias > 0, 1.0, alpha)
+                * (-1.0 if negate else 1.0),
+                ctx.bias_shape,
+            )
             if ctx.needs_input_grad[1]
             else None,
         )
@@ -416,9 +426,9 @@ def _bias_leaky_backward_(ctx, grad):
         )
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = bias_leaky_grads.sum_to_size(ctx.x_shape)
+        grad_x = _support.sum_to_shape(bias_leaky_grads, ctx.x_shape)
     if ctx.needs_input_grad[1]:
-        grad_bias = bias_leaky_grads.sum_to_size(ctx.bias_shape)
+        grad_bias = _support.sum_to_shape(bias_leaky_grads, ctx.bias_shape)
     return grad_x, grad_bias
 
 
@@ -536,9 +546,15 @@ def _scale_shift_backward_(ctx, grad):
     needs_input_grad = ctx.needs_input_grad + (False,) * (3 - len(ctx.needs_input_grad))
     if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel
         return (
-            (grad * scale).sum_to_size(ctx.x_shape) if needs_input_grad[0] else None,
-            (grad * x).sum_to_size(ctx.scale_shape) if needs_input_grad[1] else None,
-            grad.sum_to_size(ctx.shift_shape) if needs_input_grad[2] else None,
+            _support.sum_to_shape(grad * scale, ctx.x_shape)
+            if needs_input_grad[0]
+            else None,
+            _support.sum_to_shape(grad * x, ctx.scale_shape)
+            if needs_input_grad[1]
+            else None,
+            _support.sum_to_shape(grad, ctx.shift_shape)
+            if needs_input_grad[2]
+            else None,
         )
     grad_x = None
     grad_scale = None
@@ -554,11 +570,11 @@ def _scale_shift_backward_(ctx, grad):
         )
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if needs_input_grad[0]:
-        grad_x = scale_shift_grads[0].sum_to_size(ctx.x_shape)
+        grad_x = _support.sum_to_shape(scale_shift_grads[0], ctx.x_shape)
     if needs_input_grad[1]:
-        grad_scale = scale_shift_grads[1].sum_to_size(ctx.scale_shape)
+        grad_scale = _support.sum_to_shape(scale_shift_grads[1], ctx.scale_shape)
     if needs_input_grad[2]:
-        grad_shift = grad.sum_to_size(ctx.shift_shape)
+        grad_shift = _support.sum_to_shape(grad, ctx.shift_shape)
     return grad_x, grad_scale, grad_shift
 
 
@@ -714,13 +730,14 @@ def _weighted_rowsum_backward(ctx, grad):
     grad_weight = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if needs_input_grad[0]:
-        grad_x = (
+        grad_x = _support.sum_to_shape(
             grad.unsqueeze(-1) * weight
             if weight is not None
-            else grad.unsqueeze(-1).expand(x.shape)
-        ).sum_to_size(ctx.x_shape)
+            else grad.unsqueeze(-1).expand(x.shape),
+            ctx.x_shape,
+        )
     if needs_input_grad[1]:
-        grad_weight = (grad.unsqueeze(-1) * x).sum_to_size(ctx.weight_shape)
+        grad_weight = _support.sum_to_shape(grad.unsqueeze(-1) * x, ctx.weight_shape)
     return grad_x, grad_weight
 
 

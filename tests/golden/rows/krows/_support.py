@@ -142,6 +142,12 @@ def row_blocks(n_rows: int, n_cols: int, element_size: int) -> tuple[int, int, i
     return block_rows, block_cols, min(max(warps, 1), 16)
 
 
+def sum_to_shape(gradient: Tensor, shape: torch.Size) -> Tensor:
+    """A gradient summed back to its input's shape, over the dimensions the input was broadcast along;
+    the gradient itself where it has that shape (sum_to_size's dispatch costs microseconds a call)."""
+    return gradient if gradient.shape == shape else gradient.sum_to_size(shape)
+
+
 def given(tensors: tuple[Tensor | None, ...]) -> tuple[Tensor, ...]:
     """The Tensors of an argument list, without the optional ones left out (None)."""
     return tuple(t for t in tensors if t is not None)

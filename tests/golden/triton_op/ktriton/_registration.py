@@ -65,8 +65,12 @@ def _muladd_backward_(ctx, grad):
     a, b = ctx.saved_tensors
     if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel
         return (
-            (grad * b).sum_to_size(ctx.a_shape) if ctx.needs_input_grad[0] else None,
-            (grad * a).sum_to_size(ctx.b_shape) if ctx.needs_input_grad[1] else None,
+            _support.sum_to_shape(grad * b, ctx.a_shape)
+            if ctx.needs_input_grad[0]
+            else None,
+            _support.sum_to_shape(grad * a, ctx.b_shape)
+            if ctx.needs_input_grad[1]
+            else None,
             None,
         )
     grad_a = None
@@ -82,9 +86,9 @@ def _muladd_backward_(ctx, grad):
         )
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_a = muladd_grads[0].sum_to_size(ctx.a_shape)
+        grad_a = _support.sum_to_shape(muladd_grads[0], ctx.a_shape)
     if ctx.needs_input_grad[1]:
-        grad_b = muladd_grads[1].sum_to_size(ctx.b_shape)
+        grad_b = _support.sum_to_shape(muladd_grads[1], ctx.b_shape)
     return grad_a, grad_b, None
 
 
@@ -257,8 +261,8 @@ def _sincos_backward(ctx, *grads):
     grad_x = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if ctx.needs_input_grad[0]:
-        grad_x = (grads[0] * torch.cos(x) - grads[1] * torch.sin(x)).sum_to_size(
-            ctx.x_shape
+        grad_x = _support.sum_to_shape(
+            grads[0] * torch.cos(x) - grads[1] * torch.sin(x), ctx.x_shape
         )
     return (grad_x,)
 
@@ -405,13 +409,16 @@ def _rowsum_backward(ctx, grad):
     grad_weight = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
     if needs_input_grad[0]:
-        grad_x = (
+        grad_x = _support.sum_to_shape(
             (grad * scale).unsqueeze(-1) * weight
             if weight is not None
-            else (grad * scale).unsqueeze(-1).expand(x.shape)
-        ).sum_to_size(ctx.x_shape)
+            else (grad * scale).unsqueeze(-1).expand(x.shape),
+            ctx.x_shape,
+        )
     if needs_input_grad[1]:
-        grad_weight = ((grad * scale).unsqueeze(-1) * x).sum_to_size(ctx.weight_shape)
+        grad_weight = _support.sum_to_shape(
+            (grad * scale).unsqueeze(-1) * x, ctx.weight_shape
+        )
     return grad_x, grad_weight
 
 

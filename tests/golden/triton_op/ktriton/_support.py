@@ -129,6 +129,12 @@ def row_blocks(n_rows: int, n_cols: int, element_size: int) -> tuple[int, int, i
     return block_rows, block_cols, min(max(warps, 1), 16)
 
 
+def sum_to_shape(gradient: Tensor, shape: torch.Size) -> Tensor:
+    """A gradient summed back to its input's shape, over the dimensions the input was broadcast along;
+    the gradient itself where it has that shape (sum_to_size's dispatch costs microseconds a call)."""
+    return gradient if gradient.shape == shape else gradient.sum_to_size(shape)
+
+
 def check_written(op: str, written: dict[str, Tensor], *tensors: Tensor) -> None:
     """A mutating op's arguments: one dtype and device, written ones already of the result's shape."""
     shape = pointwise_shape(op, *tensors)
