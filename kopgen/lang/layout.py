@@ -217,6 +217,8 @@ _KEYWORDS = frozenset({"if", "else", "and", "or", "not", "in", "is", "for", "ret
 def statement(text: str, indent: int) -> str:
     """A one-line Python statement as ruff format lays it out at column `indent` (later lines indented
     from there; the first line is printed where the template puts it)."""
+    if "\n" in text:  # already laid out: its tokens would be cut short, not split again
+        raise ValueError(f"statement() lays out one line, got {text!r}")
     line = _Line(text)
     lines = _split(line, 0, len(line.tokens), indent, value_from=_value_start(line))
     return "\n".join(lines)[indent:]

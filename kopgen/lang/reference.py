@@ -209,10 +209,23 @@ def _written_kernel_body(op: Op) -> list[str]:
     else:
         lines += ["    " + layout.assign(out, allocate(op), 4) for out in outs]
     if len(outs) == 1:
-        return lines + ["    " + layout.assign("return", f"{outs[0]}.copy_({reference})", 4)]
+        tensors = [a.name for a in op.tensor_args]
+        written = f"_support.written_to({', '.join([outs[0], reference, *tensors])})"
+        return lines + ["    " + layout.statement(f"return {written}", 4)]
     lines.append("    " + layout.assign(expected, reference, 4))
     copies = [f"{out}.copy_({expected}[{i}])" for i, out in enumerate(outs)]
     return lines + ["    " + returns(copies, 4)]
+
+
+def writes_result(op: Op) -> bool:
+    """Whether the op's Python kernel returns its reference's result through _support.written_to: one
+    fresh output, of a kind whose kernel is _written_kernel_body."""
+    kinds = (PointwiseCompute, RowReduction, RowNormalization, GatedSplit, SplitGradient)
+    return "python" in op.kernel_languages and type(op.body) in kinds and not op.is_mutating and op.num_outputs == 1
+
+
+def any_written_result(package: Package) -> bool:
+    return any(writes_result(op) for op in package.ops)
 
 
 def _custom_kernel_body(op: Op) -> list[str]:

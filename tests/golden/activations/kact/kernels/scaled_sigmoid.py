@@ -84,4 +84,4 @@ def scaled_sigmoid_triton(x: Tensor, scale: float = 1.0) -> Tensor:
 def scaled_sigmoid_python(x: Tensor, scale: float = 1.0) -> Tensor:
     """The PyTorch reference as a kernel, written into fresh contiguous output."""
     out = _support.pointwise_output("kact::scaled_sigmoid", x)
-    return out.copy_(reference.scaled_sigmoid(x, scale))
+    return _support.written_to(out, reference.scaled_sigmoid(x, scale), x)

@@ -99,4 +99,6 @@ def scaled_sigmoid_backward_python(
 ) -> Tensor:
     """The PyTorch reference as a kernel, written into fresh contiguous output."""
     out = _support.pointwise_output("kact::scaled_sigmoid_backward", grad, result)
-    return out.copy_(reference.scaled_sigmoid_backward(grad, result, scale))
+    return _support.written_to(
+        out, reference.scaled_sigmoid_backward(grad, result, scale), grad, result
+    )

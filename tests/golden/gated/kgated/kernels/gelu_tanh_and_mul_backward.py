@@ -157,4 +157,6 @@ def gelu_tanh_and_mul_backward_python(grad: Tensor, x: Tensor) -> Tensor:
     """The PyTorch reference as a kernel, written into fresh contiguous output."""
     gate, up = _support.split_halves("kgated::gelu_tanh_and_mul_backward", x)
     out = _support.joined_output("kgated::gelu_tanh_and_mul_backward", grad, gate, up)
-    return out.copy_(reference.gelu_tanh_and_mul_backward(grad, x))
+    return _support.written_to(
+        out, reference.gelu_tanh_and_mul_backward(grad, x), grad, x
+    )

@@ -225,7 +225,9 @@ def layer_norm_python(
 ) -> Tensor:
     """The PyTorch reference as a kernel, written into fresh contiguous output."""
     out = _support.normalization_output("knorms::layer_norm", x, weight, bias)
-    return out.copy_(reference.layer_norm(x, weight, bias, eps))
+    return _support.written_to(
+        out, reference.layer_norm(x, weight, bias, eps), x, weight, bias
+    )
 
 
 def layer_norm_forward_python(

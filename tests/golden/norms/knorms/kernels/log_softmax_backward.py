@@ -142,4 +142,6 @@ def log_softmax_backward_triton(grad: Tensor, result: Tensor) -> Tensor:
 def log_softmax_backward_python(grad: Tensor, result: Tensor) -> Tensor:
     """The PyTorch reference as a kernel, written into fresh contiguous output."""
     out = _support.normalization_output("knorms::log_softmax_backward", grad, result)
-    return out.copy_(reference.log_softmax_backward(grad, result))
+    return _support.written_to(
+        out, reference.log_softmax_backward(grad, result), grad, result
+    )

@@ -44,7 +44,8 @@ struct Launch {
 
 // The blocks a multiprocessor of a kernel that sums columns over the rows: each block its partial
 // rows, so that few are summed after. As many as its launch bounds keep resident at once (2): with
-// 4, half waited for a second wave (H200, rms_norm's float32 backward at hidden 8192 129 -> 119 us).
+// 4, half waited for a second wave (H200: rms_norm's float32 backward at hidden 8192, 129 -> 119
+// us).
 constexpr int kSumBlocksPerMultiprocessor = 2;
 
 }  // namespace kstable::cuda

@@ -919,12 +919,13 @@ __device__ __forceinline__ void store_held_sums(const acc_t* slots, const acc_t 
   }
 }
 
-// Blocks of norms_kernel that must fit a multiprocessor at once (0: as the compiler chooses), which
-// caps its registers a thread: more resident blocks hide the latency of reading a row. Measured on an
-// H200 (docs/performance.md, benchmarks/norms_kernels.sh): with column sums 2 (rms_norm's float32
-// backward at hidden 8192 157 -> 119 us with 2 partial rows a multiprocessor); bfloat16 without 4
-// (layer_norm at 8192 71.5 -> 63.5 us, log_softmax 41 -> 46); float32 without, as the compiler chooses
-// (at 3 or 4, fused_add_rms_norm at 8192 137 -> 200-222 us).
+// Blocks of norms_kernel that must fit a multiprocessor at once (0: as the compiler chooses),
+// which caps its registers a thread: more resident blocks hide the latency of reading a row.
+// Measured on an H200 (docs/performance.md, benchmarks/norms_kernels.sh): with column sums 2
+// (rms_norm's float32 backward at hidden 8192, 157 -> 119 us with 2 partial rows a
+// multiprocessor); bfloat16 without them 4 (layer_norm at 8192 71.5 -> 63.5 us, log_softmax 41 ->
+// 46); float32 without them as the compiler chooses (at 3 or 4, fused_add_rms_norm at 8192 137 ->
+// 200-222 us).
 template <int SUMS, typename scalar_t>
 constexpr int norms_blocks_per_multiprocessor() {
   return sizeof(scalar_t) == 8 ? 0 : SUMS > 0 ? 2 : sizeof(scalar_t) < 4 ? 4 : 0;
