@@ -219,9 +219,8 @@ def _written_kernel_body(op: Op) -> list[str]:
 
 def writes_result(op: Op) -> bool:
     """Whether the op's Python kernel returns its reference's result through _support.written_to: one
-    fresh output, of a kind whose kernel is _written_kernel_body."""
-    kinds = (PointwiseCompute, RowReduction, RowNormalization, GatedSplit, SplitGradient)
-    return "python" in op.kernel_languages and type(op.body) in kinds and not op.is_mutating and op.num_outputs == 1
+    fresh output, of a kind whose kernel writes the reference into its outputs (_Kind.written)."""
+    return "python" in op.kernel_languages and _kind(op).written and not op.is_mutating and op.num_outputs == 1
 
 
 def any_written_result(package: Package) -> bool:
@@ -296,6 +295,7 @@ class _Kind(NamedTuple):
     return_line: Callable[[Op], str]  # the reference's `return`
     python_kernel_body: Callable[[Op], list[str]]
     dtype_lines: Callable[[Op], list[str]] = _lead_dtype  # the reference's line that reads the dtype(s) it returns
+    written: bool = True  # python_kernel_body is _written_kernel_body's (writes_result)
 
 
 _KINDS = {
@@ -309,8 +309,9 @@ _KINDS = {
     SplitGradient: _Kind(lambda op: op.read_args, _joined_return, _split_kernel_body,
                          dtype_lines=lambda op: _lead_dtype(op) + split.bind(op, 0, "")),
     RowGradient: _Kind(lambda op: op.read_args, _pointwise_return, _row_gradient_kernel_body,
-                       dtype_lines=lambda op: _lead_dtype(op) + split.bind(op, 0, "")),
-    CustomKernel: _Kind(_custom_reference_inputs, _custom_return, _custom_kernel_body, dtype_lines=_custom_dtype),
+                       dtype_lines=lambda op: _lead_dtype(op) + split.bind(op, 0, ""), written=False),
+    CustomKernel: _Kind(_custom_reference_inputs, _custom_return, _custom_kernel_body, dtype_lines=_custom_dtype,
+                        written=False),
 }
 
 
