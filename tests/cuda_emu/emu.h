@@ -72,6 +72,12 @@ T __shfl_xor_sync(unsigned, T value, int offset) {
   return result;
 }
 
+inline float __uint_as_float(unsigned int bits) {
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+
 extern "C" cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 
 namespace emu {

@@ -171,6 +171,19 @@ inline unsigned int blocks_for(int64_t vectors) {
   return static_cast<unsigned int>(std::clamp<int64_t>(blocks, 1, kMaxBlocks));
 }
 
+// Element k of x in the compute type. A bfloat16 is the upper half of a float: from the 32-bit word
+// that holds it and its neighbour, one shift or mask (a conversion of the element alone also
+// extracts it from the word first: a byte permute more).
+template <typename scalar_t, int N>
+__device__ __forceinline__ compute_t<scalar_t> element(const Vec<scalar_t, N>& x, int k) {
+  if constexpr (std::is_same_v<scalar_t, __nv_bfloat16> && N % 2 == 0) {
+    const uint32_t word = reinterpret_cast<const uint32_t*>(x.v)[k / 2];
+    return __uint_as_float(k % 2 == 0 ? word << 16 : word & 0xffff0000u);
+  } else {
+    return to_compute(x.v[k]);
+  }
+}
+
 // Element k of each input vector, in the compute type, passed to the functor.
 template <typename F, typename V, int N, size_t... I>
 __device__ __forceinline__ auto call(
@@ -178,7 +191,7 @@ __device__ __forceinline__ auto call(
     const V (&x)[N],
     int k,
     std::index_sequence<I...>) {
-  return f(to_compute(x[I].v[k])...);
+  return f(element(x[I], k)...);
 }
 
 // The functor on element k of every input vector gives element k of every output vector.
@@ -758,19 +771,24 @@ struct RowStrides {
 // row has at most HELD vectors a thread, and the inputs a statistic reads (bit j of KEPT: input j)
 // are loaded once into registers (a row read once from memory); the others (a weight, a bias) are
 // loaded by the pass that reads them, the last. With HELD == 0 each pass loads what it reads.
+// Every pointer is valid (norms() points an absent optional input at the first input's row) and a
+// held load past the row's end reads its last vector instead, unused: the loads need no branch,
+// and issue together. (A branch a load, with a zeroed vector for an absent input, took rms_norm's
+// bfloat16 kernel 51.9 us at hidden 8192 against 37.0 without, H200, benchmarks/norms_kernels.sh.)
 template <int VEC, int HELD, typename scalar_t, int IN, unsigned KEPT>
 struct RowPart {
   using V = Vec<scalar_t, VEC>;
   static constexpr int kInputs = IN;
   static constexpr int kVec = VEC;
-  const scalar_t* at[IN];  // the row's start in each input (null: an absent optional)
+  const scalar_t* at[IN];  // the row's start in each input
   int64_t vectors;  // 0 past the last row
+  int64_t last;  // the row's last vector
   int lane;
   int lanes;
   V held[HELD > 0 ? HELD : 1][IN];
 
   __device__ __forceinline__ V load(int j, int64_t v) const {
-    return load_vector<VEC>(at[j], 0, 1, v * VEC);
+    return reinterpret_cast<const V*>(at[j])[v];
   }
 
   static constexpr bool kept(int j) {
@@ -782,8 +800,8 @@ struct RowPart {
     for (int h = 0; h < HELD; ++h) {
 #pragma unroll
       for (int j = 0; j < IN; ++j) {
-        if (kept(j) && lane + h * lanes < vectors) {
-          held[h][j] = load(j, lane + h * lanes);
+        if (kept(j)) {
+          held[h][j] = load(j, std::min<int64_t>(lane + h * lanes, last));
         }
       }
     }
@@ -810,21 +828,25 @@ struct RowPart {
   }
 
   // Calls visit(x, v, h) with vector v of every input, for each of the thread's vectors: held
-  // vector h (0 where none is held). A pass that does not read an input that is not kept loads
-  // nothing of it: the compiler drops the dead load.
+  // vector h (0 where none is held). The inputs that are not kept are loaded for all held vectors
+  // first, then visited; a pass that does not read them loads nothing (the compiler drops the dead
+  // loads).
   template <typename Visit>
   __device__ __forceinline__ void each(Visit&& visit) const {
     if constexpr (HELD > 0) {
+      V x[HELD][IN];
+#pragma unroll
+      for (int h = 0; h < HELD; ++h) {
+#pragma unroll
+        for (int j = 0; j < IN; ++j) {
+          x[h][j] = kept(j) ? held[h][j] : load(j, std::min<int64_t>(lane + h * lanes, last));
+        }
+      }
 #pragma unroll
       for (int h = 0; h < HELD; ++h) {
         const int64_t v = lane + h * lanes;
         if (v < vectors) {
-          V x[IN];
-#pragma unroll
-          for (int j = 0; j < IN; ++j) {
-            x[j] = kept(j) ? held[h][j] : load(j, v);
-          }
-          visit(x, v, h);
+          visit(x[h], v, h);
         }
       }
     } else {
@@ -992,10 +1014,11 @@ __global__ void __launch_bounds__(kThreads, (norms_blocks_per_multiprocessor<SUM
     const int64_t row = first + threadIdx.x / lanes;
     RowPart<VEC, HELD, scalar_t, IN, F::kKept> part;
 #pragma unroll
-    for (int j = 0; j < IN; ++j) {
-      part.at[j] = in.at[j] != nullptr ? in.at[j] + row * strides.at[j] : nullptr;
+    for (int j = 0; j < IN; ++j) {  // past the last row, the last row's (loaded, not used)
+      part.at[j] = in.at[j] + std::min(row, rows - 1) * strides.at[j];
     }
     part.vectors = row < rows ? cols / VEC : 0;
+    part.last = cols / VEC - 1;  // norms() launches no empty rows
     part.lane = static_cast<int>(threadIdx.x) % lanes;
     part.lanes = lanes;
     part.hold();
@@ -1120,6 +1143,9 @@ void launch_norms(const F& f, const Pointers<const scalar_t*, IN>& in,
 // where every row starts aligned.
 template <template <typename> class F, typename... Scalars>
 cudaError_t norms(const Launch& launch, Scalars... scalars) {
+  if (launch.n == 0 || launch.cols == 0) {
+    return cudaSuccess;  // nothing to write (and norms_kernel reads each row's last vector)
+  }
   dispatch(launch.dtype, [&](auto zero) {
     using scalar_t = decltype(zero);
     using acc_t = compute_t<scalar_t>;
@@ -1136,6 +1162,17 @@ cudaError_t norms(const Launch& launch, Scalars... scalars) {
       in.at[j] = static_cast<const scalar_t*>(launch.inputs[j]);
       strides.at[j] = launch.row_strides[j];
       vectors = vectors && (in.at[j] == nullptr || (aligned(in.at[j]) && strides.at[j] % VEC == 0));
+    }
+    // An absent optional input reads the first given input's first row instead, never used.
+    int given = 0;
+    while (in.at[given] == nullptr) {  // the row's lead Tensor is always given
+      ++given;
+    }
+    for (int j = 0; j < IN; ++j) {
+      if (in.at[j] == nullptr) {
+        in.at[j] = in.at[given];
+        strides.at[j] = 0;
+      }
     }
     for (int j = 0; j < OUT; ++j) {
       out.at[j] = static_cast<scalar_t*>(launch.outputs[j]) + launch.output_offsets[j];
