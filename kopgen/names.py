@@ -45,7 +45,7 @@ MODULE_PATTERN = re.compile(r"^(_.*|.*_kernels)$")  # private names; _registrati
 # Types the generated C++ of an op names unqualified in its host function, functor and launcher: an
 # argument of that name would hide them there (`Tensor` is one of MODULE_NAMES already).
 CPP_TYPE_NAMES = frozenset({"KernelCall", "Values", "Sum", "Mean", "Max", "Min", "acc_t", "Signature"})
-CPP_TYPE_NAMES |= {"Stat", "Reductions"}  # a row normalisation's functor (lang/cpp_norms.py)
+CPP_TYPE_NAMES |= {"Stat", "Reductions", "RowValue"}  # a row normalisation's functor (lang/cpp_norms.py)
 CPP_TYPE_NAMES |= {"AutogradContext", "variable_list"}  # the autograd of csrc/ops.cpp (lang/cpp_autograd.py)
 
 # -- the generated code's own names, renamed where the op's names take them

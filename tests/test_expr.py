@@ -244,7 +244,7 @@ def test_cpp_translation(cpp_outputs, i, fn):
     ("a * b + alpha", "a * b + alpha", "a * b + alpha", "a * b + alpha"),
     ("(a + b) * 2", "(a + b) * 2", "(a + b) * 2.0", "(a + b) * acc_t(2)"),
     ("a - (b - a)", "a - (b - a)", "a - (b - a)", "a - (b - a)"),
-    ("-a ** 2", "-a ** 2", "-(a * a)", "-std::pow(a, acc_t(2))"),
+    ("-a ** 2", "-a ** 2", "-(a * a)", "-(a * a)"),
     ("a ** -2", "a ** (-2)", "1.0 / (a * a)", "std::pow(a, -acc_t(2))"),
     ("a ** alpha", "a ** alpha", "tl.exp2(alpha * tl.log2(a))", "std::pow(a, alpha)"),
     ("tanh(a)", "torch.tanh(a)", "2.0 / (1.0 + tl.exp(-2.0 * a)) - 1.0", "std::tanh(a)"),

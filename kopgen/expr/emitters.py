@@ -179,6 +179,15 @@ class CppEmitter(Emitter):
         value = node.value
         return (str(value).lower() if isinstance(value, bool) else f"acc_t({value!r})"), _ATOM
 
+    def power(self, base: ast.AST, exp: ast.AST, node: ast.AST, name: str) -> tuple[str, int]:
+        # Squares and cubes of arithmetic as products, as ATen's pow kernels compute them: std::pow costs
+        # dozens of instructions on a GPU and may be an ulp off the product. (A base that calls a
+        # function keeps std::pow: the product would call it n times.)
+        n = _small_int(exp)
+        if n in (2, 3) and not any(isinstance(child, ast.Call) for child in ast.walk(base)):
+            return " * ".join([self.sub(base, _PREC["unary"])] * n), _PREC["*"]
+        return super().power(base, exp, node, name)
+
 
 class TorchEmitter(Emitter):
     """PyTorch over tensors and Python numbers: the table follows each node's kind."""

@@ -244,7 +244,11 @@ class CppOp:
         writes = [by_arg[a.name] for a in self.op.tensor_args if a.name in by_arg]
         writes += [w for w in self.op.writes if w.arg is None]
         # then a normalisation's backward kernel's gradients summed over the rows (functor column_sums)
-        return [w.expr.to_cpp() for w in writes] + [c.expr.to_cpp() for c in self._column_sums]
+        return [e.to_cpp() for e in self._per_element([w.expr for w in writes] + [c.expr for c in self._column_sums])]
+
+    def _per_element(self, exprs: list) -> list:
+        """A normalisation's expressions read its row values (lang/cpp_norms.py); others are as they are."""
+        return [_norms().per_element(self.op, e) for e in exprs] if self._loop.normalizes else exprs
 
     @property
     def _column_sums(self) -> tuple:
@@ -252,7 +256,7 @@ class CppOp:
 
     @property
     def _compute_reads(self) -> set[str]:
-        exprs = (*(w.expr for w in self.op.writes), *(c.expr for c in self._column_sums))
+        exprs = self._per_element([*(w.expr for w in self.op.writes), *(c.expr for c in self._column_sums)])
         return {n for e in exprs for n in (*e.names, *e.tested)}
 
     def functor_methods(self, device: str) -> list[str]:

@@ -9,29 +9,103 @@ norms_kernel call, one overload per statistic, beside the functor's operator() (
     Values<acc_t, 1> operator()(const acc_t* stat, acc_t x, acc_t weight) const  // compute
 
 `stat` holds the row's statistics computed so far; each method binds the ones it reads by name.
+
+A part of an expression computed per element that reads statistics and scalars only (layer_norm's backward
+reads `rsqrt(mean1 + eps)` at every element) is a row value: computed once a row, after the statistics it
+reads, as a statistic without a pass over the row (its reduction `RowValue`, its `finished` taking no total),
+and read by name. The compiler cannot hoist it itself: a division or square root is a branch to its slow
+path per element.
 """
 
 from __future__ import annotations
 
-from ..expr import Pointwise
+import ast
+from dataclasses import dataclass
+
+from ..expr import ExprError, Pointwise, parse_pointwise
 from ..model import Op
-from ..names import locals_for
+from ..names import fresh, locals_for
 from .cpp import wrap, wrap_expression
 
 # The reductions of csrc/pointwise.h and cuda/pointwise.cuh, by statistic reduction.
 _REDUCERS = {"sum": "Sum", "mean": "Mean", "max": "Max", "min": "Min"}
 
 
+@dataclass(frozen=True)
+class RowValue:
+    """A row-invariant part of the per-element expressions, computed once a row."""
+
+    name: str
+    expr: Pointwise  # over statistics and scalar arguments
+    after: int  # the last statistic it reads
+
+
+@dataclass(frozen=True)
+class Slots:
+    """The functor's `stat` array: each statistic, and after it the row values that read it last."""
+
+    names: tuple[str, ...]  # each slot's name, in order
+    values: tuple[RowValue, ...]
+    per_element: dict[str, Pointwise]  # each per-element expression's text: it, reading the row values
+
+    def index(self, name: str) -> int:
+        return self.names.index(name)
+
+
+def slots(op: Op) -> Slots:
+    """The statistics and row values of `op`'s functor, and its per-element expressions rewritten to read
+    the row values (as they are where the rewrite does not parse: no row values then)."""
+    stats = op.body.stat_names
+    kinds = {a.name: a.kind for a in op.args} | dict.fromkeys(stats, "tensor")
+    scalars = {name for name, kind in kinds.items() if kind in ("float", "int", "bool")}
+    exprs = [*(s.reduced for s in op.body.stats), *(w.expr for w in op.body.writes),
+             *(c.expr for c in getattr(op.body, "column_sums", ()))]
+    taken = {*kinds, *(a.name for a in op.kernel_args)}
+    found: dict[str, str] = {}  # a row value's text: its name
+
+    def invariant(node: ast.AST) -> bool:
+        functions = {id(n.func) for n in ast.walk(node) if isinstance(n, ast.Call)}
+        names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and id(n) not in functions}
+        return names <= scalars | set(stats) and bool(names & set(stats))
+
+    class Hoist(ast.NodeTransformer):
+        def visit(self, node: ast.AST) -> ast.AST:
+            if isinstance(node, ast.expr) and not isinstance(node, (ast.Name, ast.Constant)) and invariant(node):
+                text = ast.unparse(node)
+                try:
+                    parse_pointwise(text, kinds)  # a number, not a truth value
+                except ExprError:
+                    return self.generic_visit(node)
+                if text not in found:
+                    found[text] = fresh(f"row{len(found)}", taken)
+                return ast.copy_location(ast.Name(found[text], ast.Load()), node)
+            return self.generic_visit(node)
+
+    rewritten = {e.text: ast.unparse(Hoist().visit(ast.parse(e.text.strip(), mode="eval"))) for e in exprs}
+    try:
+        row_kinds = kinds | dict.fromkeys(found.values(), "tensor")
+        per_element = {e.text: parse_pointwise(rewritten[e.text], row_kinds) for e in exprs}
+        values = [RowValue(name, parse_pointwise(text, kinds), 0) for text, name in found.items()]
+    except ExprError:
+        return Slots(stats, (), {e.text: e for e in exprs})
+    values = [RowValue(v.name, v.expr, max(stats.index(n) for n in v.expr.names if n in stats)) for v in values]
+    names = [name for k, stat in enumerate(stats) for name in (stat, *(v.name for v in values if v.after == k))]
+    return Slots(tuple(names), tuple(values), per_element)
+
+
+def per_element(op: Op, expr: Pointwise) -> Pointwise:
+    """`expr` (a statistic's reduced value or a written one) as the functor computes it: reading the row values."""
+    return slots(op).per_element.get(expr.text, expr)
+
+
 def stat_parameter(op: Op, read: set[str]) -> str:
-    """The statistics parameter, unnamed where none of `read` is one."""
-    return f"const acc_t* {locals_for(op).stat}" if read & set(op.body.stat_names) else "const acc_t*"
+    """The statistics parameter, unnamed where none of `read` is a statistic or row value."""
+    return f"const acc_t* {locals_for(op).stat}" if read & set(slots(op).names) else "const acc_t*"
 
 
 def stat_bindings(op: Op, read: set[str]) -> list[str]:
-    """`const acc_t rstd = stat[0];` for each statistic in `read`."""
-    return [
-        f"const acc_t {name} = {locals_for(op).stat}[{k}];" for k, name in enumerate(op.body.stat_names) if name in read
-    ]
+    """`const acc_t rstd = stat[0];` for each statistic or row value in `read`."""
+    return [f"const acc_t {name} = {locals_for(op).stat}[{k}];" for k, name in enumerate(slots(op).names) if name in read]
 
 
 def _inputs(op: Op, expr: Pointwise) -> list[str]:
@@ -50,10 +124,14 @@ def kept_inputs(op: Op) -> list[str]:
 
 
 def methods(op: Op, device: str) -> list[str]:
-    """The lines of the functor's statistics: Reductions, then reduced and finished per statistic."""
+    """The lines of the functor's statistics: Reductions, then reduced and finished per statistic, and
+    finished per row value."""
     prefix = "__device__ " if device == "cuda" else ""
-    stats = op.body.stats
-    lines = [f"using Reductions = std::tuple<{', '.join(f'{_REDUCERS[s.reduction.kind]}<acc_t>' for s in stats)}>;"]
+    layout = slots(op)
+    stats = {s.name: s for s in op.body.stats}
+    values = {v.name: v for v in layout.values}
+    reductions = [f"{_REDUCERS[stats[n].reduction.kind]}<acc_t>" if n in stats else "RowValue" for n in layout.names]
+    lines = [wrap("using Reductions = std::tuple<", reductions, ">;", after=2)]
     if device == "cuda":
         lines += kept_inputs(op)
     sums = op.body.column_sums
@@ -62,13 +140,24 @@ def methods(op: Op, device: str) -> list[str]:
         which = "value" if len(sums) == 1 else f"{len(sums)} values"
         lines += [f"// operator()'s last {which}: {likes} gradient, which the loop sums over the rows",
                   f"static constexpr int column_sums = {len(sums)};"]
-    for k, stat in enumerate(stats):
+    for k, name in enumerate(layout.names):
+        if name in values:  # computed once a row, from the statistics before it
+            value = values[name].expr
+            read = set(value.names)
+            lines.append(f"// {name} = {value.text}: once a row")
+            lines.append(wrap(f"{prefix}acc_t finished(", [f"Stat<{k}>", stat_parameter(op, read)], ") const {", after=2))
+            lines += [f"  {b}" for b in stat_bindings(op, read)]
+            lines.append(f"  return {wrap_expression(value.to_cpp(), 11, 6)};")
+            lines.append("}")
+            continue
+        stat = stats[name]
+        reduced = per_element(op, stat.reduced)
         lines.append(f"// {stat.name} = {' '.join(stat.text.split())}")
-        read = set(stat.reduced.names)
-        parameters = [f"Stat<{k}>", stat_parameter(op, read), *_inputs(op, stat.reduced)]
+        read = set(reduced.names)
+        parameters = [f"Stat<{k}>", stat_parameter(op, read), *_inputs(op, reduced)]
         lines.append(wrap(f"{prefix}acc_t reduced(", parameters, ") const {", after=2))
         lines += [f"  {b}" for b in stat_bindings(op, read)]
-        lines.append(f"  return {wrap_expression(stat.reduced.to_cpp(), 11, 6)};")
+        lines.append(f"  return {wrap_expression(reduced.to_cpp(), 11, 6)};")
         lines.append("}")
         # Its own name stands for the reduced total (the parameter) in the expression around it.
         read = set() if stat.outer is None else set(stat.outer.names) - {stat.name}

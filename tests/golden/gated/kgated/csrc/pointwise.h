@@ -108,6 +108,9 @@ struct Min {
   }
   static acc_t finish(acc_t total, int64_t) { return total; }
 };
+// A row normalisation's row value: no reduction, computed once a row from the statistics before it
+// (lang/cpp_norms.py).
+struct RowValue {};
 
 // Names statistic K of a row normalisation's functor: its methods take it first, one overload each.
 template <int K>
@@ -901,20 +904,25 @@ class C10_HIDDEN KernelCall {
 
   // One row normalisation's statistics of a row (of `cols` elements from each of `at`): statistic
   // K is Reduce over the row of f.reduced, kLanes partial totals as rows_loop keeps, then finished.
+  // A row value has no pass: it is finished from the statistics before it.
   template <int K, typename Functor, typename scalar_t, typename acc_t, size_t... I>
   void statistic(const Functor& f, const scalar_t* const* at, acc_t* stat,
                  std::index_sequence<I...>) const {
     using Reduce = std::tuple_element_t<K, typename Functor::Reductions>;
-    Lanes<Reduce, acc_t> lanes;
-    int64_t i = 0;
-    for (; i + kLanes <= cols_; i += kLanes) {
-      lanes.add([&](int k) { return f.reduced(Stat<K>{}, stat, load<acc_t>(at[I], i + k)...); });
+    if constexpr (std::is_same_v<Reduce, RowValue>) {
+      stat[K] = f.finished(Stat<K>{}, stat);
+    } else {
+      Lanes<Reduce, acc_t> lanes;
+      int64_t i = 0;
+      for (; i + kLanes <= cols_; i += kLanes) {
+        lanes.add([&](int k) { return f.reduced(Stat<K>{}, stat, load<acc_t>(at[I], i + k)...); });
+      }
+      acc_t total = lanes.combined();
+      for (; i < cols_; ++i) {
+        total = Reduce::combine(total, f.reduced(Stat<K>{}, stat, load<acc_t>(at[I], i)...));
+      }
+      stat[K] = f.finished(Stat<K>{}, stat, Reduce::finish(total, cols_));
     }
-    acc_t total = lanes.combined();
-    for (; i < cols_; ++i) {
-      total = Reduce::combine(total, f.reduced(Stat<K>{}, stat, load<acc_t>(at[I], i)...));
-    }
-    stat[K] = f.finished(Stat<K>{}, stat, Reduce::finish(total, cols_));
   }
 
   // SUMS > 0: the functor's last SUMS values summed over the rows, into the last SUMS outputs (cols

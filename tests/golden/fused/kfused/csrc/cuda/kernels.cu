@@ -65,7 +65,7 @@ struct rms_norm {
 template <typename acc_t>
 struct rms_norm_backward {
   acc_t eps;
-  using Reductions = std::tuple<Mean<acc_t>, Mean<acc_t>>;
+  using Reductions = std::tuple<Mean<acc_t>, RowValue, RowValue, Mean<acc_t>>;
   static constexpr unsigned kKept = 0b111;  // kept in registers: grad, x, weight
   // operator()'s last value: weight's gradient, which the loop sums over the rows
   static constexpr int column_sums = 1;
@@ -76,11 +76,21 @@ struct rms_norm_backward {
   __device__ acc_t finished(Stat<0>, const acc_t*, acc_t mean0) const {
     return mean0;
   }
+  // row0 = rsqrt(mean0 + eps): once a row
+  __device__ acc_t finished(Stat<1>, const acc_t* stat) const {
+    const acc_t mean0 = stat[0];
+    return acc_t(1) / std::sqrt(mean0 + eps);
+  }
+  // row1 = mean0 + eps: once a row
+  __device__ acc_t finished(Stat<2>, const acc_t* stat) const {
+    const acc_t mean0 = stat[0];
+    return mean0 + eps;
+  }
   // mean1 = mean(grad * weight * x)
-  __device__ acc_t reduced(Stat<1>, const acc_t*, acc_t grad, acc_t x, acc_t weight) const {
+  __device__ acc_t reduced(Stat<3>, const acc_t*, acc_t grad, acc_t x, acc_t weight) const {
     return grad * weight * x;
   }
-  __device__ acc_t finished(Stat<1>, const acc_t*, acc_t mean1) const {
+  __device__ acc_t finished(Stat<3>, const acc_t*, acc_t mean1) const {
     return mean1;
   }
   __device__ Values<acc_t, 2> operator()(
@@ -88,11 +98,10 @@ struct rms_norm_backward {
       acc_t grad,
       acc_t x,
       acc_t weight) const {
-    const acc_t mean0 = stat[0];
-    const acc_t mean1 = stat[1];
-    return {
-        acc_t(1) / std::sqrt(mean0 + eps) * (grad * weight - x * mean1 / (mean0 + eps)),
-        grad * x * (acc_t(1) / std::sqrt(mean0 + eps))};
+    const acc_t row0 = stat[1];
+    const acc_t row1 = stat[2];
+    const acc_t mean1 = stat[3];
+    return {row0 * (grad * weight - x * mean1 / row1), grad * x * row0};
   }
 };
 
@@ -136,7 +145,13 @@ struct layer_norm {
 template <typename acc_t>
 struct layer_norm_backward {
   acc_t eps;
-  using Reductions = std::tuple<Mean<acc_t>, Mean<acc_t>, Mean<acc_t>, Mean<acc_t>>;
+  using Reductions = std::tuple<
+      Mean<acc_t>,
+      Mean<acc_t>,
+      RowValue,
+      RowValue,
+      Mean<acc_t>,
+      Mean<acc_t>>;
   static constexpr unsigned kKept = 0b111;  // kept in registers: grad, x, weight
   // operator()'s last value: weight's gradient, which the loop sums over the rows
   static constexpr int column_sums = 1;
@@ -155,24 +170,34 @@ struct layer_norm_backward {
       acc_t x,
       acc_t /*weight*/) const {
     const acc_t mean0 = stat[0];
-    return std::pow(x - mean0, acc_t(2));
+    return (x - mean0) * (x - mean0);
   }
   __device__ acc_t finished(Stat<1>, const acc_t*, acc_t mean1) const {
     return mean1;
   }
+  // row0 = rsqrt(mean1 + eps): once a row
+  __device__ acc_t finished(Stat<2>, const acc_t* stat) const {
+    const acc_t mean1 = stat[1];
+    return acc_t(1) / std::sqrt(mean1 + eps);
+  }
+  // row1 = mean1 + eps: once a row
+  __device__ acc_t finished(Stat<3>, const acc_t* stat) const {
+    const acc_t mean1 = stat[1];
+    return mean1 + eps;
+  }
   // mean2 = mean(grad * weight)
-  __device__ acc_t reduced(Stat<2>, const acc_t*, acc_t grad, acc_t /*x*/, acc_t weight) const {
+  __device__ acc_t reduced(Stat<4>, const acc_t*, acc_t grad, acc_t /*x*/, acc_t weight) const {
     return grad * weight;
   }
-  __device__ acc_t finished(Stat<2>, const acc_t*, acc_t mean2) const {
+  __device__ acc_t finished(Stat<4>, const acc_t*, acc_t mean2) const {
     return mean2;
   }
   // mean3 = mean(grad * weight * (x - mean0))
-  __device__ acc_t reduced(Stat<3>, const acc_t* stat, acc_t grad, acc_t x, acc_t weight) const {
+  __device__ acc_t reduced(Stat<5>, const acc_t* stat, acc_t grad, acc_t x, acc_t weight) const {
     const acc_t mean0 = stat[0];
     return grad * weight * (x - mean0);
   }
-  __device__ acc_t finished(Stat<3>, const acc_t*, acc_t mean3) const {
+  __device__ acc_t finished(Stat<5>, const acc_t*, acc_t mean3) const {
     return mean3;
   }
   __device__ Values<acc_t, 2> operator()(
@@ -181,13 +206,11 @@ struct layer_norm_backward {
       acc_t x,
       acc_t weight) const {
     const acc_t mean0 = stat[0];
-    const acc_t mean1 = stat[1];
-    const acc_t mean2 = stat[2];
-    const acc_t mean3 = stat[3];
-    return {
-        acc_t(1) / std::sqrt(mean1 + eps)
-            * (grad * weight - mean2 - (x - mean0) * mean3 / (mean1 + eps)),
-        grad * (x - mean0) * (acc_t(1) / std::sqrt(mean1 + eps))};
+    const acc_t row0 = stat[2];
+    const acc_t row1 = stat[3];
+    const acc_t mean2 = stat[4];
+    const acc_t mean3 = stat[5];
+    return {row0 * (grad * weight - mean2 - (x - mean0) * mean3 / row1), grad * (x - mean0) * row0};
   }
 };
 

@@ -147,6 +147,9 @@ struct Min {
   }
   static __device__ acc_t finish(acc_t total, int64_t) { return total; }
 };
+// A row normalisation's row value: no reduction, computed once a row from the statistics before it
+// (lang/cpp_norms.py).
+struct RowValue {};
 
 // Calls `launch(scalar_t{})` with the element type of `dtype`.
 template <typename Launcher>
@@ -863,23 +866,28 @@ struct RowPart {
 };
 
 // Statistic K of the row: F's reduced value of each element combined by its Reduce, over the
-// thread's part, then over the row's lanes, then finished. Every lane gets it.
+// thread's part, then over the row's lanes, then finished. Every lane gets it. A row value has no
+// pass: it is finished from the statistics before it.
 template <int K, typename F, typename Part, typename acc_t>
 __device__ __forceinline__ void statistic(const F& f, Part& part, acc_t* stat,
                                           acc_t* partial, int64_t cols) {
   using Reduce = std::tuple_element_t<K, typename F::Reductions>;
-  const auto reduced = [&](auto... values) { return f.reduced(Stat<K>{}, stat, values...); };
-  acc_t total = Reduce::identity();
-  part.each([&](const auto& x, int64_t, int) {
+  if constexpr (std::is_same_v<Reduce, RowValue>) {
+    stat[K] = f.finished(Stat<K>{}, stat);
+  } else {
+    const auto reduced = [&](auto... values) { return f.reduced(Stat<K>{}, stat, values...); };
+    acc_t total = Reduce::identity();
+    part.each([&](const auto& x, int64_t, int) {
 #pragma unroll
-    for (int k = 0; k < Part::kVec; ++k) {
-      const acc_t value = call(reduced, x, k, std::make_index_sequence<Part::kInputs>{});
-      total = Reduce::combine(total, value);
-    }
-  });
-  part.reload_barrier();
-  total = row_total<Reduce>(total, part.lanes, partial);
-  stat[K] = f.finished(Stat<K>{}, stat, Reduce::finish(total, cols));
+      for (int k = 0; k < Part::kVec; ++k) {
+        const acc_t value = call(reduced, x, k, std::make_index_sequence<Part::kInputs>{});
+        total = Reduce::combine(total, value);
+      }
+    });
+    part.reload_barrier();
+    total = row_total<Reduce>(total, part.lanes, partial);
+    stat[K] = f.finished(Stat<K>{}, stat, Reduce::finish(total, cols));
+  }
 }
 
 // Each statistic in order: a later one may read those before it.
