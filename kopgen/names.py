@@ -93,6 +93,7 @@ DERIVED_NAMES = {
     # backward: what one call of an op of the namespace gives where several gradients read it (a fused
     # backward's gradients), named after the op less its `_backward`: rms_norm_backward -> rms_norm_grads
     "shared_call": "{}_grads",
+    "row_value": "row{}",  # C++ and CUDA: a normalisation's row values, row0, row1, ... (lang/cpp_norms.py)
 }
 # The names each op binds at module level in _registration.py (its handle in ops.py too), `{}` its stem.
 # Two ops' names can meet (op f's `_f_backward` is the handle of op f_backward): module_level_names

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from ..expr import ExprError, Pointwise, parse_pointwise
 from ..model import Op
-from ..names import fresh, locals_for
+from ..names import DERIVED_NAMES, fresh, locals_for
 from .cpp import wrap, wrap_expression
 
 # The reductions of csrc/pointwise.h and cuda/pointwise.cuh, by statistic reduction.
@@ -47,9 +47,6 @@ class Slots:
     names: tuple[str, ...]  # each slot's name, in order
     values: tuple[RowValue, ...]
     per_element: dict[str, Pointwise]  # each per-element expression's text: it, reading the row values
-
-    def index(self, name: str) -> int:
-        return self.names.index(name)
 
 
 def slots(op: Op) -> Slots:
@@ -77,7 +74,7 @@ def slots(op: Op) -> Slots:
                 except ExprError:
                     return self.generic_visit(node)
                 if text not in found:
-                    found[text] = fresh(f"row{len(found)}", taken)
+                    found[text] = fresh(DERIVED_NAMES["row_value"].format(len(found)), taken)
                 return ast.copy_location(ast.Name(found[text], ast.Load()), node)
             return self.generic_visit(node)
 
@@ -85,10 +82,10 @@ def slots(op: Op) -> Slots:
     try:
         row_kinds = kinds | dict.fromkeys(found.values(), "tensor")
         per_element = {e.text: parse_pointwise(rewritten[e.text], row_kinds) for e in exprs}
-        values = [RowValue(name, parse_pointwise(text, kinds), 0) for text, name in found.items()]
+        exprs_of = {name: parse_pointwise(text, kinds) for text, name in found.items()}
     except ExprError:
         return Slots(stats, (), {e.text: e for e in exprs})
-    values = [RowValue(v.name, v.expr, max(stats.index(n) for n in v.expr.names if n in stats)) for v in values]
+    values = [RowValue(name, e, max(stats.index(n) for n in e.names if n in stats)) for name, e in exprs_of.items()]
     names = [name for k, stat in enumerate(stats) for name in (stat, *(v.name for v in values if v.after == k))]
     return Slots(tuple(names), tuple(values), per_element)
 
