@@ -774,10 +774,11 @@ struct RowStrides {
 // row has at most HELD vectors a thread, and the inputs a statistic reads (bit j of KEPT: input j)
 // are loaded once into registers (a row read once from memory); the others (a weight, a bias) are
 // loaded by the pass that reads them, the last. With HELD == 0 each pass loads what it reads.
-// Every pointer is valid (norms() points an absent optional input at the first input's row) and a
-// held load past the row's end reads its last vector instead, unused: the loads need no branch,
-// and issue together. (A branch a load, with a zeroed vector for an absent input, took rms_norm's
-// bfloat16 kernel 51.9 us at hidden 8192 against 37.0 without, H200, benchmarks/norms_kernels.sh.)
+// Every pointer is valid (norms() points an absent optional input at the first given input's first
+// row) and a held load past the row's end reads its last vector instead, unused: the loads need no
+// branch, and issue together. (A branch a load, with a zeroed vector for an absent input, took
+// rms_norm's bfloat16 kernel 51.9 us at hidden 8192 against 37.0 without, H200,
+// benchmarks/norms_kernels.sh.)
 template <int VEC, int HELD, typename scalar_t, int IN, unsigned KEPT>
 struct RowPart {
   using V = Vec<scalar_t, VEC>;
