@@ -894,7 +894,7 @@ class C10_HIDDEN KernelCall {
         // vectorizes.
         if (((in[I] != nullptr) && ...)) {
           for (; i + kLanes <= cols_; i += kLanes) {
-            lanes.add([&](int k) { return f(static_cast<acc_t>(in[I][first + i + k])...); });
+            lanes.add([&](int k) { return f(element<acc_t>(in[I], first + i + k)...); });
           }
         }
         for (; i + kLanes <= cols_; i += kLanes) {
