@@ -1172,13 +1172,14 @@ cudaError_t norms(const Launch& launch, Scalars... scalars) {
       strides.at[j] = launch.row_strides[j];
       vectors = vectors && (in.at[j] == nullptr || (aligned(in.at[j]) && strides.at[j] % VEC == 0));
     }
-    // An absent optional input reads the first given input's first row instead, never used (the
-    // row's lead Tensor is always given).
-    const scalar_t* given = *std::find_if(
-        in.at, in.at + IN, [](const scalar_t* pointer) { return pointer != nullptr; });
+    // An absent optional input reads the first given input's first row instead, never used.
+    int given = 0;
+    while (in.at[given] == nullptr) {  // the row's lead Tensor is always given
+      ++given;
+    }
     for (int j = 0; j < IN; ++j) {
       if (in.at[j] == nullptr) {
-        in.at[j] = given;
+        in.at[j] = in.at[given];
         strides.at[j] = 0;
       }
     }
