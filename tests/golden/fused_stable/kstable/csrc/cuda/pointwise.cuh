@@ -132,19 +132,34 @@ struct Mean {
 // Max and Min let a NaN win, as torch.amax and torch.amin do: std::max (`<`, or fmaxf on the
 // device) drops one. `value != value`: the NaN test of any acc_t, on the host as on the device.
 template <typename acc_t>
+__device__ __forceinline__ acc_t nan_max(acc_t total, acc_t value) {
+  return value > total || value != value ? value : total;
+}
+template <typename acc_t>
+__device__ __forceinline__ acc_t nan_min(acc_t total, acc_t value) {
+  return value < total || value != value ? value : total;
+}
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+// One instruction that lets a NaN win, where the test and the choice above take three.
+__device__ __forceinline__ float nan_max(float total, float value) {
+  asm("max.NaN.f32 %0, %0, %1;" : "+f"(total) : "f"(value));
+  return total;
+}
+__device__ __forceinline__ float nan_min(float total, float value) {
+  asm("min.NaN.f32 %0, %0, %1;" : "+f"(total) : "f"(value));
+  return total;
+}
+#endif
+template <typename acc_t>
 struct Max {
   static __device__ acc_t identity() { return -std::numeric_limits<acc_t>::infinity(); }
-  static __device__ acc_t combine(acc_t total, acc_t value) {
-    return value > total || value != value ? value : total;
-  }
+  static __device__ acc_t combine(acc_t total, acc_t value) { return nan_max(total, value); }
   static __device__ acc_t finish(acc_t total, int64_t) { return total; }
 };
 template <typename acc_t>
 struct Min {
   static __device__ acc_t identity() { return std::numeric_limits<acc_t>::infinity(); }
-  static __device__ acc_t combine(acc_t total, acc_t value) {
-    return value < total || value != value ? value : total;
-  }
+  static __device__ acc_t combine(acc_t total, acc_t value) { return nan_min(total, value); }
   static __device__ acc_t finish(acc_t total, int64_t) { return total; }
 };
 // A row normalisation's row value: no reduction, computed once a row from the statistics before it
@@ -604,6 +619,27 @@ cudaError_t pointwise(const Launch& launch, Scalars... scalars) {
 constexpr int kWarp = 32;
 constexpr int kWarpsPerBlock = kThreads / kWarp;
 
+// The threads of a block that share a row: `count` of them, a power of two (a warp at least, the
+// block at most), 2^shift. A thread's lane and its row in the block come from a mask and a shift: a
+// division by a count known only at run time takes some twenty instructions.
+struct RowLanes {
+  int count;
+  int shift;
+  __device__ __forceinline__ int lane() const {
+    return static_cast<int>(threadIdx.x) & (count - 1);
+  }
+  __device__ __forceinline__ int group() const { return static_cast<int>(threadIdx.x) >> shift; }
+  __device__ __forceinline__ int groups() const { return kThreads >> shift; }  // rows a block
+};
+
+inline RowLanes row_lanes(int count) {
+  int shift = 0;
+  while ((1 << shift) < count) {
+    ++shift;
+  }
+  return RowLanes{count, shift};
+}
+
 // The reduction of every lane's total over the warp; every lane holds the warp's total after it.
 template <typename Reduce, typename acc_t>
 __device__ __forceinline__ acc_t warp_total(acc_t total) {
@@ -670,20 +706,21 @@ __global__ void __launch_bounds__(kThreads) rows_kernel(
     scalar_t* __restrict__ out,
     int64_t rows,
     int64_t cols,
-    int lanes) {
+    RowLanes lanes) {
   using acc_t = compute_t<scalar_t>;
   __shared__ acc_t partial[kWarpsPerBlock];
-  const int per_block = kThreads / lanes;  // the rows a block reduces at once
-  const int lane = threadIdx.x % lanes;
+  const int per_block = lanes.groups();  // the rows a block reduces at once
+  const int lane = lanes.lane();
   // Every thread of the block loops as often (past the last row with the identity), so that each
   // shuffle sees its whole warp and each barrier the whole block.
   for (int64_t first = static_cast<int64_t>(blockIdx.x) * per_block; first < rows;
        first += static_cast<int64_t>(gridDim.x) * per_block) {
-    const int64_t row = first + threadIdx.x / lanes;
-    acc_t total = row < rows ? row_part<VEC, Reduce>(f, in, row * cols, cols / VEC, lane, lanes)
+    const int64_t row = first + lanes.group();
+    acc_t total = row < rows ? row_part<VEC, Reduce>(f, in, row * cols, cols / VEC, lane,
+                                                     lanes.count)
                              : Reduce::identity();
     total = warp_total<Reduce>(total);
-    if (lanes > kWarp) {
+    if (lanes.count > kWarp) {
       if (threadIdx.x % kWarp == 0) {
         partial[threadIdx.x / kWarp] = total;
       }
@@ -713,7 +750,7 @@ void launch_rows(const F& f, const Pointers<const scalar_t*, IN>& in, scalar_t* 
       cols * static_cast<int64_t>(sizeof(scalar_t)) <= kShortRowBytes ? kWarp : kThreads;
   const int64_t blocks = (rows + kThreads / lanes - 1) / (kThreads / lanes);
   rows_kernel<VEC, Reduce><<<static_cast<unsigned int>(std::min(blocks, kMaxBlocks)), kThreads, 0,
-                             stream>>>(f, in, out, rows, cols, lanes);
+                             stream>>>(f, in, out, rows, cols, row_lanes(lanes));
 }
 
 // Runs the row reduction R<acc_t> of F<acc_t> over `launch`: launch.n rows of launch.cols, with
@@ -748,17 +785,18 @@ cudaError_t rows(const Launch& launch, Scalars... scalars) {
 // The total of a row's lanes (a warp, or several: the block holds kThreads / lanes rows), in every
 // lane.
 template <typename Reduce, typename acc_t>
-__device__ __forceinline__ acc_t row_total(acc_t total, int lanes, acc_t* partial) {
+__device__ __forceinline__ acc_t row_total(acc_t total, RowLanes lanes, acc_t* partial) {
   total = warp_total<Reduce>(total);
-  if (lanes > kWarp) {
+  if (lanes.count > kWarp) {
     if (threadIdx.x % kWarp == 0) {
       partial[threadIdx.x / kWarp] = total;
     }
     __syncthreads();
     // Every warp sums the partials of its row's warps, for its own lanes.
     const int lane = threadIdx.x % kWarp;
-    const int first = static_cast<int>(threadIdx.x) / lanes * (lanes / kWarp);
-    total = warp_total<Reduce>(lane < lanes / kWarp ? partial[first + lane] : Reduce::identity());
+    const int warps = lanes.count / kWarp;  // the row's
+    const int first = lanes.group() * warps;
+    total = warp_total<Reduce>(lane < warps ? partial[first + lane] : Reduce::identity());
     __syncthreads();  // partial is reused for the next statistic
   }
   return total;
@@ -788,11 +826,16 @@ struct RowPart {
   int64_t vectors;  // 0 past the last row
   int64_t last;  // the row's last vector
   int lane;
-  int lanes;
+  RowLanes lanes;
   V held[HELD > 0 ? HELD : 1][IN];
 
   __device__ __forceinline__ V load(int j, int64_t v) const {
     return reinterpret_cast<const V*>(at[j])[v];
+  }
+
+  // Held vector h, or the row's last where the row ends before it.
+  __device__ __forceinline__ int64_t held_vector(int h) const {
+    return std::min<int64_t>(lane + h * lanes.count, last);
   }
 
   static constexpr bool kept(int j) {
@@ -805,7 +848,7 @@ struct RowPart {
 #pragma unroll
       for (int j = 0; j < IN; ++j) {
         if (kept(j)) {
-          held[h][j] = load(j, std::min<int64_t>(lane + h * lanes, last));
+          held[h][j] = load(j, held_vector(h));
         }
       }
     }
@@ -843,18 +886,18 @@ struct RowPart {
       for (int h = 0; h < HELD; ++h) {
 #pragma unroll
         for (int j = 0; j < IN; ++j) {
-          x[h][j] = kept(j) ? held[h][j] : load(j, std::min<int64_t>(lane + h * lanes, last));
+          x[h][j] = kept(j) ? held[h][j] : load(j, held_vector(h));
         }
       }
 #pragma unroll
       for (int h = 0; h < HELD; ++h) {
-        const int64_t v = lane + h * lanes;
+        const int64_t v = lane + h * lanes.count;
         if (v < vectors) {
           visit(x[h], v, h);
         }
       }
     } else {
-      for (int64_t v = lane; v < vectors; v += lanes) {
+      for (int64_t v = lane; v < vectors; v += lanes.count) {
         V x[IN];
 #pragma unroll
         for (int j = 0; j < IN; ++j) {
@@ -915,12 +958,12 @@ constexpr bool held_sums_shared() {
 // rows: `partial`, SUMS rows of `cols`. Slot (k * HELD + h) * VEC + i: column sum k, held vector h.
 template <int VEC, int HELD, int SUMS, int SLOTS, typename acc_t>
 __device__ __forceinline__ void store_held_sums(const acc_t* slots, const acc_t (&own)[SLOTS],
-                                                acc_t* __restrict__ partial, int lanes,
+                                                acc_t* __restrict__ partial, RowLanes lanes,
                                                 int64_t cols) {
   constexpr bool kShared = held_sums_shared<SUMS, HELD, VEC, acc_t>();
   // A vector's slots at a time, from registers.
   __shared__ acc_t buffer[kShared ? 1 : kThreads * VEC];
-  const int lane = static_cast<int>(threadIdx.x) % lanes;
+  const int lane = lanes.lane();
 #pragma unroll
   for (int k = 0; k < SUMS; ++k) {
 #pragma unroll
@@ -935,12 +978,12 @@ __device__ __forceinline__ void store_held_sums(const acc_t* slots, const acc_t 
         values = buffer;
       }
       __syncthreads();
-      const int64_t v = lane + static_cast<int64_t>(h) * lanes;
-      if (static_cast<int>(threadIdx.x) < lanes && v < cols / VEC) {
+      const int64_t v = lane + static_cast<int64_t>(h) * lanes.count;
+      if (static_cast<int>(threadIdx.x) < lanes.count && v < cols / VEC) {
         for (int i = 0; i < VEC; ++i) {
           acc_t total = 0;
-          for (int group = 0; group < kThreads / lanes; ++group) {
-            total += values[i * kThreads + group * lanes + lane];
+          for (int group = 0; group < lanes.groups(); ++group) {
+            total += values[i * kThreads + group * lanes.count + lane];
           }
           partial[k * cols + v * VEC + i] = total;
         }
@@ -979,7 +1022,7 @@ __global__ void __launch_bounds__(kThreads, (norms_blocks_per_multiprocessor<SUM
     int64_t out_stride,
     int64_t rows,
     int64_t cols,
-    int lanes,
+    RowLanes lanes,
     compute_t<scalar_t>* __restrict__ partials) {
   using acc_t = compute_t<scalar_t>;
   using V = Vec<scalar_t, VEC>;
@@ -987,7 +1030,7 @@ __global__ void __launch_bounds__(kThreads, (norms_blocks_per_multiprocessor<SUM
   constexpr int kSlots = kStats > 0 ? kStats : 1;  // a split op's gradient has none
   constexpr int kStored = OUT - SUMS;  // the outputs written at every element
   __shared__ acc_t partial[kWarpsPerBlock];
-  const int per_block = kThreads / lanes;
+  const int per_block = lanes.groups();
   acc_t* const block_partial = SUMS > 0 ? partials + blockIdx.x * SUMS * cols : nullptr;
   // The held column sums: slot (k * HELD + h) * VEC + i (store_held_sums).
   constexpr int kSumSlots = SUMS > 0 && HELD > 0 ? SUMS * HELD * VEC : 1;
@@ -1007,7 +1050,7 @@ __global__ void __launch_bounds__(kThreads, (norms_blocks_per_multiprocessor<SUM
       held_sum(slot) = acc_t(0);
     }
     if constexpr (HELD == 0) {  // the thread's columns of the block's partial rows, zeros first
-      for (int64_t v = threadIdx.x % lanes; v < cols / VEC; v += lanes) {
+      for (int64_t v = lanes.lane(); v < cols / VEC; v += lanes.count) {
         for (int k = 0; k < SUMS; ++k) {
           for (int i = 0; i < VEC; ++i) {
             block_partial[k * cols + v * VEC + i] = acc_t(0);
@@ -1020,7 +1063,7 @@ __global__ void __launch_bounds__(kThreads, (norms_blocks_per_multiprocessor<SUM
   // shuffle sees its whole warp and each barrier the whole block.
   for (int64_t first = static_cast<int64_t>(blockIdx.x) * per_block; first < rows;
        first += static_cast<int64_t>(gridDim.x) * per_block) {
-    const int64_t row = first + threadIdx.x / lanes;
+    const int64_t row = first + lanes.group();
     RowPart<VEC, HELD, scalar_t, IN, F::kKept> part;
 #pragma unroll
     for (int j = 0; j < IN; ++j) {  // past the last row, the last row's (loaded, not used)
@@ -1028,7 +1071,7 @@ __global__ void __launch_bounds__(kThreads, (norms_blocks_per_multiprocessor<SUM
     }
     part.vectors = row < rows ? cols / VEC : 0;
     part.last = cols / VEC - 1;  // norms() launches no empty rows
-    part.lane = static_cast<int>(threadIdx.x) % lanes;
+    part.lane = lanes.lane();
     part.lanes = lanes;
     part.hold();
     acc_t stat[kSlots];
@@ -1133,10 +1176,10 @@ void launch_norms(const F& f, const Pointers<const scalar_t*, IN>& in,
   const unsigned int grid = static_cast<unsigned int>(std::min(blocks, limit));
   if (cols / VEC <= static_cast<int64_t>(kHeld) * lanes) {
     norms_kernel<VEC, kHeld, SUMS><<<grid, kThreads, 0, stream>>>(
-        f, in, strides, out, out_stride, rows, cols, lanes, partials);
+        f, in, strides, out, out_stride, rows, cols, row_lanes(lanes), partials);
   } else {
     norms_kernel<VEC, 0, SUMS><<<grid, kThreads, 0, stream>>>(
-        f, in, strides, out, out_stride, rows, cols, lanes, partials);
+        f, in, strides, out, out_stride, rows, cols, row_lanes(lanes), partials);
   }
   if constexpr (SUMS > 0) {
     const int64_t columns = (SUMS * cols + kThreads / 8 - 1) / (kThreads / 8);
