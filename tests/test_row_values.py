@@ -55,3 +55,17 @@ def test_an_op_without_row_invariant_parts_has_no_row_values():
     slots = cpp_norms.slots(op)
     assert slots.names == ("mu", "var") and slots.values == ()
     assert "RowValue" not in "\n".join(cpp_norms.methods(op, "cpu"))
+
+
+def test_a_division_by_a_row_invariant_value_is_a_product_with_its_reciprocal():
+    text = SPEC.replace('"(x - mu) * rsqrt(var + eps) * row0 + where(var > eps, 1.0, 0.0) + x * mu"',
+                        '"exp(x - mu) / var + (x - mu) / (var + eps) + x / row0 + var / x"')
+    (op,) = load_spec_text(text, "kopgen.yaml").ops
+    slots = cpp_norms.slots(op)
+    # the reciprocal of a statistic or of arithmetic on statistics is a row value; a division by a scalar
+    # argument alone (row0) or by the element (x) stays a division
+    assert [(v.name, v.expr.text) for v in slots.values] == [("row0_", "1.0 / var"), ("row1", "1.0 / (var + eps)")]
+    (write,) = op.body.writes
+    assert cpp_norms.per_element(op, write.expr).text == "exp(x - mu) * row0_ + (x - mu) * row1 + x / row0 + var / x"
+    body = CppOp(op).functor_return
+    assert "std::exp(x - mu) * row0_ + (x - mu) * row1 + x / row0 + var / x" in body

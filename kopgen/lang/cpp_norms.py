@@ -14,7 +14,8 @@ A part of an expression computed per element that reads statistics and scalars o
 reads `rsqrt(mean1 + eps)` at every element) is a row value: computed once a row, after the statistics it
 reads, as a statistic without a pass over the row (its reduction `RowValue`, its `finished` taking no total),
 and read by name. The compiler cannot hoist it itself: a division or square root is a branch to its slow
-path per element.
+path per element. A division by a row-invariant value is a product with its reciprocal, a row value: within an
+ulp or so of the quotient (Triton's default float32 division is not exact either).
 """
 
 from __future__ import annotations
@@ -65,17 +66,28 @@ def slots(op: Op) -> Slots:
         names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and id(n) not in functions}
         return names <= scalars | set(stats) and bool(names & set(stats))
 
+    def row_value(node: ast.expr) -> ast.Name | None:
+        """The name of `node` as a row value, None where it is not a number (a truth value)."""
+        text = ast.unparse(node)
+        try:
+            parse_pointwise(text, kinds)
+        except ExprError:
+            return None
+        if text not in found:
+            found[text] = fresh(DERIVED_NAMES["row_value"].format(len(found)), taken)
+        return ast.Name(found[text], ast.Load())
+
     class Hoist(ast.NodeTransformer):
         def visit(self, node: ast.AST) -> ast.AST:
             if isinstance(node, ast.expr) and not isinstance(node, (ast.Name, ast.Constant)) and invariant(node):
-                text = ast.unparse(node)
-                try:
-                    parse_pointwise(text, kinds)  # a number, not a truth value
-                except ExprError:
-                    return self.generic_visit(node)
-                if text not in found:
-                    found[text] = fresh(DERIVED_NAMES["row_value"].format(len(found)), taken)
-                return ast.copy_location(ast.Name(found[text], ast.Load()), node)
+                name = row_value(node)
+                return ast.copy_location(name, node) if name else self.generic_visit(node)
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and invariant(node.right):
+                # x / r with r the same along the row: x times r's reciprocal. The division per element
+                # was a fifth of bfloat16 softmax's time on the H200 (docs/performance.md).
+                reciprocal = row_value(ast.BinOp(ast.Constant(1.0), ast.Div(), node.right))
+                if reciprocal:
+                    return ast.copy_location(ast.BinOp(self.visit(node.left), ast.Mult(), reciprocal), node)
             return self.generic_visit(node)
 
     rewritten = {e.text: ast.unparse(Hoist().visit(ast.parse(e.text.strip(), mode="eval"))) for e in exprs}

@@ -108,10 +108,10 @@ struct rms_norm_backward {
     const acc_t mean0 = stat[0];
     return acc_t(1) / std::sqrt(mean0 + eps);
   }
-  // row1 = mean0 + eps: once a row
+  // row1 = 1.0 / (mean0 + eps): once a row
   acc_t finished(Stat<2>, const acc_t* stat) const {
     const acc_t mean0 = stat[0];
-    return mean0 + eps;
+    return acc_t(1.0) / (mean0 + eps);
   }
   // mean1 = mean(grad * weight * x)
   acc_t reduced(Stat<3>, const acc_t*, acc_t grad, acc_t x, acc_t weight) const {
@@ -124,7 +124,7 @@ struct rms_norm_backward {
     const acc_t row0 = stat[1];
     const acc_t row1 = stat[2];
     const acc_t mean1 = stat[3];
-    return {row0 * (grad * weight - x * mean1 / row1), grad * x * row0};
+    return {row0 * (grad * weight - x * mean1 * row1), grad * x * row0};
   }
 };
 
@@ -187,10 +187,10 @@ struct layer_norm_backward {
     const acc_t mean1 = stat[1];
     return acc_t(1) / std::sqrt(mean1 + eps);
   }
-  // row1 = mean1 + eps: once a row
+  // row1 = 1.0 / (mean1 + eps): once a row
   acc_t finished(Stat<3>, const acc_t* stat) const {
     const acc_t mean1 = stat[1];
-    return mean1 + eps;
+    return acc_t(1.0) / (mean1 + eps);
   }
   // mean2 = mean(grad * weight)
   acc_t reduced(Stat<4>, const acc_t*, acc_t grad, acc_t /*x*/, acc_t weight) const {
@@ -213,13 +213,13 @@ struct layer_norm_backward {
     const acc_t row1 = stat[3];
     const acc_t mean2 = stat[4];
     const acc_t mean3 = stat[5];
-    return {row0 * (grad * weight - mean2 - (x - mean0) * mean3 / row1), grad * (x - mean0) * row0};
+    return {row0 * (grad * weight - mean2 - (x - mean0) * mean3 * row1), grad * (x - mean0) * row0};
   }
 };
 
 template <typename acc_t>
 struct softmax {
-  using Reductions = std::tuple<Max<acc_t>, Sum<acc_t>>;
+  using Reductions = std::tuple<Max<acc_t>, Sum<acc_t>, RowValue>;
   // x_max = max(x)
   acc_t reduced(Stat<0>, const acc_t*, acc_t x) const {
     return x;
@@ -235,10 +235,15 @@ struct softmax {
   acc_t finished(Stat<1>, const acc_t*, acc_t sum_exp) const {
     return sum_exp;
   }
+  // row0 = 1.0 / sum_exp: once a row
+  acc_t finished(Stat<2>, const acc_t* stat) const {
+    const acc_t sum_exp = stat[1];
+    return acc_t(1.0) / sum_exp;
+  }
   Values<acc_t, 1> operator()(const acc_t* stat, acc_t x) const {
     const acc_t x_max = stat[0];
-    const acc_t sum_exp = stat[1];
-    return {std::exp(x - x_max) / sum_exp};
+    const acc_t row0 = stat[2];
+    return {std::exp(x - x_max) * row0};
   }
 };
 
