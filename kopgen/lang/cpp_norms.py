@@ -15,7 +15,8 @@ reads `rsqrt(mean1 + eps)` at every element) is a row value: computed once a row
 reads, as a statistic without a pass over the row (its reduction `RowValue`, its `finished` taking no total),
 and read by name. The compiler cannot hoist it itself: a division or square root is a branch to its slow
 path per element. A division by a row-invariant value is a product with its reciprocal, a row value: within an
-ulp or so of the quotient (Triton's default float32 division is not exact either).
+ulp or so of the quotient (Triton's default float32 division is not exact either), but for a divisor so small
+that its reciprocal overflows (below about 3e-39 in float32), where the quotient may still be finite.
 """
 
 from __future__ import annotations
