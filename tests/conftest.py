@@ -1,8 +1,10 @@
+import functools
 import os
 import re
 import resource
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -57,6 +59,30 @@ def cpu_seconds(command: list[str], **kwargs) -> tuple[subprocess.CompletedProce
     result = subprocess.run(command, capture_output=True, text=True, check=False, **kwargs)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return result, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+
+# CPU seconds of `python_workload` on the quiet machine the CPU-time bounds of the tests were set on.
+QUIET_WORKLOAD_SECONDS = 0.08
+
+
+def python_workload() -> float:
+    """CPU seconds of this thread for a fixed piece of pure Python work."""
+    start = time.thread_time()
+    sum(i * i for i in range(2_000_000))
+    return time.thread_time() - start
+
+
+@functools.cache
+def slowness() -> float:
+    """How many times slower this machine runs Python than the quiet one the CPU-time bounds were set on, never
+    below 1. A shared CI machine ran the same commands 2-3x slower on some days (stop 28's CI: `kopgen new` in
+    1.58 s of CPU, 0.6-0.85 s on a quiet day): a bound scaled by it still catches a regression of kopgen's own."""
+    return max(1.0, min(python_workload() for _ in range(3)) / QUIET_WORKLOAD_SECONDS)
+
+
+def cpu_bound(seconds: float) -> float:
+    """A CPU-time bound set on the quiet machine, for this one."""
+    return seconds * slowness()
 
 
 def pip_install(repo: Path, site: Path) -> None:

@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 from kopgen.errors import SpecError
 from kopgen.pipeline import load_spec_text
 
+from .conftest import cpu_bound
+
 EXAMPLES = int(os.environ.get("KOPGEN_FUZZ_EXAMPLES", "300"))
 
 # A valid spec with one {slot} per place a hostile value goes; `{marker}` lines are the planted ones.
@@ -180,8 +182,10 @@ def alias_bombs(draw) -> str:
           suppress_health_check=[HealthCheck.too_slow])
 @given(text=alias_bombs())
 def test_alias_bombs_fail_within_a_second(text):
-    start = time.process_time()  # CPU time: the bound is on kopgen's work, not on a busy machine's scheduling
+    # This thread's CPU time: the bound is on kopgen's work, not on a busy machine's scheduling, nor on threads
+    # that earlier tests left in this worker (torch's pool counts in the process's time).
+    start = time.thread_time()
     lines = refused(text, "bomb.yaml")
-    elapsed = time.process_time() - start
+    elapsed = time.thread_time() - start
     assert all(entry.startswith("bomb.yaml:") and ": error: " in entry for entry in lines), lines
-    assert elapsed < 1.0, f"{elapsed:.2f} s for:\n{text}"
+    assert elapsed < cpu_bound(1.0), f"{elapsed:.2f} s for:\n{text}"

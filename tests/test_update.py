@@ -16,7 +16,7 @@ from kopgen import generate
 from kopgen import update as update_module
 from kopgen.cli import main
 
-from .conftest import cpu_seconds
+from .conftest import cpu_bound, cpu_seconds, slowness
 
 BASE = """\
 kopgen: 1
@@ -229,8 +229,8 @@ def test_noop_update_of_50_ops_takes_under_a_second_of_cpu(tmp_path):
         result, cpu = cpu_seconds([sys.executable, "-m", "kopgen", "update", str(repo)])
         timings.append(cpu)
         assert result.returncode == 0 and result.stdout.strip() == "up to date", result.stderr
-    print(f"no-op update of 50 ops: best of 3 {min(timings):.3f} s of CPU")
-    assert min(timings) < 1.0  # 0.42 s here with the machine busy
+    print(f"no-op update of 50 ops: best of 3 {min(timings):.3f} s of CPU, slowness {slowness():.2f}")
+    assert min(timings) < cpu_bound(1.0)  # 0.42 s on a quiet machine with the other core busy
 
 
 def test_update_never_writes_through_a_symlink_out_of_the_repo(repo, tmp_path):
