@@ -47,6 +47,8 @@ MODULE_PATTERN = re.compile(r"^(_.*|.*_kernels)$")  # private names; _registrati
 CPP_TYPE_NAMES = frozenset({"KernelCall", "Values", "Sum", "Mean", "Max", "Min", "acc_t", "Signature"})
 CPP_TYPE_NAMES |= {"Stat", "Reductions", "RowValue"}  # a row normalisation's functor (lang/cpp_norms.py)
 CPP_TYPE_NAMES |= {"AutogradContext", "variable_list"}  # the autograd of csrc/ops.cpp (lang/cpp_autograd.py)
+# A CUDA functor's storage type, its compute type and the exp it calls (csrc/cuda/kernels.cu, pointwise.cuh)
+CPP_TYPE_NAMES |= {"scalar_t", "compute_t", "exp_for"}
 
 # -- the generated code's own names, renamed where the op's names take them
 
@@ -468,5 +470,5 @@ def check_cpp_names(namespace: str, namespace_at: Position, node: Scalar, schema
             report(name_at, f"'{name}' is a macro or type of the C/C++ standard library; compiled routes "
                             "turn ops and arguments into C++ names: rename it")
         elif name in CPP_TYPE_NAMES:
-            report(name_at, f"'{name}' would hide the type '{name}', which the generated C++ names inside "
+            report(name_at, f"'{name}' would hide the C++ name '{name}', which the generated code uses inside "
                             "the op's functions; rename it")

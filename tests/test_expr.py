@@ -266,6 +266,21 @@ def test_cpp_translation(cpp_outputs, i, fn):
 def test_translation_text(text, torch_code, triton_code, cpp_code):
     p = parse_pointwise(text, ARGS)
     assert (p.to_torch(), p.to_triton(), p.to_cpp()) == (torch_code, triton_code, cpp_code)
+    assert p.to_functor("cpu") == cpp_code
+
+
+@pytest.mark.parametrize(("text", "cuda_code"), [
+    ("exp(a - b)", "exp_for<scalar_t>(a - b)"),
+    ("a * sigmoid(alpha)", "a * (acc_t(1) / (acc_t(1) + exp_for<scalar_t>(-alpha)))"),
+    ("silu(a) * b", "a / (acc_t(1) + exp_for<scalar_t>(-a)) * b"),
+    ("log(a) + sqrt(b)", "std::log(a) + std::sqrt(b)"),
+])
+def test_a_cuda_functor_takes_exp_at_its_storage_precision(text, cuda_code):
+    """In CUDA functors exp is exp_for<scalar_t> (approximate for 16-bit storage, pointwise.cuh); the rest
+    is the C++ of the CPU functors."""
+    p = parse_pointwise(text, ARGS)
+    assert p.to_functor("cuda") == cuda_code
+    assert p.to_functor("cpu") == p.to_cpp() == cuda_code.replace("exp_for<scalar_t>(", "std::exp(")
 
 
 @pytest.mark.parametrize(("text", "imports"), [
@@ -295,7 +310,7 @@ def test_names_in_first_use_order():
     assert parse_pointwise("b * a + b + alpha", ARGS).names == ("b", "a", "alpha")
     assert parse_pointwise("a if flag else b", ARGS).names == ("a", "flag", "b")
     p = parse_pointwise("a * 2", ARGS)
-    assert p == Pointwise("a * 2", ("a",), (), "", "", "")  # translations do not take part in ==
+    assert p == Pointwise("a * 2", ("a",), (), "", "", "", "")  # translations do not take part in ==
 
 
 @pytest.mark.parametrize(("text", "message", "line", "column"), [

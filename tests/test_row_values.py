@@ -44,7 +44,7 @@ def test_the_functor_finishes_its_row_values_without_a_pass():
     assert "using Reductions = std::tuple<Mean<acc_t>, Mean<acc_t>, RowValue, RowValue>;" in methods
     assert "__device__ acc_t finished(Stat<2>, const acc_t* stat) const {" in methods
     assert "return acc_t(1) / std::sqrt(var + eps);" in methods
-    body = CppOp(op).functor_return
+    body = CppOp(op).functor_return("cpu")
     assert "const acc_t row0_ = stat[2];" in body and "const acc_t row1 = stat[3];" in body
     assert "std::sqrt" not in body  # per element: no square root, no division
 
@@ -67,5 +67,27 @@ def test_a_division_by_a_row_invariant_value_is_a_product_with_its_reciprocal():
     assert [(v.name, v.expr.text) for v in slots.values] == [("row0_", "1.0 / var"), ("row1", "1.0 / (var + eps)")]
     (write,) = op.body.writes
     assert cpp_norms.per_element(op, write.expr).text == "exp(x - mu) * row0_ + (x - mu) * row1 + x / row0 + var / x"
-    body = CppOp(op).functor_return
+    body = CppOp(op).functor_return("cpu")
     assert "std::exp(x - mu) * row0_ + (x - mu) * row1 + x / row0 + var / x" in body
+    cuda = CppOp(op).functor_return("cuda")  # the same with the exp of the storage type
+    assert "exp_for<scalar_t>(x - mu) * row0_ + (x - mu) * row1 + x / row0 + var / x" in cuda
+
+
+def test_independent_statistics_are_reduced_in_one_pass_on_cuda():
+    """A reduction joins the first pass whose results it does not read (its finishing included: c's rsqrt
+    reads b); a row value comes as soon as what it reads is. The CPU functor keeps the slot order."""
+    text = SPEC.replace(
+        'stats: {mu: "mean(x)", var: "mean((x - mu) ** 2)"}',
+        'stats: {mu: "mean(x)", var: "mean((x - mu) ** 2)", c: "rsqrt(mean(x * x) + var)", top: "max(x)"}',
+    ).replace('"(x - mu) * rsqrt(var + eps) * row0 + where(var > eps, 1.0, 0.0) + x * mu"', '"(x - mu) * c + top"')
+    (op,) = load_spec_text(text, "kopgen.yaml").ops
+    assert cpp_norms.slots(op).names == ("mu", "var", "c", "top")
+    assert cpp_norms.passes(op) == [(0, 3), (1,), (2,)]
+    assert "using Passes = std::tuple<Together<0, 3>, Together<1>, Together<2>>;" in cpp_norms.methods(op, "cuda")
+    assert not any("Passes" in line for line in cpp_norms.methods(op, "cpu"))
+
+
+def test_a_row_value_is_finished_before_the_pass_that_reads_it():
+    op = scaled()  # row0_ and row1 read var; nothing reads them but the written value
+    assert cpp_norms.passes(op) == [(0,), (1,), (2,), (3,)]
+    assert not any("Passes" in line for line in cpp_norms.methods(op, "cuda"))  # no pass holds two

@@ -85,6 +85,11 @@ _CPP = {
     "present": ("has_{}", _ATOM, _ATOM),
 }
 
+# CUDA functors call exp through exp_for<scalar_t> (csrc/cuda/pointwise.cuh): approximate for 16-bit
+# storage, exact otherwise.
+_CUDA = {name: (code.replace("std::exp(", "exp_for<scalar_t>("), *precedences)
+         for name, (code, *precedences) in _CPP.items()}
+
 
 # The modules a translation table's entry calls into: `math.exp({})` needs `import math`.
 _MODULE_CALL = re.compile(r"\b(torch|math)\.")
@@ -187,6 +192,12 @@ class CppEmitter(Emitter):
         if n in (2, 3) and not any(isinstance(child, ast.Call) for child in ast.walk(base)):
             return " * ".join([self.sub(base, _PREC["unary"])] * n), _PREC["*"]
         return super().power(base, exp, node, name)
+
+
+class CudaEmitter(CppEmitter):
+    """C++ over locals of type `acc_t` in a CUDA functor of storage type `scalar_t`."""
+
+    funcs = _CUDA
 
 
 class TorchEmitter(Emitter):

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..names import optional_flags
-from .emitters import UNARY_FUNCS, CppEmitter, TorchEmitter, TritonEmitter
+from .emitters import UNARY_FUNCS, CppEmitter, CudaEmitter, TorchEmitter, TritonEmitter
 from .syntax import OP_SYMBOLS, TOO_LARGE, Checker, ExprError, check_constants, did_you_mean, node_error, parse
 
 ARG_KINDS = ("tensor", "optional", "float", "int", "bool")  # optional: a `Tensor?` argument
@@ -202,6 +202,7 @@ class Pointwise:
     _torch: str = field(repr=False, compare=False)
     _triton: str = field(repr=False, compare=False)
     _cpp: str = field(repr=False, compare=False)
+    _cuda: str = field(repr=False, compare=False)
     imports: frozenset[str] = field(default=frozenset(), compare=False)  # modules to_torch() uses: torch, math
     calls: frozenset[str] = field(default=frozenset(), compare=False)  # functions called, `**` as pow
 
@@ -216,6 +217,11 @@ class Pointwise:
     def to_cpp(self) -> str:
         """C++ over locals of type `acc_t`; needs <cmath> and <algorithm>."""
         return self._cpp
+
+    def to_functor(self, device: str) -> str:
+        """The C++ of a functor for `device`: to_cpp() for "cpu"; for "cuda", inside a functor whose storage
+        type is `scalar_t` (its exp is exp_for<scalar_t>)."""
+        return self._cuda if device == "cuda" else self._cpp
 
 
 def parse_pointwise(text: str, args: Mapping[str, str]) -> Pointwise:
@@ -235,7 +241,7 @@ def parse_pointwise(text: str, args: Mapping[str, str]) -> Pointwise:
         raise node_error(text, body, f"the expression must use a tensor argument ({tensors})")
     names = tuple(dict.fromkeys(name for _, _, name in sorted(checker.uses)))
     flags = optional_flags(args, [name for name, kind in args.items() if kind == "optional"])
-    emitters = [emitter(text, checker.kinds, flags) for emitter in (TorchEmitter, TritonEmitter, CppEmitter)]
+    emitters = [emitter(text, checker.kinds, flags) for emitter in (TorchEmitter, TritonEmitter, CppEmitter, CudaEmitter)]
     codes = [emitter.emit(body)[0] for emitter in emitters]
     return Pointwise(text, names, tuple(sorted(checker.tested)), *codes, imports=frozenset(emitters[0].imports),
                      calls=frozenset(checker.calls))

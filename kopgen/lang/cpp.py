@@ -220,7 +220,7 @@ class CppOp:
         return members + [f"bool {flag}" for flag in self._flags]
 
     def _operator(self, prefix: str) -> str:
-        result = "acc_t" if self._loop.reduces else f"Values<acc_t, {len(self._written_exprs)}>"
+        result = "acc_t" if self._loop.reduces else f"Values<acc_t, {len(self._written_exprs('cpu'))}>"
         parameters = [f"acc_t {a.name}" for a in self.op.read_args]
         if self._loop.normalizes:  # the row's statistics first
             parameters.insert(0, _norms().stat_parameter(self.op, self._compute_reads))
@@ -236,15 +236,15 @@ class CppOp:
     def cuda_operator(self) -> str:
         return self._operator("__device__ ")
 
-    @property
-    def _written_exprs(self) -> list[str]:
-        """The C++ of each written tensor, in the order the host names them: the mutated arguments in
-        schema order, then the returned outputs."""
+    def _written_exprs(self, device: str) -> list[str]:
+        """The C++ of each written tensor for `device`, in the order the host names them: the mutated
+        arguments in schema order, then the returned outputs."""
         by_arg = {w.arg.name: w for w in self.op.mutated_writes}
         writes = [by_arg[a.name] for a in self.op.tensor_args if a.name in by_arg]
         writes += [w for w in self.op.writes if w.arg is None]
         # then a normalisation's backward kernel's gradients summed over the rows (functor column_sums)
-        return [e.to_cpp() for e in self._per_element([w.expr for w in writes] + [c.expr for c in self._column_sums])]
+        exprs = self._per_element([w.expr for w in writes] + [c.expr for c in self._column_sums])
+        return [e.to_functor(device) for e in exprs]
 
     def _per_element(self, exprs: list) -> list:
         """A normalisation's expressions read its row values (lang/cpp_norms.py); others are as they are."""
@@ -268,19 +268,17 @@ class CppOp:
             return []
         return ["using Reductions = std::tuple<>;", *(_norms().kept_inputs(self.op) if device == "cuda" else [])]
 
-    @property
-    def functor_return(self) -> str:
+    def functor_return(self, device: str) -> str:
         """`return {a * b + c};`, or the value of a reduction's element: `return x * x;`."""
         if self._loop.normalizes:  # the statistics it reads, bound by name
             bindings = _norms().stat_bindings(self.op, self._compute_reads)
-            return "\n    ".join([*bindings, self._values_return])
-        return self._values_return
+            return "\n    ".join([*bindings, self._values_return(device)])
+        return self._values_return(device)
 
-    @property
-    def _values_return(self) -> str:
+    def _values_return(self, device: str) -> str:
+        exprs = self._written_exprs(device)
         if self._loop.reduces:
-            return f"return {wrap_expression(self._written_exprs[0], 11, 8)};"
-        exprs = self._written_exprs
+            return f"return {wrap_expression(exprs[0], 11, 8)};"
         one_line = f"return {{{', '.join(exprs)}}};"
         if 4 + len(one_line) <= LINE_LENGTH:
             return one_line

@@ -133,6 +133,34 @@ def kept_inputs(op: Op) -> list[str]:
     return [f"static constexpr unsigned kKept = 0b{bits};  // kept in registers: {kept}"]
 
 
+def passes(op: Op) -> list[tuple[int, ...]]:
+    """The slots in the order the CUDA kernel computes them: each reduction with every other whose inputs
+    are ready (one pass over the row, one round of the block's barriers for them all), each row value
+    alone as soon as what it reads is. rms_norm's backward reduces mean(x * x) and mean(grad * weight * x)
+    together, where in slot order they took two passes."""
+    layout = slots(op)
+    stats = {s.name: s for s in op.body.stats}
+    values = {v.name: v for v in layout.values}
+
+    def reads(name: str) -> set[str]:
+        if name in values:
+            return set(values[name].expr.names)
+        stat = stats[name]
+        outer = set() if stat.outer is None else set(stat.outer.names) - {name}
+        return set(per_element(op, stat.reduced).names) | outer
+
+    needs = {k: {layout.names.index(n) for n in reads(name) if n in layout.names} for k, name in enumerate(layout.names)}
+    done: set[int] = set()
+    order: list[tuple[int, ...]] = []
+    while len(done) < len(layout.names):
+        ready = [k for k in range(len(layout.names)) if k not in done and needs[k] <= done]
+        row_values = [k for k in ready if layout.names[k] in values]
+        group = [row_values[0]] if row_values else ready  # a row value first: a reduction may read it
+        order.append(tuple(group))
+        done.update(group)
+    return order
+
+
 def methods(op: Op, device: str) -> list[str]:
     """The lines of the functor's statistics: Reductions, then reduced and finished per statistic, and
     finished per row value."""
@@ -144,6 +172,11 @@ def methods(op: Op, device: str) -> list[str]:
     lines = [wrap("using Reductions = std::tuple<", reductions, ">;", after=2)]
     if device == "cuda":
         lines += kept_inputs(op)
+        order = passes(op)
+        if any(len(group) > 1 for group in order):
+            together = [f"Together<{', '.join(map(str, group))}>" for group in order]
+            lines.append("// statistics reduced in one pass over the row, none reading another")
+            lines.append(wrap("using Passes = std::tuple<", together, ">;", after=2))
     sums = op.body.column_sums
     if sums:
         likes = " and ".join(f"{c.like}'s" for c in sums)
@@ -157,7 +190,7 @@ def methods(op: Op, device: str) -> list[str]:
             lines.append(f"// {name} = {value.text}: once a row")
             lines.append(wrap(f"{prefix}acc_t finished(", [f"Stat<{k}>", stat_parameter(op, read)], ") const {", after=2))
             lines += [f"  {b}" for b in stat_bindings(op, read)]
-            lines.append(f"  return {wrap_expression(value.to_cpp(), 11, 6)};")
+            lines.append(f"  return {wrap_expression(value.to_functor(device), 11, 6)};")
             lines.append("}")
             continue
         stat = stats[name]
@@ -167,14 +200,14 @@ def methods(op: Op, device: str) -> list[str]:
         parameters = [f"Stat<{k}>", stat_parameter(op, read), *_inputs(op, reduced)]
         lines.append(wrap(f"{prefix}acc_t reduced(", parameters, ") const {", after=2))
         lines += [f"  {b}" for b in stat_bindings(op, read)]
-        lines.append(f"  return {wrap_expression(reduced.to_cpp(), 11, 6)};")
+        lines.append(f"  return {wrap_expression(reduced.to_functor(device), 11, 6)};")
         lines.append("}")
         # Its own name stands for the reduced total (the parameter) in the expression around it.
         read = set() if stat.outer is None else set(stat.outer.names) - {stat.name}
         parameters = [f"Stat<{k}>", stat_parameter(op, read), f"acc_t {stat.name}"]
         lines.append(wrap(f"{prefix}acc_t finished(", parameters, ") const {", after=2))
         lines += [f"  {b}" for b in stat_bindings(op, read)]
-        value = stat.name if stat.outer is None else stat.outer.to_cpp()
+        value = stat.name if stat.outer is None else stat.outer.to_functor(device)
         lines.append(f"  return {wrap_expression(value, 11, 6)};")
         lines.append("}")
     return [line.replace("\n", "\n  ") for line in lines]

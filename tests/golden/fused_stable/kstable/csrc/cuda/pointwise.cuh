@@ -106,6 +106,21 @@ struct Pointers {
 template <int K>
 using Stat = std::integral_constant<int, K>;
 
+// Statistics of a row normalisation reduced in one pass over the row, none reading another: one
+// round of the block's barriers for them all (lang/cpp_norms.py's passes).
+template <int... K>
+struct Together {};
+
+// A functor's passes (its `Passes`: a tuple of Together), or none where each statistic has its own.
+template <typename F, typename = void>
+struct PassesOf {
+  using type = void;
+};
+template <typename F>
+struct PassesOf<F, std::void_t<typename F::Passes>> {
+  using type = typename F::Passes;
+};
+
 // How many of a row normalisation functor's last values the kernel sums over the rows (its
 // `column_sums`: a backward kernel's gradients of inputs read by all rows), 0 where it has none.
 template <typename F, typename = void>
@@ -162,6 +177,22 @@ struct Min {
   static __device__ acc_t combine(acc_t total, acc_t value) { return nan_min(total, value); }
   static __device__ acc_t finish(acc_t total, int64_t) { return total; }
 };
+// exp in a functor of storage type scalar_t. For bfloat16 and float16 the GPU's approximate
+// exponential (ex2.approx of x * log2(e): two instructions where expf takes about ten), whose
+// error, at most 2 + floor(|1.173 x|) ulp of float (CUDA C++ Programming Guide, intrinsic
+// functions), is far below an ulp of either: softmax computes two an element, bound by instruction
+// issue in bfloat16 (hidden 8192 on an H200: 44.7 -> 37.5 us, docs/performance.md). Exact for
+// float32 and float64, and on the host (tests/cuda_emu).
+template <typename scalar_t, typename acc_t>
+__device__ __forceinline__ acc_t exp_for(acc_t x) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (sizeof(scalar_t) == 2 && std::is_same_v<acc_t, float>) {
+    return __expf(x);
+  }
+#endif
+  return std::exp(x);
+}
+
 // A row normalisation's row value: no reduction, computed once a row from the statistics before it
 // (lang/cpp_norms.py).
 struct RowValue {};
@@ -559,14 +590,14 @@ void launch_strided(const F& f, const Pointers<const scalar_t*, IN>& in,
   strided_kernel<VEC><<<blocks, threads, 0, stream>>>(f, in, out, layout, rows);
 }
 
-// Runs F<acc_t> (its scalars converted to the compute type) elementwise over `launch`; a scalar
+// Runs F<scalar_t> (its scalars converted to the compute type) elementwise over `launch`; a scalar
 // variant of the kernel serves pointers that are not 16-byte aligned.
 template <template <typename> class F, typename... Scalars>
 cudaError_t pointwise(const Launch& launch, Scalars... scalars) {
   dispatch(launch.dtype, [&](auto zero) {
     using scalar_t = decltype(zero);
     using acc_t = compute_t<scalar_t>;
-    using Functor = F<acc_t>;
+    using Functor = F<scalar_t>;
     using Method = Signature<decltype(&Functor::operator())>;
     constexpr int IN = Method::inputs;
     constexpr int OUT = Method::result::size;
@@ -753,14 +784,14 @@ void launch_rows(const F& f, const Pointers<const scalar_t*, IN>& in, scalar_t* 
                              stream>>>(f, in, out, rows, cols, row_lanes(lanes));
 }
 
-// Runs the row reduction R<acc_t> of F<acc_t> over `launch`: launch.n rows of launch.cols, with
+// Runs the row reduction R<acc_t> of F<scalar_t> over `launch`: launch.n rows of launch.cols, with
 // 16-byte vectors where every row starts aligned (whole vectors a row, aligned inputs).
 template <template <typename> class R, template <typename> class F, typename... Scalars>
 cudaError_t rows(const Launch& launch, Scalars... scalars) {
   dispatch(launch.dtype, [&](auto zero) {
     using scalar_t = decltype(zero);
     using acc_t = compute_t<scalar_t>;
-    using Functor = F<acc_t>;
+    using Functor = F<scalar_t>;
     constexpr int IN = Signature<decltype(&Functor::operator())>::inputs;
     constexpr int VEC = 16 / sizeof(scalar_t);
     Pointers<const scalar_t*, IN> in;
@@ -800,6 +831,28 @@ __device__ __forceinline__ acc_t row_total(acc_t total, RowLanes lanes, acc_t* p
     __syncthreads();  // partial is reused for the next statistic
   }
   return total;
+}
+
+// row_total of statistics K... at once (total[K] each, Reduce their Reductions' own): the warps'
+// totals of all of them written, then one barrier where each had its own.
+template <typename Reductions, int... K, typename acc_t>
+__device__ __forceinline__ void row_totals(acc_t* total, RowLanes lanes,
+                                           acc_t (*partial)[kWarpsPerBlock]) {
+  ((total[K] = warp_total<std::tuple_element_t<K, Reductions>>(total[K])), ...);
+  if (lanes.count > kWarp) {
+    if (threadIdx.x % kWarp == 0) {
+      ((partial[K][threadIdx.x / kWarp] = total[K]), ...);
+    }
+    __syncthreads();
+    const int lane = threadIdx.x % kWarp;
+    const int warps = lanes.count / kWarp;  // the row's
+    const int first = lanes.group() * warps;
+    ((total[K] = warp_total<std::tuple_element_t<K, Reductions>>(
+          lane < warps ? partial[K][first + lane]
+                       : std::tuple_element_t<K, Reductions>::identity())),
+     ...);
+    __syncthreads();  // partial is reused for the next statistics
+  }
 }
 
 // Each input's stride between rows of a normalisation, in elements (0: one row read by all rows).
@@ -914,7 +967,7 @@ struct RowPart {
 // pass: it is finished from the statistics before it.
 template <int K, typename F, typename Part, typename acc_t>
 __device__ __forceinline__ void statistic(const F& f, Part& part, acc_t* stat,
-                                          acc_t* partial, int64_t cols) {
+                                          acc_t (*partial)[kWarpsPerBlock], int64_t cols) {
   using Reduce = std::tuple_element_t<K, typename F::Reductions>;
   if constexpr (std::is_same_v<Reduce, RowValue>) {
     stat[K] = f.finished(Stat<K>{}, stat);
@@ -929,17 +982,65 @@ __device__ __forceinline__ void statistic(const F& f, Part& part, acc_t* stat,
       }
     });
     part.reload_barrier();
-    total = row_total<Reduce>(total, part.lanes, partial);
+    total = row_total<Reduce>(total, part.lanes, partial[K]);
     stat[K] = f.finished(Stat<K>{}, stat, Reduce::finish(total, cols));
   }
 }
 
-// Each statistic in order: a later one may read those before it.
+// F's reduced value of statistic K at element k of each input vector.
+template <int K, typename F, typename acc_t, typename V, int N, size_t... I>
+__device__ __forceinline__ acc_t reduced_at(const F& f, const acc_t* stat, const V (&x)[N], int k,
+                                            std::index_sequence<I...>) {
+  return f.reduced(Stat<K>{}, stat, element(x[I], k)...);
+}
+
+// Statistics K... in one pass over the thread's part and one round of row_totals, then each
+// finished in order (a later one's finishing may read an earlier one).
+template <typename F, typename Part, typename acc_t, int... K>
+__device__ __forceinline__ void statistics_together(const F& f, Part& part, acc_t* stat,
+                                                    acc_t (*partial)[kWarpsPerBlock],
+                                                    int64_t cols, Together<K...>) {
+  using Reductions = typename F::Reductions;
+  if constexpr (sizeof...(K) == 1) {
+    (statistic<K>(f, part, stat, partial, cols), ...);
+  } else {
+    acc_t total[std::tuple_size_v<Reductions>];  // total[K] for each K
+    ((total[K] = std::tuple_element_t<K, Reductions>::identity()), ...);
+    part.each([&](const auto& x, int64_t, int) {
+#pragma unroll
+      for (int k = 0; k < Part::kVec; ++k) {
+        ((total[K] = std::tuple_element_t<K, Reductions>::combine(
+              total[K], reduced_at<K>(f, stat, x, k, std::make_index_sequence<Part::kInputs>{}))),
+         ...);
+      }
+    });
+    part.reload_barrier();
+    row_totals<Reductions, K...>(total, part.lanes, partial);
+    ((stat[K] = f.finished(Stat<K>{}, stat,
+                           std::tuple_element_t<K, Reductions>::finish(total[K], cols))),
+     ...);
+  }
+}
+
+template <typename F, typename Part, typename acc_t, typename... Pass>
+__device__ __forceinline__ void in_passes(const F& f, Part& part, acc_t* stat,
+                                          acc_t (*partial)[kWarpsPerBlock], int64_t cols,
+                                          std::tuple<Pass...>*) {
+  (statistics_together(f, part, stat, partial, cols, Pass{}), ...);
+}
+
+// The row's statistics: in F's passes where it has them, else each in order (a later one may read
+// those before it).
 template <typename F, typename Part, typename acc_t, size_t... K>
 __device__ __forceinline__ void statistics(const F& f, Part& part, acc_t* stat,
-                                           acc_t* partial, int64_t cols,
+                                           acc_t (*partial)[kWarpsPerBlock], int64_t cols,
                                            std::index_sequence<K...>) {
-  (statistic<static_cast<int>(K)>(f, part, stat, partial, cols), ...);
+  using Passes = typename PassesOf<F>::type;
+  if constexpr (std::is_void_v<Passes>) {
+    (statistic<static_cast<int>(K)>(f, part, stat, partial, cols), ...);
+  } else {
+    in_passes(f, part, stat, partial, cols, static_cast<Passes*>(nullptr));
+  }
 }
 
 // Where a thread keeps the column sums of the columns it holds (HELD vectors of VEC each) over the
@@ -1029,7 +1130,7 @@ __global__ void __launch_bounds__(kThreads, (norms_blocks_per_multiprocessor<SUM
   constexpr int kStats = std::tuple_size_v<typename F::Reductions>;
   constexpr int kSlots = kStats > 0 ? kStats : 1;  // a split op's gradient has none
   constexpr int kStored = OUT - SUMS;  // the outputs written at every element
-  __shared__ acc_t partial[kWarpsPerBlock];
+  __shared__ acc_t partial[kSlots][kWarpsPerBlock];  // each statistic's warps' totals
   const int per_block = lanes.groups();
   acc_t* const block_partial = SUMS > 0 ? partials + blockIdx.x * SUMS * cols : nullptr;
   // The held column sums: slot (k * HELD + h) * VEC + i (store_held_sums).
@@ -1189,7 +1290,7 @@ void launch_norms(const F& f, const Pointers<const scalar_t*, IN>& in,
   }
 }
 
-// Runs the row normalisation F<acc_t> over `launch`: launch.n rows of launch.cols, each input's
+// Runs the row normalisation F<scalar_t> over `launch`: launch.n rows of launch.cols, each input's
 // rows launch.row_strides apart, each output's launch.output_row_stride apart (from its start plus
 // launch.output_offsets: a split op's gradient writes the halves of one Tensor); 16-byte vectors
 // where every row starts aligned.
@@ -1201,7 +1302,7 @@ cudaError_t norms(const Launch& launch, Scalars... scalars) {
   dispatch(launch.dtype, [&](auto zero) {
     using scalar_t = decltype(zero);
     using acc_t = compute_t<scalar_t>;
-    using Functor = F<acc_t>;
+    using Functor = F<scalar_t>;
     using Method = Signature<decltype(&Functor::operator())>;
     constexpr int IN = Method::inputs - 1;  // operator() takes the statistics first
     constexpr int OUT = Method::result::size;
