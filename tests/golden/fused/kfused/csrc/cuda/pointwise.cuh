@@ -813,28 +813,9 @@ cudaError_t rows(const Launch& launch, Scalars... scalars) {
 
 // -- row normalisations
 
-// The total of a row's lanes (a warp, or several: the block holds kThreads / lanes rows), in every
-// lane.
-template <typename Reduce, typename acc_t>
-__device__ __forceinline__ acc_t row_total(acc_t total, RowLanes lanes, acc_t* partial) {
-  total = warp_total<Reduce>(total);
-  if (lanes.count > kWarp) {
-    if (threadIdx.x % kWarp == 0) {
-      partial[threadIdx.x / kWarp] = total;
-    }
-    __syncthreads();
-    // Every warp sums the partials of its row's warps, for its own lanes.
-    const int lane = threadIdx.x % kWarp;
-    const int warps = lanes.count / kWarp;  // the row's
-    const int first = lanes.group() * warps;
-    total = warp_total<Reduce>(lane < warps ? partial[first + lane] : Reduce::identity());
-    __syncthreads();  // partial is reused for the next statistic
-  }
-  return total;
-}
-
-// row_total of statistics K... at once (total[K] each, Reduce their Reductions' own): the warps'
-// totals of all of them written, then one barrier where each had its own.
+// The totals of statistics K... (total[K] each, combined by its own Reduce) over a row's lanes (a
+// warp, or several: the block holds kThreads / lanes rows), in every lane: one round of the block's
+// barriers for them all.
 template <typename Reductions, int... K, typename acc_t>
 __device__ __forceinline__ void row_totals(acc_t* total, RowLanes lanes,
                                            acc_t (*partial)[kWarpsPerBlock]) {
@@ -962,31 +943,6 @@ struct RowPart {
   }
 };
 
-// Statistic K of the row: F's reduced value of each element combined by its Reduce, over the
-// thread's part, then over the row's lanes, then finished. Every lane gets it. A row value has no
-// pass: it is finished from the statistics before it.
-template <int K, typename F, typename Part, typename acc_t>
-__device__ __forceinline__ void statistic(const F& f, Part& part, acc_t* stat,
-                                          acc_t (*partial)[kWarpsPerBlock], int64_t cols) {
-  using Reduce = std::tuple_element_t<K, typename F::Reductions>;
-  if constexpr (std::is_same_v<Reduce, RowValue>) {
-    stat[K] = f.finished(Stat<K>{}, stat);
-  } else {
-    const auto reduced = [&](auto... values) { return f.reduced(Stat<K>{}, stat, values...); };
-    acc_t total = Reduce::identity();
-    part.each([&](const auto& x, int64_t, int) {
-#pragma unroll
-      for (int k = 0; k < Part::kVec; ++k) {
-        const acc_t value = call(reduced, x, k, std::make_index_sequence<Part::kInputs>{});
-        total = Reduce::combine(total, value);
-      }
-    });
-    part.reload_barrier();
-    total = row_total<Reduce>(total, part.lanes, partial[K]);
-    stat[K] = f.finished(Stat<K>{}, stat, Reduce::finish(total, cols));
-  }
-}
-
 // F's reduced value of statistic K at element k of each input vector.
 template <int K, typename F, typename acc_t, typename V, int N, size_t... I>
 __device__ __forceinline__ acc_t reduced_at(const F& f, const acc_t* stat, const V (&x)[N], int k,
@@ -994,15 +950,19 @@ __device__ __forceinline__ acc_t reduced_at(const F& f, const acc_t* stat, const
   return f.reduced(Stat<K>{}, stat, element(x[I], k)...);
 }
 
-// Statistics K... in one pass over the thread's part and one round of row_totals, then each
-// finished in order (a later one's finishing may read an earlier one).
+// Statistics K... of the row: F's reduced value of each element combined by each one's Reduce, in
+// one pass over the thread's part, then over the row's lanes (row_totals), then each finished in
+// order (a later one's finishing may read an earlier one). Every lane gets them. A row value, alone
+// in its pass, has no pass over the row: it is finished from the statistics before it.
 template <typename F, typename Part, typename acc_t, int... K>
 __device__ __forceinline__ void statistics_together(const F& f, Part& part, acc_t* stat,
                                                     acc_t (*partial)[kWarpsPerBlock],
                                                     int64_t cols, Together<K...>) {
   using Reductions = typename F::Reductions;
-  if constexpr (sizeof...(K) == 1) {
-    (statistic<K>(f, part, stat, partial, cols), ...);
+  constexpr bool kRowValue = (std::is_same_v<std::tuple_element_t<K, Reductions>, RowValue> || ...);
+  static_assert(!kRowValue || sizeof...(K) == 1, "a row value has a pass of its own");
+  if constexpr (kRowValue) {
+    ((stat[K] = f.finished(Stat<K>{}, stat)), ...);
   } else {
     acc_t total[std::tuple_size_v<Reductions>];  // total[K] for each K
     ((total[K] = std::tuple_element_t<K, Reductions>::identity()), ...);
@@ -1037,7 +997,7 @@ __device__ __forceinline__ void statistics(const F& f, Part& part, acc_t* stat,
                                            std::index_sequence<K...>) {
   using Passes = typename PassesOf<F>::type;
   if constexpr (std::is_void_v<Passes>) {
-    (statistic<static_cast<int>(K)>(f, part, stat, partial, cols), ...);
+    (statistics_together(f, part, stat, partial, cols, Together<static_cast<int>(K)>{}), ...);
   } else {
     in_passes(f, part, stat, partial, cols, static_cast<Passes*>(nullptr));
   }
