@@ -10,26 +10,10 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "kernel_timing.h"
 #include "kernels.h"
 
 using namespace knorms_torch_library::cuda;
-
-// Microseconds a launch of f takes, averaged over 50 after 5 that warm up.
-template <typename Launches>
-static float time_of(const Launches& f) {
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  for (int i = 0; i < 5; ++i) f();
-  cudaEventRecord(start);
-  const int n = 50;
-  for (int i = 0; i < n; ++i) f();
-  cudaEventRecord(stop);
-  cudaEventSynchronize(stop);
-  float ms = 0;
-  cudaEventElapsedTime(&ms, start, stop);
-  return ms * 1000 / n;
-}
 
 int main(int argc, char** argv) {
   const int64_t rows = 4096, widest = 8192;

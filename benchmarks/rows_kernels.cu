@@ -7,26 +7,10 @@
 
 #include <cstdio>
 
+#include "kernel_timing.h"
 #include "kernels.h"
 
 using namespace krows_torch_library::cuda;
-
-// Microseconds a launch of f takes, averaged over 50 after 5 that warm up.
-template <typename Launches>
-static float time_of(const Launches& f) {
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  for (int i = 0; i < 5; ++i) f();
-  cudaEventRecord(start);
-  const int n = 50;
-  for (int i = 0; i < n; ++i) f();
-  cudaEventRecord(stop);
-  cudaEventSynchronize(stop);
-  float ms = 0;
-  cudaEventElapsedTime(&ms, start, stop);
-  return ms * 1000 / n;
-}
 
 int main() {
   const int64_t shapes[3][2] = {{4096, 4096}, {16384, 1024}, {1024, 65536}};
