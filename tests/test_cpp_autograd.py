@@ -105,9 +105,17 @@ def test_formulas_become_aten_calls_and_own_ops_dispatcher_calls(repo):
             "    if (ctx->needs_input_grad(0) || ctx->needs_input_grad(1)) {\n"
             "      scaled_grads_grads = ops::scaled_grads(grad, x, w, s);\n") in ops
     assert "grad * at::exp(x) * (static_cast<double>(n) / 2)" in ops  # Python's / of two ints is a true division
-    impls = ops.partition("TORCH_LIBRARY_IMPL(kgrads, Autograd, m) {\n")[2]
-    assert impls.splitlines()[:6] == [f'  m.impl("{name}", &kgrads::autograd::kernels::{name});'
-                                      for name in ("bias_leaky", "sincos", "scaled", "expish", "clash", "shifted")]
+    impls = ops.partition("TORCH_LIBRARY_IMPL(kgrads, Autograd, m) {\n")[2].partition("}")[0]
+    # The ops with C++ formulas, and those without formulas (scaled_grads, the backward kernels): not twice's
+    # and gated's, whose formulas stay Python.
+    in_cpp = ("bias_leaky", "bias_leaky_backward", "sincos", "scaled", "scaled_grads", "expish", "expish_backward",
+              "clash", "shifted", "shifted_backward")
+    assert impls.splitlines() == [f'  m.impl("{name}", &kgrads::autograd::kernels::{name});' for name in in_cpp]
+    # An op without formulas: its Function's backward raises what the Python registration raised.
+    assert ('    TORCH_CHECK(false, "kgrads::scaled_grads is not differentiable: its spec has no backward "\n'
+            '                       "formulas");\n    return {};\n') in ops
+    assert ('    TORCH_CHECK(false, "kgrads::expish_backward is not differentiable: it is the backward kernel "\n'
+            '                       "of kgrads::expish");\n') in ops
     # Its locals give way to the arguments: ctx_, the saved tensors saved_, the handle handle_, guard_.
     assert "  static variable_list backward(AutogradContext* ctx_, variable_list grads) {\n" in ops
     assert "    variable_list saved_ = ctx_->get_saved_variables();\n    const Tensor& ctx = saved_[0];\n" in ops
@@ -115,8 +123,8 @@ def test_formulas_become_aten_calls_and_own_ops_dispatcher_calls(repo):
     assert "  static auto handle_ = c10::Dispatcher::singleton()\n" in ops
     assert "    at::AutoDispatchBelowADInplaceOrView guard_;\n    Tensor out = ops::clash(ctx, grad, saved, guard, handle);\n" in ops
     registration = (repo / "kgrads/_registration.py").read_text()
-    # twice's and gated's formulas; scaled_grads and the backward kernels of bias_leaky, expish and shifted raise
-    assert registration.count("torch.library.register_autograd(") == 6
+    # twice's and gated's formulas; scaled_grads and the backward kernels raise from C++
+    assert registration.count("torch.library.register_autograd(") == 2
     assert '"kgrads::gated", _gated_backward' in registration
     # bias_leaky's backward kernel serves both gradients; its formulas stay for a differentiated backward
     assert "      bias_leaky_grads = ops::bias_leaky_backward(grad, x, bias, alpha, negate);\n" in ops
@@ -138,8 +146,10 @@ def test_what_keeps_the_python_registration(tmp_path):
 
     package, _ = check_spec(spec)
     ops = {op.name: op for op in package.ops}
-    assert [op.name for op in package.ops if op.cpp_autograd] == ["bias_leaky", "sincos", "scaled", "expish", "clash",
-                                                                  "shifted"]
+    # the ops without formulas too (scaled_grads, the backward kernels: their backward raises)
+    assert [op.name for op in package.ops if op.cpp_autograd] == [
+        "bias_leaky", "bias_leaky_backward", "sincos", "scaled", "scaled_grads", "expish", "expish_backward", "clash",
+        "shifted", "shifted_backward"]
     assert python_reason(dataclasses.replace(ops["sincos"], registration=Route.CUSTOM_OP), package.ops) \
         == "custom_op is a Python route"
     formula = dataclasses.replace(ops["expish"].backward.gradients[0].formula, python="grad.unsqueeze(-1) * x")

@@ -278,4 +278,6 @@ def test_a_missing_backward_is_loud(suite):
         assert run.of(op_class, "test_backward_raises_a_clear_error") == {
             f"{op_class}.test_backward_raises_a_clear_error": "PASSED"}
     text = (repo / "ktraps/_registration.py").read_text()
+    cpp = repo / "ktraps/csrc/ops.cpp"  # torch_library: a C++ Function raises it, its literal split over lines
+    text += re.sub(r'"\n *"', "", cpp.read_text()) if cpp.exists() else ""
     assert "ktraps::pairsum_transposed is not differentiable: its spec has no backward formulas" in text

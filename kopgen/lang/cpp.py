@@ -103,7 +103,7 @@ def wrap_expression(code: str, column: int, indent: int, depth: int = 0) -> str:
     return f"\n{' ' * indent}".join(lines)
 
 
-def _string_literal(text: str, indent: int) -> str:
+def string_literal(text: str, indent: int) -> str:
     """`text` as a C++ string literal at column `indent`; where it is too long, adjacent literals
     (which C++ joins) on lines of their own."""
     text = text.replace("\\", "\\\\").replace('"', '\\"')  # a schema's str defaults are quoted
@@ -305,7 +305,7 @@ class CppOp:
     @property
     def definition(self) -> str:
         """`m.def("schema")`, with the op's tags."""
-        arguments = [_string_literal(self.op.schema_text, indent=6)]
+        arguments = [string_literal(self.op.schema_text, indent=6)]
         if self.op.tags:
             arguments.append("{" + ", ".join(f"at::Tag::{tag}" for tag in self.op.tags) + "}")
         return wrap("m.def(", arguments, ");", indent=2)

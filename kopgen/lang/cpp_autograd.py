@@ -27,7 +27,8 @@ from ..expr.emitters import UNARY_FUNCS
 from ..model import Op, Package, Route
 from ..names import locals_for
 from .autograd import SharedCall, shared_calls
-from .cpp import SCALAR_TYPES, wrap, wrap_expression
+from .cpp import SCALAR_TYPES, string_literal, wrap, wrap_expression
+from .python import not_differentiable_message
 
 # Argument and return types a Function's forward and the dispatcher handles take here.
 _TYPES = {"Tensor": "const Tensor&", "Tensor?": "const std::optional<Tensor>&", "float": "double", "int": "int64_t",
@@ -97,7 +98,13 @@ def python_reason(op: Op, ops: Sequence[Op]) -> str | None:
 
 
 def autograd_in_cpp(op: Op, ops: Sequence[Op]) -> bool:
-    """Whether the op's backward is generated in C++: resolved once per op (model.Op.cpp_autograd)."""
+    """Whether the op's autograd is generated in C++: resolved once per op (model.Op.cpp_autograd). An op
+    without formulas gets a Function whose backward raises, unless it writes its arguments (no autograd
+    then): its calls, with grad or without, never enter Python (a Python Autograd kernel cost rowsum
+    15 us a call on the H200, docs/performance.md), nor do C++ backwards that call a backward kernel."""
+    if op.backward is None:
+        return (op.registration is Route.TORCH_LIBRARY and not op.is_mutating and bool(op.tensor_args)
+                and _signature_problem(op) is None)
     return op.has_gradients and python_reason(op, ops) is None
 
 
@@ -307,6 +314,12 @@ def _wanted(op: Op, arg_name: str, ctx: str) -> str:
     return wanted
 
 
+def _raise(message: str, column: int) -> str:
+    """TORCH_CHECK(false, message) at `column`: torch raises it in Python as a RuntimeError."""
+    opening = "TORCH_CHECK(false, "
+    return f"{opening}{string_literal(message, column + len(opening))});"
+
+
 @dataclass(frozen=True)
 class DispatchedOp:
     """An op called through its dispatcher handle: the forward's redispatch, and the formulas' own-op calls."""
@@ -352,6 +365,12 @@ class CppAutograd:
         """The Function's struct: `<op>_function`, which never hides a namespace (`at`, `ops`) the way a
         struct named after the op could (ops named `at` and `at_function` give at_function, at_function_function)."""
         return f"{self.op.name}_function"
+
+    @property
+    def opening(self) -> str:
+        """The struct's first line; its base on a line of its own where one line would pass 100 columns."""
+        name, base = f"struct {self.function}", f": public torch::autograd::Function<{self.function}> {{"
+        return f"{name} {base}" if len(name) + len(base) + 1 <= 100 else f"{name}\n    {base}"
 
     @property
     def _local(self):
@@ -403,6 +422,9 @@ class CppAutograd:
             lines.append(f"auto [{', '.join(outputs)}] = {call};")
         else:
             lines.append(f"Tensor {outputs[0]} = {call};")
+        if op.backward is None:  # backward only raises: nothing to keep
+            lines.append(f"return {{{', '.join(outputs)}}};" if self._multiple else f"return {outputs[0]};")
+            return lines
         for arg in self._flagged:  # where each Tensor? is an edge of the graph (_wanted)
             lines.append(f'{local.ctx}->saved_data["{local.derived("cpp_flag", arg.name)}"] = {_given(arg)};')
         for gradient in op.backward.gradients:
@@ -440,6 +462,8 @@ class CppAutograd:
     def backward_body(self) -> list[str]:
         op, local = self.op, self._local
         bw, ctx = op.backward, local.ctx
+        if bw is None:  # the error the Python registration raises (a RuntimeError there too)
+            return [_raise(not_differentiable_message(op), column=4), "return {};"]
         lines = []
         if bw.saved_tensors:
             lines.append(f"{_VARIABLE_LIST} {local.saved} = {ctx}->get_saved_variables();")
@@ -540,6 +564,6 @@ def ops(package: Package) -> tuple[CppAutograd, ...]:
 def dispatched_ops(package: Package) -> tuple[DispatchedOp, ...]:
     """The ops the Functions call through the dispatcher: their own (forward) and those their formulas call."""
     called = {op.name for op in package.ops if op.cpp_autograd}
-    called |= {name for op in package.ops if op.cpp_autograd for g in op.backward.gradients if g.formula
+    called |= {name for op in package.ops if op.cpp_autograd and op.backward for g in op.backward.gradients if g.formula
                for name in g.formula.own_ops_called}
     return tuple(DispatchedOp(op) for op in package.ops if op.name in called)

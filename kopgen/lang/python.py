@@ -311,11 +311,15 @@ def triton_op_decorator(op: Op) -> str:
     return wrap("@torch.library.triton_op(", [literal(op.qualname), f"mutates_args={mutates_args(op)}"])
 
 
-def not_differentiable_error(op: Op) -> str:
-    message = f"{op.qualname} is not differentiable: its spec has no backward formulas"
+def not_differentiable_message(op: Op) -> str:
+    """What asking for the gradient of an op without formulas raises, from Python or C++ autograd."""
     if op.backward_of:  # kopgen's backward kernel (backward_kernel.py): a second derivative takes the formulas
-        message = f"{op.qualname} is not differentiable: it is the backward kernel of {op.namespace}::{op.backward_of}"
-    return wrap("raise RuntimeError(", [literal(message)], ")", 4)
+        return f"{op.qualname} is not differentiable: it is the backward kernel of {op.namespace}::{op.backward_of}"
+    return f"{op.qualname} is not differentiable: its spec has no backward formulas"
+
+
+def not_differentiable_error(op: Op) -> str:
+    return wrap("raise RuntimeError(", [literal(not_differentiable_message(op))], ")", 4)
 
 
 def setup_context_function(op: Op) -> str:

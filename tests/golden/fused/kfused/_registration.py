@@ -61,21 +61,8 @@ def _muladd_backward_fake(grad, a, b):
     return out0, out1
 
 
-def _muladd_backward_setup_context(ctx, inputs, output):
-    pass  # backward only raises: nothing to keep
-
-
-def _muladd_backward_backward(ctx, *grads):
-    raise RuntimeError(
-        "kfused::muladd_backward is not differentiable: it is the backward kernel of kfused::muladd"
-    )
-
-
-torch.library.register_autograd(
-    "kfused::muladd_backward",
-    _muladd_backward_backward,
-    setup_context=_muladd_backward_setup_context,
-)
+# Its autograd is the extension's: a torch::autograd::Function in csrc/ops.cpp, so that a call with
+# inputs requiring grad stays in C++.
 
 
 # torch.compile traces kfused::muladd_backward as its PyTorch reference, which Inductor fuses with the
@@ -225,21 +212,8 @@ def _rms_norm_backward_fake(grad, x, weight, eps):
     )
 
 
-def _rms_norm_backward_setup_context(ctx, inputs, output):
-    pass  # backward only raises: nothing to keep
-
-
-def _rms_norm_backward_backward(ctx, *grads):
-    raise RuntimeError(
-        "kfused::rms_norm_backward is not differentiable: it is the backward kernel of kfused::rms_norm"
-    )
-
-
-torch.library.register_autograd(
-    "kfused::rms_norm_backward",
-    _rms_norm_backward_backward,
-    setup_context=_rms_norm_backward_setup_context,
-)
+# Its autograd is the extension's: a torch::autograd::Function in csrc/ops.cpp, so that a call with
+# inputs requiring grad stays in C++.
 
 
 # torch.compile traces kfused::rms_norm_backward as its PyTorch reference, which Inductor fuses with the
@@ -300,21 +274,8 @@ def _layer_norm_backward_fake(grad, x, weight, eps):
     )
 
 
-def _layer_norm_backward_setup_context(ctx, inputs, output):
-    pass  # backward only raises: nothing to keep
-
-
-def _layer_norm_backward_backward(ctx, *grads):
-    raise RuntimeError(
-        "kfused::layer_norm_backward is not differentiable: it is the backward kernel of kfused::layer_norm"
-    )
-
-
-torch.library.register_autograd(
-    "kfused::layer_norm_backward",
-    _layer_norm_backward_backward,
-    setup_context=_layer_norm_backward_setup_context,
-)
+# Its autograd is the extension's: a torch::autograd::Function in csrc/ops.cpp, so that a call with
+# inputs requiring grad stays in C++.
 
 
 # torch.compile traces kfused::layer_norm_backward as its PyTorch reference, which Inductor fuses with the
@@ -375,21 +336,8 @@ def _softmax_backward_fake(grad, result):
     return _support.normalization_output("kfused::softmax_backward", grad, result)
 
 
-def _softmax_backward_setup_context(ctx, inputs, output):
-    pass  # backward only raises: nothing to keep
-
-
-def _softmax_backward_backward(ctx, *grads):
-    raise RuntimeError(
-        "kfused::softmax_backward is not differentiable: it is the backward kernel of kfused::softmax"
-    )
-
-
-torch.library.register_autograd(
-    "kfused::softmax_backward",
-    _softmax_backward_backward,
-    setup_context=_softmax_backward_setup_context,
-)
+# Its autograd is the extension's: a torch::autograd::Function in csrc/ops.cpp, so that a call with
+# inputs requiring grad stays in C++.
 
 
 # torch.compile traces kfused::softmax_backward as its PyTorch reference, which Inductor fuses with the

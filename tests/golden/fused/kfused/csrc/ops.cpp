@@ -611,6 +611,25 @@ struct muladd_function : public torch::autograd::Function<muladd_function> {
   }
 };
 
+struct muladd_backward_function : public torch::autograd::Function<muladd_backward_function> {
+  static variable_list forward(
+      AutogradContext* ctx,
+      const Tensor& grad,
+      const Tensor& a,
+      const Tensor& b) {
+    // The op's own kernels: below autograd, where this Function is not met again.
+    at::AutoDispatchBelowADInplaceOrView guard;
+    auto [out0, out1] = ops::muladd_backward(grad, a, b);
+    return {out0, out1};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    TORCH_CHECK(false, "kfused::muladd_backward is not differentiable: it is the backward kernel "
+                       "of kfused::muladd");
+    return {};
+  }
+};
+
 struct mul_function : public torch::autograd::Function<mul_function> {
   static Tensor forward(AutogradContext* ctx, const Tensor& a, const Tensor& b) {
     // The op's own kernels: below autograd, where this Function is not met again.
@@ -722,6 +741,26 @@ struct rms_norm_function : public torch::autograd::Function<rms_norm_function> {
   }
 };
 
+struct rms_norm_backward_function : public torch::autograd::Function<rms_norm_backward_function> {
+  static variable_list forward(
+      AutogradContext* ctx,
+      const Tensor& grad,
+      const Tensor& x,
+      const Tensor& weight,
+      double eps) {
+    // The op's own kernels: below autograd, where this Function is not met again.
+    at::AutoDispatchBelowADInplaceOrView guard;
+    auto [out0, out1] = ops::rms_norm_backward(grad, x, weight, eps);
+    return {out0, out1};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    TORCH_CHECK(false, "kfused::rms_norm_backward is not differentiable: it is the backward kernel "
+                       "of kfused::rms_norm");
+    return {};
+  }
+};
+
 struct layer_norm_function : public torch::autograd::Function<layer_norm_function> {
   static Tensor forward(
       AutogradContext* ctx,
@@ -806,6 +845,27 @@ struct layer_norm_function : public torch::autograd::Function<layer_norm_functio
   }
 };
 
+struct layer_norm_backward_function
+    : public torch::autograd::Function<layer_norm_backward_function> {
+  static variable_list forward(
+      AutogradContext* ctx,
+      const Tensor& grad,
+      const Tensor& x,
+      const Tensor& weight,
+      double eps) {
+    // The op's own kernels: below autograd, where this Function is not met again.
+    at::AutoDispatchBelowADInplaceOrView guard;
+    auto [out0, out1] = ops::layer_norm_backward(grad, x, weight, eps);
+    return {out0, out1};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    TORCH_CHECK(false, "kfused::layer_norm_backward is not differentiable: it is the backward "
+                       "kernel of kfused::layer_norm");
+    return {};
+  }
+};
+
 struct softmax_function : public torch::autograd::Function<softmax_function> {
   static Tensor forward(AutogradContext* ctx, const Tensor& x) {
     // The op's own kernels: below autograd, where this Function is not met again.
@@ -841,6 +901,21 @@ struct softmax_function : public torch::autograd::Function<softmax_function> {
   }
 };
 
+struct softmax_backward_function : public torch::autograd::Function<softmax_backward_function> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& grad, const Tensor& result) {
+    // The op's own kernels: below autograd, where this Function is not met again.
+    at::AutoDispatchBelowADInplaceOrView guard;
+    Tensor out = ops::softmax_backward(grad, result);
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    TORCH_CHECK(false, "kfused::softmax_backward is not differentiable: it is the backward kernel "
+                       "of kfused::softmax");
+    return {};
+  }
+};
+
 // The Autograd kernels: with no gradient wanted, the op's kernels at once (no node, nothing saved).
 namespace kernels {
 
@@ -850,6 +925,15 @@ Tensor muladd(const Tensor& a, const Tensor& b, double c) {
     return ops::muladd(a, b, c);
   }
   return muladd_function::apply(a, b, c);
+}
+
+std::tuple<Tensor, Tensor> muladd_backward(const Tensor& grad, const Tensor& a, const Tensor& b) {
+  if (!torch::autograd::compute_requires_grad(grad, a, b)) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return ops::muladd_backward(grad, a, b);
+  }
+  variable_list outputs = muladd_backward_function::apply(grad, a, b);
+  return {outputs[0], outputs[1]};
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
@@ -876,6 +960,19 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   return rms_norm_function::apply(x, weight, eps);
 }
 
+std::tuple<Tensor, Tensor> rms_norm_backward(
+    const Tensor& grad,
+    const Tensor& x,
+    const Tensor& weight,
+    double eps) {
+  if (!torch::autograd::compute_requires_grad(grad, x, weight)) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return ops::rms_norm_backward(grad, x, weight, eps);
+  }
+  variable_list outputs = rms_norm_backward_function::apply(grad, x, weight, eps);
+  return {outputs[0], outputs[1]};
+}
+
 Tensor layer_norm(
     const Tensor& x,
     const Tensor& weight,
@@ -888,6 +985,19 @@ Tensor layer_norm(
   return layer_norm_function::apply(x, weight, bias, eps);
 }
 
+std::tuple<Tensor, Tensor> layer_norm_backward(
+    const Tensor& grad,
+    const Tensor& x,
+    const Tensor& weight,
+    double eps) {
+  if (!torch::autograd::compute_requires_grad(grad, x, weight)) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return ops::layer_norm_backward(grad, x, weight, eps);
+  }
+  variable_list outputs = layer_norm_backward_function::apply(grad, x, weight, eps);
+  return {outputs[0], outputs[1]};
+}
+
 Tensor softmax(const Tensor& x) {
   if (!torch::autograd::compute_requires_grad(x)) {
     at::AutoDispatchBelowADInplaceOrView guard;
@@ -896,14 +1006,26 @@ Tensor softmax(const Tensor& x) {
   return softmax_function::apply(x);
 }
 
+Tensor softmax_backward(const Tensor& grad, const Tensor& result) {
+  if (!torch::autograd::compute_requires_grad(grad, result)) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return ops::softmax_backward(grad, result);
+  }
+  return softmax_backward_function::apply(grad, result);
+}
+
 }  // namespace kernels
 }  // namespace kfused::autograd
 
 TORCH_LIBRARY_IMPL(kfused, Autograd, m) {
   m.impl("muladd", &kfused::autograd::kernels::muladd);
+  m.impl("muladd_backward", &kfused::autograd::kernels::muladd_backward);
   m.impl("mul", &kfused::autograd::kernels::mul);
   m.impl("square", &kfused::autograd::kernels::square);
   m.impl("rms_norm", &kfused::autograd::kernels::rms_norm);
+  m.impl("rms_norm_backward", &kfused::autograd::kernels::rms_norm_backward);
   m.impl("layer_norm", &kfused::autograd::kernels::layer_norm);
+  m.impl("layer_norm_backward", &kfused::autograd::kernels::layer_norm_backward);
   m.impl("softmax", &kfused::autograd::kernels::softmax);
+  m.impl("softmax_backward", &kfused::autograd::kernels::softmax_backward);
 }
