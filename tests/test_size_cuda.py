@@ -61,8 +61,10 @@ def test_a_second_pointwise_op_adds_at_most_25_lines_of_cuda(tmp_path):
     print(f"of which the C++ autograd: {autograd[0]} lines with one op, {autograd[1]} with two")
     assert (cpp[1] - autograd[1]) - (cpp[0] - autograd[0]) <= 2 * 25
     # 45, and 16 for the backward kernel: its handle in ops::, its one call serving both gradients, and
-    # the branch that keeps the formulas for a backward differentiated again (create_graph).
-    assert autograd[1] - autograd[0] <= 45 + 16
+    # the branch that keeps the formulas for a backward differentiated again (create_graph); and 25 for
+    # the backward kernel's own Autograd kernel (a Function whose backward raises), so that its calls
+    # from the C++ backward never enter Python.
+    assert autograd[1] - autograd[0] <= 45 + 16 + 25
     # The fixed headers do not grow with the ops.
     for header in ("ksize/csrc/pointwise.h", "ksize/csrc/cuda/pointwise.cuh"):
         assert (one / header).read_text() == (two / header).read_text()

@@ -320,6 +320,21 @@ def _raise(message: str, column: int) -> str:
     return f"{opening}{string_literal(message, column + len(opening))});"
 
 
+def _shared_calls(op: Op, ops: Sequence[Op], shared: tuple[SharedCall, ...]) -> list[str]:
+    """Each own-op call that several gradients read, made once into its local where one is wanted."""
+    ctx, lines = locals_for(op).ctx, []
+    by_name, names = {o.name: o for o in ops}, {a.index: a.name for a in op.args}
+    for call in shared:
+        readers = " and ".join(names[i] for i in call.users)
+        each = [_wanted(op, names[i], ctx) for i in call.users]
+        wanted = " || ".join(f"({w})" if "&&" in w and len(each) > 1 else w for w in each)
+        code = _Formula(op, by_name, ()).emit(ast.parse(call.python, mode="eval").body).code
+        lines += [f"// One {call.called_op} call serves the gradients of {readers}, where one is wanted.",
+                  f"{_return_type(by_name[call.called_op])} {call.local};",
+                  f"if ({wanted}) {{", f"  {call.local} = {code};", "}"]
+    return lines
+
+
 @dataclass(frozen=True)
 class DispatchedOp:
     """An op called through its dispatcher handle: the forward's redispatch, and the formulas' own-op calls."""
@@ -488,7 +503,7 @@ class CppAutograd:
             lines.append("if (torch::autograd::GradMode::is_enabled()) {  // create_graph: the formulas as written")
             lines += ["  " + line for line in self._summed(gradients, "eager", ())]
             lines.append("} else {")
-        kernel_lines = self._shared_calls(shared) + self._summed(gradients, "formula", shared)
+        kernel_lines = _shared_calls(op, self.ops, shared) + self._summed(gradients, "formula", shared)
         lines += ["  " + line for line in kernel_lines] + ["}"] if eager else kernel_lines
         returned = []
         for arg in op.args:  # one per forward argument: undefined for the scalars and the non-differentiable
@@ -514,20 +529,6 @@ class CppAutograd:
                           ");", indent=indent)
             lines.append(f"  {summed}")
             lines.append("}")
-        return lines
-
-    def _shared_calls(self, shared: tuple[SharedCall, ...]) -> list[str]:
-        """Each own-op call that several gradients read, made once into its local where one is wanted."""
-        op, ctx, lines = self.op, self._local.ctx, []
-        by_name, names = {o.name: o for o in self.ops}, {a.index: a.name for a in op.args}
-        for call in shared:
-            readers = " and ".join(names[i] for i in call.users)
-            each = [_wanted(op, names[i], ctx) for i in call.users]
-            wanted = " || ".join(f"({w})" if "&&" in w and len(each) > 1 else w for w in each)
-            code = _Formula(op, by_name, ()).emit(ast.parse(call.python, mode="eval").body).code
-            lines += [f"// One {call.called_op} call serves the gradients of {readers}, where one is wanted.",
-                      f"{_return_type(by_name[call.called_op])} {call.local};",
-                      f"if ({wanted}) {{", f"  {call.local} = {code};", "}"]
         return lines
 
     @property
