@@ -131,14 +131,17 @@ def _strided_rows(
 def row_blocks(n_rows: int, n_cols: int, element_size: int) -> tuple[int, int, int]:
     """The block of a row reduction's program (block_rows x block_cols) and its warps, by row
     length: rows of 64 KiB and more one per program, 8 KiB per step under 16 warps; shorter rows
-    two per program, up to 1024 columns per step, 32 bytes per thread. The best measured on an
-    H200 for fp32 and bf16 rows of 1024, 4096 and 65536 elements: within 5% of the best block.
-    One compile per block shape serves every row length of its class."""
+    512 columns per step under 4 warps, 512 elements per program (16 bytes per thread in float32),
+    2048 for 16-bit elements (32 bytes). Measured on an H200 (docs/performance.md, "The Triton row
+    reductions' blocks"), fp32 and bf16 rows of 768 to 65536 elements: the best block, or within 3%
+    of it, on all but one shape. One compile per block shape serves every row length of its class."""
     if n_cols * element_size >= 65536:
         return 1, 8192 // element_size, 16
-    block_cols = min(1024, _power_of_2(max(n_cols, 16)))
-    block_rows = min(2048 // block_cols, _power_of_2(n_rows))
-    warps = block_rows * block_cols * element_size // 1024  # 32 bytes per thread
+    block_cols = min(512, _power_of_2(max(n_cols, 16)))
+    bytes_per_thread = 32 if element_size <= 2 else 16
+    per_program = bytes_per_thread * 128 // element_size  # elements, under 4 warps
+    block_rows = min(max(per_program // block_cols, 1), _power_of_2(n_rows))
+    warps = block_rows * block_cols * element_size // (32 * bytes_per_thread)
     return block_rows, block_cols, min(max(warps, 1), 16)
 
 
