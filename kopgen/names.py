@@ -47,8 +47,9 @@ MODULE_PATTERN = re.compile(r"^(_.*|.*_kernels)$")  # private names; _registrati
 CPP_TYPE_NAMES = frozenset({"KernelCall", "Values", "Sum", "Mean", "Max", "Min", "acc_t", "Signature"})
 CPP_TYPE_NAMES |= {"Stat", "Reductions", "RowValue"}  # a row normalisation's functor (lang/cpp_norms.py)
 CPP_TYPE_NAMES |= {"AutogradContext", "variable_list"}  # the autograd of csrc/ops.cpp (lang/cpp_autograd.py)
-# A CUDA functor's storage type, its compute type and the exp it calls (csrc/cuda/kernels.cu, pointwise.cuh)
-CPP_TYPE_NAMES |= {"scalar_t", "compute_t", "exp_for"}
+# A CUDA functor's storage type, its compute type and the exp it calls (csrc/cuda/kernels.cu, pointwise.cuh);
+# the exp a CPU functor calls (csrc/pointwise.h)
+CPP_TYPE_NAMES |= {"scalar_t", "compute_t", "exp_for", "exp_of"}
 
 # -- the generated code's own names, renamed where the op's names take them
 

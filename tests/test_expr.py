@@ -27,6 +27,8 @@ from kopgen.expr import (
     parse_pointwise,
 )
 
+from .conftest import ROOT
+
 ARGS = {"a": "tensor", "b": "tensor", "alpha": "float", "n": "int", "flag": "bool"}
 N = 20  # elements: more than one Triton block of 16, so the mask matters
 DTYPES = (torch.float32, torch.float64)
@@ -215,8 +217,11 @@ def cpp_outputs(tmp_path_factory):
         f"        (void)f{i}<float>(a, b, alpha, n, flag);\n"
         f"        std::printf(\"%.17g \", f{i}<double>(a, b, alpha, n, flag));\n"
         for i in range(len(CASES)))
-    source = "#include <algorithm>\n#include <cmath>\n#include <cstdio>\n\n" + "\n".join(
-        functions) + CPP_MAIN.replace("CALLS", calls)
+    # exp_of, the exp the CPU functors call, as csrc/pointwise.h defines it
+    header = (ROOT / "tests/golden/fused/kfused/csrc/pointwise.h").read_text()
+    exp_of = re.search(r"^inline float exp_of\(float x\).*?^inline double exp_of.*?^\}\n", header, re.DOTALL | re.MULTILINE).group(0)
+    source = "#include <algorithm>\n#include <cmath>\n#include <cstdint>\n#include <cstdio>\n#include <cstring>\n\n" + (
+        exp_of + "\n" + "\n".join(functions) + CPP_MAIN.replace("CALLS", calls))
     (tmp / "exprs.cpp").write_text(source)
     subprocess.run(["g++", "-std=c++17", "-Wall", "-Werror", "-O0", "-o", tmp / "exprs",
                     tmp / "exprs.cpp"], check=True, timeout=120)
@@ -249,9 +254,9 @@ def test_cpp_translation(cpp_outputs, i, fn):
     ("a ** alpha", "a ** alpha", "tl.exp2(alpha * tl.log2(a))", "std::pow(a, alpha)"),
     ("tanh(a)", "torch.tanh(a)", "2.0 / (1.0 + tl.exp(-2.0 * a)) - 1.0", "std::tanh(a)"),
     ("sigmoid(a + b)", "torch.sigmoid(a + b)", "1.0 / (1.0 + tl.exp(-(a + b)))",
-     "acc_t(1) / (acc_t(1) + std::exp(-(a + b)))"),
+     "acc_t(1) / (acc_t(1) + exp_of(-(a + b)))"),
     ("a * sigmoid(alpha)", "a * (1 / (1 + math.exp(-alpha)))", "a * (1.0 / (1.0 + tl.exp(-alpha)))",
-     "a * (acc_t(1) / (acc_t(1) + std::exp(-alpha)))"),
+     "a * (acc_t(1) / (acc_t(1) + exp_of(-alpha)))"),
     ("minimum(alpha, a)", "torch.clamp(a, max=alpha)", "tl.minimum(alpha, a)",
      "std::min(alpha, a)"),
     ("a if flag else 2.0", "a if flag else 2.0", "tl.where(flag != 0, a, 2.0)",
@@ -276,11 +281,11 @@ def test_translation_text(text, torch_code, triton_code, cpp_code):
     ("log(a) + sqrt(b)", "std::log(a) + std::sqrt(b)"),
 ])
 def test_a_cuda_functor_takes_exp_at_its_storage_precision(text, cuda_code):
-    """In CUDA functors exp is exp_for<scalar_t> (approximate for 16-bit storage, pointwise.cuh); the rest
-    is the C++ of the CPU functors."""
+    """In CUDA functors exp is exp_for<scalar_t> (approximate for 16-bit storage, pointwise.cuh), in CPU
+    functors exp_of (vectorized for float, pointwise.h); the rest is the same C++."""
     p = parse_pointwise(text, ARGS)
     assert p.to_functor("cuda") == cuda_code
-    assert p.to_functor("cpu") == p.to_cpp() == cuda_code.replace("exp_for<scalar_t>(", "std::exp(")
+    assert p.to_functor("cpu") == p.to_cpp() == cuda_code.replace("exp_for<scalar_t>(", "exp_of(")
 
 
 @pytest.mark.parametrize(("text", "imports"), [

@@ -69,13 +69,15 @@ _TRITON = {  # only `tl` primitives: the Triton CPU interpreter has no libdevice
     "where": ("tl.where({}, {}, {})", _ATOM, 0),
     "present": ("HAS_{}", _ATOM, _ATOM),  # a constexpr: Triton compiles a kernel per case
 }
+# exp is csrc/pointwise.h's exp_of: vectorized for float, std::exp for double.
 _CPP = {
     **{f: (f"std::{f}({{}})", _ATOM, 0) for f in UNARY_FUNCS},
+    "exp": ("exp_of({})", _ATOM, 0),
     "rsqrt": ("acc_t(1) / std::sqrt({})", 11, 0),
-    "sigmoid": ("acc_t(1) / (acc_t(1) + std::exp(-{}))", 11, 13),
+    "sigmoid": ("acc_t(1) / (acc_t(1) + exp_of(-{}))", 11, 13),
     "relu": ("std::max({}, acc_t(0))", _ATOM, 0),
-    "silu": ("{0} / (acc_t(1) + std::exp(-{0}))", 11, 13),
-    "gelu_tanh": ("{0} / (acc_t(1) + std::exp(acc_t(-1.5957691216057308) * ({0} + acc_t(0.044715) * {0} * {0} * {0})))",
+    "silu": ("{0} / (acc_t(1) + exp_of(-{0}))", 11, 13),
+    "gelu_tanh": ("{0} / (acc_t(1) + exp_of(acc_t(-1.5957691216057308) * ({0} + acc_t(0.044715) * {0} * {0} * {0})))",
                   11, 13),
     "minimum": ("std::min({}, {})", _ATOM, 0), "maximum": ("std::max({}, {})", _ATOM, 0),
     "pow": ("std::pow({}, {})", _ATOM, 0), "**": ("std::pow({}, {})", _ATOM, 0),
@@ -87,7 +89,7 @@ _CPP = {
 
 # CUDA functors call exp through exp_for<scalar_t> (csrc/cuda/pointwise.cuh): approximate for 16-bit
 # storage, exact otherwise.
-_CUDA = {name: (code.replace("std::exp(", "exp_for<scalar_t>("), *precedences)
+_CUDA = {name: (code.replace("exp_of(", "exp_for<scalar_t>("), *precedences)
          for name, (code, *precedences) in _CPP.items()}
 
 

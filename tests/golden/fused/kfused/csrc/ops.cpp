@@ -230,7 +230,7 @@ struct softmax {
   // sum_exp = sum(exp(x - x_max))
   acc_t reduced(Stat<1>, const acc_t* stat, acc_t x) const {
     const acc_t x_max = stat[0];
-    return std::exp(x - x_max);
+    return exp_of(x - x_max);
   }
   acc_t finished(Stat<1>, const acc_t*, acc_t sum_exp) const {
     return sum_exp;
@@ -243,7 +243,7 @@ struct softmax {
   Values<acc_t, 1> operator()(const acc_t* stat, acc_t x) const {
     const acc_t x_max = stat[0];
     const acc_t row0 = stat[2];
-    return {std::exp(x - x_max) * row0};
+    return {exp_of(x - x_max) * row0};
   }
 };
 

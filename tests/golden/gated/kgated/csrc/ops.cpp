@@ -52,7 +52,7 @@ struct fatrelu_and_mul_backward {
 template <typename acc_t>
 struct silu_and_mul_out {
   Values<acc_t, 1> operator()(acc_t gate, acc_t up) const {
-    return {gate / (acc_t(1) + std::exp(-gate)) * up};
+    return {gate / (acc_t(1) + exp_of(-gate)) * up};
   }
 };
 
