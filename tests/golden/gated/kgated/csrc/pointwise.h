@@ -49,14 +49,15 @@ using compute_t = typename Compute<scalar_t>::type;
 
 // exp in the compute type. std::exp is a call that g++ leaves scalar: softmax's CPU loops spent
 // their time in it. For float, Cephes' expf in branch-free arithmetic, which g++ vectorizes (with
-// setup.py's -fno-trapping-math), within 1 ulp of the correctly rounded exp over all floats
-// (tests/test_cpu_exp.py), subnormal results, inf and NaN included. For double, std::exp.
+// setup.py's -fno-trapping-math): within 1 ulp of the correctly rounded exp on 70 million floats
+// spread over the whole range (tests/test_cpu_exp.py), subnormal results, inf and NaN included.
+// For double, std::exp.
 inline float exp_of(float x) {
   // A NaN fails both tests: the clamped value stays finite, and the last line returns x itself.
   float clamped = x > -104.0f ? x : -104.0f;
   clamped = clamped < 89.0f ? clamped : 89.0f;
   // n = round(x / ln 2) (adding and subtracting 1.5 * 2^23 rounds to an integer), r = x - n ln 2
-  // with ln 2 in two parts, so that r keeps every bit; exp(r) by a polynomial on |r| <= ln 2 / 2.
+  // with ln 2 in two parts for an accurate r; exp(r) by a polynomial on |r| <= ln 2 / 2.
   const float n = (clamped * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   const float r = (clamped - n * 0.693359375f) + n * 2.12194440e-4f;
   float p = 1.9875691500e-4f;
