@@ -1,5 +1,5 @@
 // The CUDA row reductions of benchmarks/perf.py (rowsum, rowmax) alone, without torch or host code
-// (benchmarks/rows_kernels.sh builds it against a generated kernels.cu): perf.py's shapes, float32 and
+// (benchmarks/rows_kernels.sh builds it against a generated kernels.cu): perf.py's shapes and three more, float32 and
 // bfloat16, each kernel's time (CUDA events, 50 launches) beside a device copy of the input; "% of copy"
 // counts the bytes the kernel must move (the input read once) against the copy's (read and written).
 //   ./rows_kernels
@@ -13,7 +13,10 @@
 using namespace krows_torch_library::cuda;
 
 int main() {
-  const int64_t shapes[3][2] = {{4096, 4096}, {16384, 1024}, {1024, 65536}};
+  // perf.py's shapes, then rows of 2 and 8 KiB in float32 (4 and 16 KiB in bfloat16) and 1024 columns
+  // with twice perf.py's rows.
+  const int64_t shapes[6][2] = {{4096, 4096}, {16384, 1024}, {1024, 65536}, {16384, 512}, {8192, 2048},
+                                {32768, 1024}};
   const size_t big = size_t{1} << 28;  // bytes: the largest input in float32, 2^26 elements
   void *x, *copy_out, *out;
   cudaMalloc(&x, big);

@@ -682,9 +682,9 @@ __device__ __forceinline__ acc_t warp_total(acc_t total) {
 }
 
 // One thread's total of a row that starts at element `start` of each input and holds `vectors`
-// vectors of VEC elements: vectors first, first + lanes, ..., kUnroll of them in flight, each
+// vectors of VEC elements: vectors first, first + lanes, ..., UNROLL of them in flight, each
 // kept in its own total (more loads in flight, and a shorter chain of additions).
-template <int VEC, typename Reduce, typename F, typename scalar_t, int IN>
+template <int VEC, int UNROLL, typename Reduce, typename F, typename scalar_t, int IN>
 __device__ __forceinline__ compute_t<scalar_t> row_part(
     const F& f,
     const Pointers<const scalar_t*, IN>& in,
@@ -694,15 +694,15 @@ __device__ __forceinline__ compute_t<scalar_t> row_part(
     int lanes) {
   using acc_t = compute_t<scalar_t>;
   using V = Vec<scalar_t, VEC>;
-  acc_t totals[kUnroll];
+  acc_t totals[UNROLL];
 #pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
+  for (int u = 0; u < UNROLL; ++u) {
     totals[u] = Reduce::identity();
   }
-  for (int64_t v = first; v < vectors; v += kUnroll * lanes) {
-    V x[kUnroll][IN];
+  for (int64_t v = first; v < vectors; v += UNROLL * lanes) {
+    V x[UNROLL][IN];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < UNROLL; ++u) {
 #pragma unroll
       for (int j = 0; j < IN; ++j) {
         if (v + u * lanes < vectors) {
@@ -711,7 +711,7 @@ __device__ __forceinline__ compute_t<scalar_t> row_part(
       }
     }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < UNROLL; ++u) {
       if (v + u * lanes < vectors) {
 #pragma unroll
         for (int k = 0; k < VEC; ++k) {
@@ -721,7 +721,7 @@ __device__ __forceinline__ compute_t<scalar_t> row_part(
     }
   }
 #pragma unroll
-  for (int u = 1; u < kUnroll; ++u) {
+  for (int u = 1; u < UNROLL; ++u) {
     totals[0] = Reduce::combine(totals[0], totals[u]);
   }
   return totals[0];
@@ -730,7 +730,7 @@ __device__ __forceinline__ compute_t<scalar_t> row_part(
 // Row reductions, `lanes` threads a row: a warp (kWarpsPerBlock rows a block) or, for long rows,
 // the whole block. Each thread reduces its part of the row, each warp its lanes' totals with
 // shuffles, and a block of one row its warps' totals through shared memory.
-template <int VEC, typename Reduce, typename F, typename scalar_t, int IN>
+template <int VEC, int UNROLL, typename Reduce, typename F, typename scalar_t, int IN>
 __global__ void __launch_bounds__(kThreads) rows_kernel(
     F f,
     Pointers<const scalar_t*, IN> in,
@@ -747,7 +747,7 @@ __global__ void __launch_bounds__(kThreads) rows_kernel(
   for (int64_t first = static_cast<int64_t>(blockIdx.x) * per_block; first < rows;
        first += static_cast<int64_t>(gridDim.x) * per_block) {
     const int64_t row = first + lanes.group();
-    acc_t total = row < rows ? row_part<VEC, Reduce>(f, in, row * cols, cols / VEC, lane,
+    acc_t total = row < rows ? row_part<VEC, UNROLL, Reduce>(f, in, row * cols, cols / VEC, lane,
                                                      lanes.count)
                              : Reduce::identity();
     total = warp_total<Reduce>(total);
@@ -773,6 +773,12 @@ __global__ void __launch_bounds__(kThreads) rows_kernel(
 // 0.49x torch.sum's GPU time on the H200.)
 constexpr int64_t kShortRowBytes = 8192;
 
+// A short float32 row whose lanes hold 5 to 8 vectors each (2 to 4 KiB) is read in one round of 8
+// vectors in flight, not two of kUnroll: on an H200, 16384 x 1024 took 18.5 us, not 21.5 (80% -> 92%
+// of the copy's bandwidth), 32768 x 1024 33.4, not 36.8. Elsewhere it did not pay (docs/performance.md):
+// bfloat16 rows of 4 KiB 7.4 -> 7.7 us, float32 rows of 16 KiB 18.2 -> 25.9.
+constexpr int kShortRowUnroll = 8;
+
 // Launches rows_kernel<VEC> with a warp or a block a row, by the row's length.
 template <int VEC, typename Reduce, typename F, typename scalar_t, int IN>
 void launch_rows(const F& f, const Pointers<const scalar_t*, IN>& in, scalar_t* out,
@@ -780,8 +786,17 @@ void launch_rows(const F& f, const Pointers<const scalar_t*, IN>& in, scalar_t* 
   const int lanes =
       cols * static_cast<int64_t>(sizeof(scalar_t)) <= kShortRowBytes ? kWarp : kThreads;
   const int64_t blocks = (rows + kThreads / lanes - 1) / (kThreads / lanes);
-  rows_kernel<VEC, Reduce><<<static_cast<unsigned int>(std::min(blocks, kMaxBlocks)), kThreads, 0,
-                             stream>>>(f, in, out, rows, cols, row_lanes(lanes));
+  const unsigned int grid = static_cast<unsigned int>(std::min(blocks, kMaxBlocks));
+  if constexpr (sizeof(scalar_t) == 4) {
+    const int64_t per_lane = (cols / VEC + lanes - 1) / lanes;  // vectors a lane reads
+    if (per_lane > kUnroll && per_lane <= kShortRowUnroll) {
+      rows_kernel<VEC, kShortRowUnroll, Reduce><<<grid, kThreads, 0, stream>>>(f, in, out, rows, cols,
+                                                                                row_lanes(lanes));
+      return;
+    }
+  }
+  rows_kernel<VEC, kUnroll, Reduce><<<grid, kThreads, 0, stream>>>(f, in, out, rows, cols,
+                                                                    row_lanes(lanes));
 }
 
 // Runs the row reduction R<acc_t> of F<scalar_t> over `launch`: launch.n rows of launch.cols, with
