@@ -19,7 +19,8 @@ from .test_compiled import compile_host, needs_nvcc
 
 # Scalars of each kind, torch.where, a condition on a bool, two outputs (grads[i], results[i]), one call of a
 # fused backward op shared by two gradients, an int in a true division, arguments named like the generated
-# locals (ctx, grad, saved, guard, handle); and one formula outside the subset.
+# locals (ctx, grad, saved, guard, handle), a split op's torch.cat of its halves' gradients; and one formula
+# outside the subset.
 SPEC = """\
 kopgen: 1
 package: kgrads
@@ -70,6 +71,11 @@ ops:
     backward:
       x: "grad * gate if gate is not None else grad"
       gate: "grad * x"
+  - schema: "silu_mul(Tensor x) -> Tensor"
+    split: {x: [gate, up]}
+    compute: "silu(gate) * up"
+    backward:
+      x: "torch.cat([grad * up * torch.sigmoid(gate) * (1 + gate * (1 - torch.sigmoid(gate))), grad * torch.nn.functional.silu(gate)], -1)"
 """
 IN_CPP = "  autograd: C++ (a torch::autograd::Function in csrc/ops.cpp; calls with grad stay in C++)\n"
 
@@ -85,7 +91,7 @@ def test_check_shows_which_autograd_each_op_gets(tmp_path):
     spec = tmp_path / "kopgen.yaml"
     spec.write_text(SPEC)
     output = CliRunner().invoke(main, ["check", str(spec)]).output
-    assert output.count(IN_CPP) == 6  # scaled_grads has no backward
+    assert output.count(IN_CPP) == 7  # scaled_grads has no backward
     assert ("  autograd: Python (torch.library.register_autograd): x's formula: torch.ones_like() has no C++ "
             "translation\n") in output
     assert ("  autograd: Python (torch.library.register_autograd): x's formula reads the Tensor? 'gate' (C++ "
@@ -109,7 +115,7 @@ def test_formulas_become_aten_calls_and_own_ops_dispatcher_calls(repo):
     # The ops with C++ formulas, and those without formulas (scaled_grads, the backward kernels): not twice's
     # and gated's, whose formulas stay Python.
     in_cpp = ("bias_leaky", "bias_leaky_backward", "sincos", "scaled", "scaled_grads", "expish", "expish_backward",
-              "clash", "shifted", "shifted_backward")
+              "clash", "shifted", "shifted_backward", "silu_mul", "silu_mul_backward")
     assert impls.splitlines() == [f'  m.impl("{name}", &kgrads::autograd::kernels::{name});' for name in in_cpp]
     # An op without formulas: its Function's backward raises what the Python registration raised.
     assert ('    TORCH_CHECK(false, "kgrads::scaled_grads is not differentiable: its spec has no backward "\n'
@@ -137,6 +143,11 @@ def test_formulas_become_aten_calls_and_own_ops_dispatcher_calls(repo):
     assert "      if (has_shift && ctx->needs_input_grad(1)) {\n" in ops
     assert "      if (ctx->needs_input_grad(has_shift + 1)) {\n" in ops
     assert "return {grad_x, grad_shift, grad_scale};" in ops
+    # A split op: its backward kernel, else (create_graph) its formula over the halves of the saved x.
+    assert ("      const Tensor gate = x.narrow(-1, 0, x.size(-1) / 2);\n"
+            "      const Tensor up = x.narrow(-1, x.size(-1) / 2, x.size(-1) / 2);\n") in ops
+    assert "at::cat({grad * up * at::sigmoid(gate) * (1 + gate * (1 - at::sigmoid(gate))), grad\n" in ops
+    assert "            ops::silu_mul_backward(grad, x),\n" in ops
 
 
 def test_what_keeps_the_python_registration(tmp_path):
@@ -149,7 +160,7 @@ def test_what_keeps_the_python_registration(tmp_path):
     # the ops without formulas too (scaled_grads, the backward kernels: their backward raises)
     assert [op.name for op in package.ops if op.cpp_autograd] == [
         "bias_leaky", "bias_leaky_backward", "sincos", "scaled", "scaled_grads", "expish", "expish_backward", "clash",
-        "shifted", "shifted_backward"]
+        "shifted", "shifted_backward", "silu_mul", "silu_mul_backward"]
     assert python_reason(dataclasses.replace(ops["sincos"], registration=Route.CUSTOM_OP), package.ops) \
         == "custom_op is a Python route"
     formula = dataclasses.replace(ops["expish"].backward.gradients[0].formula, python="grad.unsqueeze(-1) * x")
@@ -186,6 +197,8 @@ TRANSLATED = {
     # a normalisation's row statistics, as its formulas write them
     "grad - x * (grad * x).mean(-1, keepdim=True)": "grad - x * at::mean(grad * x, at::IntArrayRef{-1}, true)",
     "(grad * x).sum(dim=-1, keepdim=True)": "at::sum(grad * x, at::IntArrayRef{-1}, true)",
+    # a split op's gradient, its halves' gradients joined
+    "torch.cat([grad * x, grad * torch.nn.functional.silu(x)], -1)": "at::cat({grad * x, grad * at::silu(x)}, -1)",
 }
 REFUSED = {
     "grad.unsqueeze(-1) * x": "grad.unsqueeze() has no C++ translation",
@@ -199,6 +212,8 @@ REFUSED = {
     "grad // 2": "'grad // 2': C++ autograd takes + - * / and **",
     "grad * x.sum(0, keepdim=True)": "'x.sum(0, keepdim=True)': C++ autograd takes a sum or mean over the last "
                                      "dimension with keepdim=True",
+    "torch.cat((grad, x), -1)": "torch.cat((grad, x), -1): C++ autograd takes a list of Tensors and a dimension",
+    "torch.cat([grad, alpha], -1)": "torch.cat([grad, alpha], -1) of a number",
     "grad * (x * x).mean(-1)": "'(x * x).mean(-1)': C++ autograd takes a sum or mean over the last dimension "
                                "with keepdim=True",
 }
@@ -208,10 +223,10 @@ REFUSED = {
 def test_formula_translations(tmp_path, python, cpp):
     import ast
 
-    from kopgen.lang.cpp_autograd import _Formula
+    from kopgen.lang.cpp_formula import Formula
 
     op = _bias_leaky(tmp_path)
-    assert _Formula(op, {op.name: op}, ()).emit(ast.parse(python, mode="eval").body).code == cpp
+    assert Formula(op, {op.name: op}, ()).emit(ast.parse(python, mode="eval").body).code == cpp
 
 
 @pytest.mark.parametrize(("python", "reason"), REFUSED.items())

@@ -6,7 +6,8 @@ It is registered at the Autograd key, so a call with inputs requiring grad never
 
 Only torch_library ops take it (the stable ABI has no autograd; docs/performance.md), and only where
 every formula falls in the subset below: arithmetic and comparisons of Tensors and scalars, the
-pointwise language's functions as torch.<f>, torch.where, row sums and means over the last dimension
+pointwise language's functions as torch.<f> (a few as torch.nn.functional.<f>), torch.where, torch.cat (a
+split op's gradient; its halves bound from the saved argument), row sums and means over the last dimension
 (`(E).sum(-1, keepdim=True)`, as a normalisation's formulas write them), the namespace's ops called
 with every argument, grad(s) and result(s). Anything else (methods, .shape, keywords, a formula reading a
 `Tensor?`) keeps the Python registration; `python_reason` says why, and `kopgen check` prints it.
@@ -22,52 +23,16 @@ import ast
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..backward_kernel import row_reduction as _row_reduction
-from ..expr.emitters import UNARY_FUNCS
 from ..model import Op, Package, Route
 from ..names import locals_for
 from .autograd import SharedCall, shared_calls
 from .cpp import SCALAR_TYPES, string_literal, wrap, wrap_expression
+from .cpp_formula import TYPES, Formula, Unsupported, signature_problem
 from .python import not_differentiable_message
+from .split import is_split
 
-# Argument and return types a Function's forward and the dispatcher handles take here.
-_TYPES = {"Tensor": "const Tensor&", "Tensor?": "const std::optional<Tensor>&", "float": "double", "int": "int64_t",
-          "bool": "bool"}
-# torch.<f> of the formulas with their ATen function: the pointwise language's functions, and a few more.
-_ATEN = {f: f"at::{f}" for f in (*UNARY_FUNCS, "neg", "reciprocal", "sign", "square", "expm1", "exp2", "log2",
-                                  "log10", "sinh", "cosh", "asin", "acos", "atan", "erfc", "trunc")}
-_ATEN_BINARY = {f: f"at::{f}" for f in ("minimum", "maximum", "pow", "atan2")}
-_ATOM = 100
-# C++ precedences (higher binds tighter), for the operators the translation writes.
-_PREC = {"?": 1, "||": 2, "&&": 3, "==": 5, "!=": 5, "<": 6, "<=": 6, ">": 6, ">=": 6, "+": 10, "-": 10,
-         "*": 11, "/": 11, "unary": 12}
-_BINARY = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
 # Named unqualified (csrc/ops.cpp's `using`s): names.CPP_TYPE_NAMES keeps arguments from taking them.
 _CONTEXT, _VARIABLE_LIST = "AutogradContext", "variable_list"
-_COMPARE = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
-
-
-class Unsupported(Exception):
-    """A formula, or the op, outside what the C++ translation takes: the reason, for `kopgen check`."""
-
-
-@dataclass(frozen=True)
-class _Value:
-    code: str
-    prec: int
-    kind: str  # "tensor", "scalar" (double, int64_t, bool) or "returns" (an own op's std::tuple)
-    count: int = 1  # an own op's returns
-
-
-def _signature_problem(op: Op) -> str | None:
-    """Why the op's own arguments or returns keep it out of C++ autograd here, or None."""
-    for arg in op.args:
-        if str(arg.schema.type) not in _TYPES:
-            return (f"argument {arg.name!r} is a {arg.schema.type} (C++ autograd takes Tensor, Tensor?, float, int "
-                    "and bool)")
-    if not op.schema.returns or any(str(r.type) != "Tensor" for r in op.schema.returns):
-        return "it does not return Tensors only"
-    return None
 
 
 def python_reason(op: Op, ops: Sequence[Op]) -> str | None:
@@ -76,7 +41,7 @@ def python_reason(op: Op, ops: Sequence[Op]) -> str | None:
         return "the stable ABI has no autograd (docs/performance.md)"
     if op.registration is not Route.TORCH_LIBRARY:
         return f"{op.registration} is a Python route"
-    problem = _signature_problem(op)
+    problem = signature_problem(op)
     if problem:
         return problem
     by_name = {o.name: o for o in ops}
@@ -91,7 +56,7 @@ def python_reason(op: Op, ops: Sequence[Op]) -> str | None:
                 return (f"{gradient.arg.name}'s formula reads the Tensor? {read[0]!r} (C++ autograd takes an "
                         "optional Tensor only where no formula reads it)")
             try:
-                _Formula(op, by_name, ()).emit(tree.body)
+                Formula(op, by_name, ()).emit(tree.body)
             except Unsupported as why:
                 return f"{gradient.arg.name}'s formula: {why}"
     return None
@@ -104,180 +69,8 @@ def autograd_in_cpp(op: Op, ops: Sequence[Op]) -> bool:
     15 us a call on the H200, docs/performance.md), nor do C++ backwards that call a backward kernel."""
     if op.backward is None:
         return (op.registration is Route.TORCH_LIBRARY and not op.is_mutating and bool(op.tensor_args)
-                and _signature_problem(op) is None)
+                and signature_problem(op) is None)
     return op.has_gradients and python_reason(op, ops) is None
-
-
-class _Formula:
-    """One formula's Python (lang/autograd's `Formula.python`) as C++ over backward's locals."""
-
-    def __init__(self, op: Op, ops: dict[str, Op], shared: tuple[SharedCall, ...]):
-        self.op, self.ops, self.local = op, ops, locals_for(op)
-        self.args = {a.name: a for a in op.args}
-        self.shared = {call.python: call for call in shared}
-        self.one = op.num_outputs == 1
-
-    def emit(self, node: ast.AST) -> _Value:
-        method = getattr(self, "emit_" + type(node).__name__, None)
-        if method is None:
-            raise Unsupported(f"{ast.unparse(node)!r} has no C++ translation")
-        return method(node)
-
-    def sub(self, node: ast.AST, prec: int) -> tuple[str, str]:
-        value = self.emit(node)
-        if value.kind == "returns":
-            raise Unsupported(f"{ast.unparse(node)!r} returns {value.count} values; index it")
-        return (value.code if value.prec >= prec else f"({value.code})"), value.kind
-
-    def emit_Name(self, node: ast.Name) -> _Value:
-        name = node.id
-        arg = self.args.get(name)
-        if arg is not None and arg.is_optional:
-            raise Unsupported(f"{name!r} is a Tensor? (the C++ translation reads no optional Tensor)")
-        if arg is not None:
-            return _Value(name, _ATOM, "tensor" if arg.is_tensor else "scalar")
-        if name == "grad" and self.one:  # the formulas' names, as backward binds them (names.Locals)
-            return _Value(self.local.grad, _ATOM, "tensor")
-        if name == "result" and self.one:
-            return _Value(self.local.result("result"), _ATOM, "tensor")
-        raise Unsupported(f"{name!r} has no C++ translation")
-
-    def emit_Constant(self, node: ast.Constant) -> _Value:
-        value = node.value
-        if type(value) is bool:
-            return _Value(str(value).lower(), _ATOM, "scalar")
-        if type(value) is int and not -(2**63) <= value < 2**63:
-            raise Unsupported(f"{value} is beyond C++'s int64_t")
-        if type(value) in (int, float):
-            text = repr(value)
-            return _Value(text, _ATOM if value >= 0 else _PREC["unary"], "scalar")
-        raise Unsupported(f"{value!r} has no C++ translation")
-
-    def emit_BinOp(self, node: ast.BinOp) -> _Value:
-        if isinstance(node.op, ast.Pow):
-            return self.call("at::pow", [node.left, node.right], scalars_too=True)
-        symbol = _BINARY.get(type(node.op))
-        if symbol is None:
-            raise Unsupported(f"{ast.unparse(node)!r}: C++ autograd takes + - * / and **")
-        prec = _PREC[symbol]
-        (left, left_kind), (right, right_kind) = self.sub(node.left, prec), self.sub(node.right, prec + 1)
-        tensor = "tensor" in (left_kind, right_kind)
-        if symbol == "/" and not tensor:  # Python's / of two numbers is a true division
-            left = f"static_cast<double>({self.sub(node.left, 0)[0]})"
-        return _Value(f"{left} {symbol} {right}", prec, "tensor" if tensor else "scalar")
-
-    def emit_UnaryOp(self, node: ast.UnaryOp) -> _Value:
-        if isinstance(node.op, ast.UAdd):
-            return self.emit(node.operand)
-        if isinstance(node.op, ast.USub):
-            operand, kind = self.sub(node.operand, _PREC["unary"] + 1)
-            return _Value(f"-{operand}", _PREC["unary"], kind)
-        if not isinstance(node.op, ast.Not):  # ~: bitwise on numbers
-            raise Unsupported(f"{ast.unparse(node)!r}: C++ autograd takes -, + and not")
-        operand, kind = self.sub(node.operand, _PREC["unary"])
-        if kind == "tensor":
-            return _Value(f"at::logical_not({self.sub(node.operand, 0)[0]})", _ATOM, "tensor")
-        return _Value(f"!{operand}", _PREC["unary"], "scalar")
-
-    def emit_Compare(self, node: ast.Compare) -> _Value:
-        symbol = _COMPARE.get(type(node.ops[0])) if len(node.ops) == 1 else None
-        if symbol is None:
-            raise Unsupported(f"{ast.unparse(node)!r}: C++ autograd takes one comparison at a time")
-        prec = _PREC[symbol]
-        (left, left_kind), (right, right_kind) = self.sub(node.left, prec + 1), self.sub(node.comparators[0], prec + 1)
-        return _Value(f"{left} {symbol} {right}", prec, "tensor" if "tensor" in (left_kind, right_kind) else "scalar")
-
-    def emit_BoolOp(self, node: ast.BoolOp) -> _Value:
-        symbol = "&&" if isinstance(node.op, ast.And) else "||"
-        operands = [self.sub(value, _PREC[symbol] + 1) for value in node.values]
-        if any(kind == "tensor" for _, kind in operands):
-            raise Unsupported(f"{ast.unparse(node)!r}: 'and'/'or' of Tensors")
-        return _Value(f" {symbol} ".join(code for code, _ in operands), _PREC[symbol], "scalar")
-
-    def emit_IfExp(self, node: ast.IfExp) -> _Value:
-        test, test_kind = self.sub(node.test, _PREC["?"] + 1)
-        (body, body_kind), (orelse, orelse_kind) = self.sub(node.body, _PREC["?"]), self.sub(node.orelse, _PREC["?"])
-        if test_kind == "tensor" or body_kind != orelse_kind:
-            raise Unsupported(f"{ast.unparse(node)!r}: a condition on a scalar, choosing between two Tensors "
-                              "or two numbers")
-        return _Value(f"{test} ? {body} : {orelse}", _PREC["?"], body_kind)
-
-    def emit_Subscript(self, node: ast.Subscript) -> _Value:
-        index = node.slice.value if isinstance(node.slice, ast.Constant) else None
-        base = node.value
-        if isinstance(base, ast.Name) and type(index) is int and base.id not in self.args:
-            if base.id == "grads":
-                return _Value(f"{self.local.grads}[{index}]", _ATOM, "tensor")
-            if base.id == "results":
-                return _Value(self.local.result(f"result{index}"), _ATOM, "tensor")
-        value = self.emit(base)
-        if value.kind != "returns" or type(index) is not int:
-            raise Unsupported(f"{ast.unparse(node)!r} has no C++ translation")
-        return _Value(f"std::get<{index}>({value.code})", _ATOM, "tensor")
-
-    def emit_Call(self, node: ast.Call) -> _Value:
-        shared = self.shared.get(ast.unparse(node))
-        if shared is not None:
-            return _Value(shared.local, _ATOM, _returns_kind(self.ops[shared.called_op]),
-                          len(self.ops[shared.called_op].schema.returns))
-        reduction = _row_reduction(node)
-        if reduction is not None:  # `(E).mean(-1, keepdim=True)`: a row statistic of a normalisation's formula
-            operand, kind = self.sub(node.func.value, 0)
-            if kind != "tensor":
-                raise Unsupported(f"{ast.unparse(node)!r} of a number")
-            return _Value(f"at::{reduction}({operand}, at::IntArrayRef{{-1}}, true)", _ATOM, "tensor")
-        if isinstance(node.func, ast.Attribute) and node.func.attr in ("sum", "mean") and node.args:
-            raise Unsupported(f"{ast.unparse(node)!r}: C++ autograd takes a sum or mean over the last dimension "
-                              "with keepdim=True")
-        path = ast.unparse(node.func).split(".")
-        if node.keywords:
-            raise Unsupported(f"{ast.unparse(node)!r}: keyword arguments")
-        if path[:2] == ["torch", "ops"] and len(path) == 5:
-            return self.own_op(path[3], node.args)
-        if len(path) == 2 and path[0] == "torch":
-            function = path[1]
-            if function in _ATEN and len(node.args) == 1:
-                return self.call(_ATEN[function], node.args)
-            if function in _ATEN_BINARY and len(node.args) == 2:
-                return self.call(_ATEN_BINARY[function], node.args, scalars_too=function == "pow")
-            if function == "where" and len(node.args) == 3:
-                return self.where(node.args)
-        raise Unsupported(f"{ast.unparse(node.func)}() has no C++ translation")
-
-    def call(self, function: str, args: list[ast.AST], scalars_too: bool = False) -> _Value:
-        """`at::f(x, ...)` of Tensors (pow also of a number and a Tensor); std::pow of two numbers."""
-        operands = [self.sub(a, 0) for a in args]
-        kinds = [kind for _, kind in operands]
-        if all(kind == "scalar" for kind in kinds) and function == "at::pow":
-            function = "std::pow"
-        elif not all(kind == "tensor" for kind in kinds) and not scalars_too:
-            raise Unsupported(f"{function}() of a number")
-        kind = "scalar" if function == "std::pow" else "tensor"
-        return _Value(f"{function}({', '.join(code for code, _ in operands)})", _ATOM, kind)
-
-    def where(self, args: list[ast.AST]) -> _Value:
-        (condition, kind), *choices = (self.sub(a, 0) for a in args)
-        if kind != "tensor":
-            raise Unsupported("torch.where() on a number")
-        return _Value(f"at::where({condition}, {', '.join(code for code, _ in choices)})", _ATOM, "tensor")
-
-    def own_op(self, name: str, args: list[ast.AST]) -> _Value:
-        """A call of an op of the namespace, through the dispatcher: every argument given, in order."""
-        called = self.ops.get(name)
-        if called is None or _signature_problem(called):
-            raise Unsupported(f"{name}() takes or returns types the C++ translation lacks")
-        if len(args) != len(called.args):
-            raise Unsupported(f"{name}() is called without all its arguments")
-        operands = [self.sub(a, 0) for a in args]
-        for (_, kind), param in zip(operands, called.args, strict=True):
-            if (kind == "tensor") != param.is_tensor:
-                raise Unsupported(f"{name}() is passed a {kind} for {param.name!r}")
-        code = f"ops::{name}({', '.join(code for code, _ in operands)})"
-        return _Value(code, _ATOM, _returns_kind(called), len(called.schema.returns))
-
-
-def _returns_kind(op: Op) -> str:
-    return "tensor" if len(op.schema.returns) == 1 else "returns"
 
 
 # -- what csrc/ops.cpp prints
@@ -289,7 +82,7 @@ def _return_type(op: Op) -> str:
 
 
 def _parameters(op: Op) -> list[str]:
-    return [f"{_TYPES[str(a.schema.type)]} {a.name}" for a in op.args]
+    return [f"{TYPES[str(a.schema.type)]} {a.name}" for a in op.args]
 
 
 def _given(arg) -> str:
@@ -320,6 +113,20 @@ def _raise(message: str, column: int) -> str:
     return f"{opening}{string_literal(message, column + len(opening))});"
 
 
+def _bind_halves(op: Op, formulas: list) -> list[str]:
+    """A split op's halves as views of its saved argument, where the formulas read them (as Python's
+    backward binds them: lang/split.py)."""
+    if not is_split(op):
+        return []
+    read = {n.id for f in formulas for n in ast.walk(ast.parse(f.python)) if isinstance(n, ast.Name)}
+    (gate, up), x = (h.name for h in op.body.halves), op.body.source.name
+    if not {gate, up} & read:
+        return []
+    width = f"{x}.size(-1) / 2"
+    return [f"const Tensor {gate} = {x}.narrow(-1, 0, {width});",
+            f"const Tensor {up} = {x}.narrow(-1, {width}, {width});"]
+
+
 def _shared_calls(op: Op, ops: Sequence[Op], shared: tuple[SharedCall, ...]) -> list[str]:
     """Each own-op call that several gradients read, made once into its local where one is wanted."""
     ctx, lines = locals_for(op).ctx, []
@@ -328,7 +135,7 @@ def _shared_calls(op: Op, ops: Sequence[Op], shared: tuple[SharedCall, ...]) -> 
         readers = " and ".join(names[i] for i in call.users)
         each = [_wanted(op, names[i], ctx) for i in call.users]
         wanted = " || ".join(f"({w})" if "&&" in w and len(each) > 1 else w for w in each)
-        code = _Formula(op, by_name, ()).emit(ast.parse(call.python, mode="eval").body).code
+        code = Formula(op, by_name, ()).emit(ast.parse(call.python, mode="eval").body).code
         lines += [f"// One {call.called_op} call serves the gradients of {readers}, where one is wanted.",
                   f"{_return_type(by_name[call.called_op])} {call.local};",
                   f"if ({wanted}) {{", f"  {call.local} = {code};", "}"]
@@ -347,7 +154,7 @@ class DispatchedOp:
 
     @property
     def body(self) -> list[str]:
-        types = ", ".join(_TYPES[str(a.schema.type)] for a in self.op.args)
+        types = ", ".join(TYPES[str(a.schema.type)] for a in self.op.args)
         handle = locals_for(self.op).handle
         opening = f"static auto {handle} = "
         pad = " " * (len(opening) + 4)
@@ -501,6 +308,7 @@ class CppAutograd:
         eager = [g for g in gradients if g.eager]
         if eager:  # backward_kernel.py: the kernel has no derivative; a differentiated backward takes the formulas
             lines.append("if (torch::autograd::GradMode::is_enabled()) {  // create_graph: the formulas as written")
+            lines += ["  " + line for line in _bind_halves(op, [g.eager for g in eager])]
             lines += ["  " + line for line in self._summed(gradients, "eager", ())]
             lines.append("} else {")
         kernel_lines = _shared_calls(op, self.ops, shared) + self._summed(gradients, "formula", shared)
@@ -516,7 +324,7 @@ class CppAutograd:
         """Each wanted gradient, its formula (`which`: the Gradient's, or "eager": as written) summed to its input's shape."""
         op, local = self.op, self._local
         ctx, indent = local.ctx, 6 + 2 * any(g.eager for g in gradients)
-        formula = _Formula(op, {o.name: o for o in self.ops}, shared)
+        formula = Formula(op, {o.name: o for o in self.ops}, shared)
         lines = ["// Each gradient is summed back to its input's shape, where the input was broadcast."]
         for g in gradients:
             written = g.eager or g.formula if which == "eager" else g.formula
