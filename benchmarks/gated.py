@@ -2,16 +2,19 @@
 beside eager PyTorch, torch.compile of the same eager code (Inductor) and the device's copy, in one run.
 
     python benchmarks/gated.py [--device cpu|cuda] [--workdir DIR] [--quick] [--hidden N ...]
-                               [--dtypes float32 bfloat16] [--routes custom_op stable_abi] [--threads N]
+                               [--dtypes float32 bfloat16] [--routes custom_op torch_library stable_abi]
+                               [--before REV] [--threads N]
 
 Generates the two ops (`split: {x: [gate, up]}`, as examples/gated.yaml) on a Triton route (custom_op)
-and a C++/CUDA route (stable_abi), builds and installs them into DIR (reused by the next run), then
+and two C++/CUDA routes (torch_library, stable_abi), builds and installs them into DIR (reused by the
+next run; --before REV adds torch_library as kopgen at git revision REV generated it), then
 times every candidate side by side (timing.py's interleaved rounds, the median) on x of 4096 rows x
 2 * hidden. GB/s counts the bytes each pass must move: forward reads x and writes the output (half of
 x), 1.5 x's bytes; forward + backward adds reading x and grad and writing x's gradient, 4 x's bytes in
-all. `copy` is the device copying x (2 x's bytes): the roofline. On custom_op, backward runs the
-generated backward kernel (one launch writing both halves of x's gradient); stable_abi's runs the
-formulas (torch.cat). benchmarks/backward_kernels.py sets the two side by side on one route.
+all. `copy` is the device copying x (2 x's bytes): the roofline. Every route's backward runs the
+generated backward kernel (one launch writing both halves of x's gradient), from a C++ autograd on
+torch_library and from Python on the others. benchmarks/backward_kernels.py sets it beside the formulas
+(torch.cat) on one route.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ SPEC = """\
 kopgen: 1
 package: kgated_{route}
 defaults:
-  registration: {route}
+  registration: {registration}
   backends: {backends}
   dtypes: [float32, bfloat16]
 ops:
@@ -53,12 +56,18 @@ ops:
     backward:
       x: "{gelu}"
 """
-ROUTES = {"custom_op": "{cpu: triton, cuda: triton}", "stable_abi": "{cpu: cpp, cuda: cuda}"}
+ROUTES = {  # name: (registration, backends)
+    "custom_op": ("custom_op", "{cpu: triton, cuda: triton}"),
+    "torch_library": ("torch_library", "{cpu: cpp, cuda: cuda}"),
+    "stable_abi": ("stable_abi", "{cpu: cpp, cuda: cuda}"),
+    "torch_library_before": ("torch_library", "{cpu: cpp, cuda: cuda}"),  # --before REV
+}
 
 
-def specs() -> dict[str, str]:
-    return {f"gated_{route}": SPEC.format(route=route, backends=backends, silu=SILU_BACKWARD, gelu=GELU_BACKWARD)
-            for route, backends in ROUTES.items()}
+def spec(route: str) -> str:
+    registration, backends = ROUTES[route]
+    return SPEC.format(route=route, registration=registration, backends=backends, silu=SILU_BACKWARD,
+                       gelu=GELU_BACKWARD)
 
 
 def eager_fns(torch):
@@ -83,13 +92,21 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes and few rounds (a smoke test)")
     parser.add_argument("--hidden", type=int, nargs="+", default=[1024, 4096, 8192])
     parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
-    parser.add_argument("--routes", nargs="+", choices=list(ROUTES), default=list(ROUTES),
+    of_this_kopgen = [route for route in ROUTES if route != "torch_library_before"]
+    parser.add_argument("--routes", nargs="+", choices=of_this_kopgen, default=of_this_kopgen,
                         help="custom_op's CPU kernel is Triton's interpreter: leave it out on a CPU")
+    parser.add_argument("--before", metavar="REV", help="also torch_library as kopgen at REV wrote it")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="kopgen-gated-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    sys.path[:0] = [str(site) for site in routes.install(workdir, specs())]
+    chosen = list(args.routes)
+    if args.before:
+        routes.generate_at(workdir, "gated_torch_library_before", spec("torch_library_before"), args.before)
+    if (workdir / "repo_gated_torch_library_before").exists() and "torch_library_before" not in chosen:
+        chosen.append("torch_library_before")
+    specs = {f"gated_{route}": spec(route) for route in chosen}
+    sys.path[:0] = [str(site) for site in routes.install(workdir, specs)]
 
     import torch
 
@@ -98,7 +115,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     rows, hiddens = (64, [64]) if args.quick else (4096, args.hidden)
     rounds, calls = (3, 2) if args.quick else (15, 20)
-    packages = {route: importlib.import_module(f"kgated_{route}") for route in args.routes}
+    packages = {route: importlib.import_module(f"kgated_{route}") for route in chosen}
     print(f"torch {torch.__version__} on {torch.cuda.get_device_name() if device == 'cuda' else 'cpu'}; "
           f"x is {rows} x 2*hidden; median of {rounds} rounds of {calls} calls")
 

@@ -24,13 +24,13 @@ import importlib
 import os
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from routes import export_kopgen
 from timing import interleaved_medians
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,19 +47,6 @@ def generated(workdir: Path):
         generate(ROOT / "examples" / "norms.yaml", repo)
     sys.path.insert(0, str(repo))
     return importlib.import_module("knorms.ops")
-
-
-def export_kopgen(workdir: Path, revision: str) -> Path:
-    """DIR/kopgen_REV: this repository's files at a git revision (`git archive`), exported once."""
-    exported = workdir / f"kopgen_{revision}"
-    if not exported.exists():
-        archive = subprocess.run(["git", "archive", revision], cwd=ROOT, check=True, capture_output=True)
-        with tempfile.TemporaryFile() as file:
-            file.write(archive.stdout)
-            file.seek(0)
-            with tarfile.open(fileobj=file) as tar:
-                tar.extractall(exported, filter="data")
-    return exported
 
 
 def generate_before(workdir: Path, revision: str) -> None:
