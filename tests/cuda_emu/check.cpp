@@ -299,10 +299,10 @@ void split_gradient_case(int64_t rows, int64_t cols, int offset, bool grad_row) 
 template <typename T>
 void check_all() {
   // Short rows (a warp each) and long ones (a block each: over 8 KiB), whole vectors or not; float32
-  // lanes of 5 to 8 vectors read in one round (1024 and 1000 columns, 200 unaligned).
+  // lanes of more than 4 vectors read 8 at a time (1024, 1000 and 2000 columns, 200 unaligned).
   const std::pair<int64_t, int64_t> row_shapes[] = {
       {5, 7}, {9, 64}, {17, 1024}, {3, 4096}, {3, 5000}, {2, 8192}, {2, 8200}, {2, 4099},
-      {4, 0}, {1, 1}, {33, 3}, {1, 20000}, {40, 1000}, {6, 200}};
+      {4, 0}, {1, 1}, {33, 3}, {1, 20000}, {40, 1000}, {6, 200}, {5, 2000}};
   for (int op = 0; op < 3; ++op) {
     for (const auto& [rows, cols] : row_shapes) {
       for (const int offset : {0, 1}) {

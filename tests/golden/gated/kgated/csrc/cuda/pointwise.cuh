@@ -773,10 +773,10 @@ __global__ void __launch_bounds__(kThreads) rows_kernel(
 // 0.49x torch.sum's GPU time on the H200.)
 constexpr int64_t kShortRowBytes = 8192;
 
-// A short float32 row whose lanes hold 5 to 8 vectors each (2 to 4 KiB) is read in one round of 8
-// vectors in flight, not two of kUnroll: on an H200, 16384 x 1024 took 18.5 us, not 21.5 (80% -> 92%
-// of the copy's bandwidth), 32768 x 1024 33.4, not 36.8. Elsewhere it did not pay (docs/performance.md):
-// bfloat16 rows of 4 KiB 7.4 -> 7.7 us, float32 rows of 16 KiB 18.2 -> 25.9.
+// A short float32 row whose lanes hold more than kUnroll vectors each (2 to 8 KiB) is read in rounds
+// of 8 vectors in flight: on an H200, 16384 x 1024 took 18.4 us, not 21.3 (81% -> 94% of the copy's
+// bandwidth), 8192 x 2048 18.5, not 20.7 (83% -> 93%). Elsewhere it did not pay (docs/performance.md):
+// bfloat16 rows of 4 KiB 7.4 -> 7.7 us, float32 rows of 16 KiB (a block each) 18.2 -> 25.9.
 constexpr int kShortRowUnroll = 8;
 
 // Launches rows_kernel<VEC> with a warp or a block a row, by the row's length.
@@ -788,8 +788,7 @@ void launch_rows(const F& f, const Pointers<const scalar_t*, IN>& in, scalar_t* 
   const int64_t blocks = (rows + kThreads / lanes - 1) / (kThreads / lanes);
   const unsigned int grid = static_cast<unsigned int>(std::min(blocks, kMaxBlocks));
   if constexpr (sizeof(scalar_t) == 4) {
-    const int64_t per_lane = (cols / VEC + lanes - 1) / lanes;  // vectors a lane reads
-    if (per_lane > kUnroll && per_lane <= kShortRowUnroll) {
+    if (lanes == kWarp && cols / VEC > kUnroll * kWarp) {
       rows_kernel<VEC, kShortRowUnroll, Reduce><<<grid, kThreads, 0, stream>>>(f, in, out, rows, cols,
                                                                                 row_lanes(lanes));
       return;
