@@ -569,8 +569,8 @@ class SplitInHalves(Contract):
     def test_odd_last_dimension_is_refused_by_the_kernel(self, device):
         if not self.kernel_errors_raise:
             pytest.skip(
-                f"torch {torch.__version__}: an error raised in a stable ABI kernel "
-                "crashes the process"
+                f"torch {torch.__version__}: the odd-width error raised in a compiled kernel "
+                "crashes the process (kopgen's docs/field-notes.md)"
             )
         with pytest.raises(RuntimeError, match="its size must be even"):
             self.call(self.data.op, self.odd_args(device))

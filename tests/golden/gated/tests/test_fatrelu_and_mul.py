@@ -52,6 +52,6 @@ class TestFatreluAndMul(
     Contract,
 ):
     split_input = 0  # x: its last dimension is split in halves
-    # torch 2.11 crashes on an error raised in a stable ABI kernel
+    # torch 2.11 crashes on the odd-width error raised in a compiled kernel
     kernel_errors_raise = torch.__version__ >= "2.13"
     data = FATRELU_AND_MUL

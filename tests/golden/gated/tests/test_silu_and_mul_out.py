@@ -26,6 +26,6 @@ SILU_AND_MUL_OUT = OpData(
 
 class TestSiluAndMulOut(Mutating, OnCuda, SplitInHalves, Contract):
     split_input = 0  # x: its last dimension is split in halves
-    # torch 2.11 crashes on an error raised in a stable ABI kernel
+    # torch 2.11 crashes on the odd-width error raised in a compiled kernel
     kernel_errors_raise = torch.__version__ >= "2.13"
     data = SILU_AND_MUL_OUT
