@@ -49,7 +49,7 @@ CPP_TYPE_NAMES |= {"Stat", "Reductions", "RowValue"}  # a row normalisation's fu
 CPP_TYPE_NAMES |= {"AutogradContext", "variable_list"}  # the autograd of csrc/ops.cpp (lang/cpp_autograd.py)
 # A CUDA functor's storage type, its compute type and the exp it calls (csrc/cuda/kernels.cu, pointwise.cuh);
 # the exp a CPU functor calls (csrc/pointwise.h)
-CPP_TYPE_NAMES |= {"scalar_t", "compute_t", "exp_for", "exp_of"}
+CPP_TYPE_NAMES |= {"scalar_t", "compute_t", "exp_for", "exp_of", "divide_for"}
 
 # -- the generated code's own names, renamed where the op's names take them
 

@@ -274,18 +274,23 @@ def test_translation_text(text, torch_code, triton_code, cpp_code):
     assert p.to_functor("cpu") == cpp_code
 
 
-@pytest.mark.parametrize(("text", "cuda_code"), [
-    ("exp(a - b)", "exp_for<scalar_t>(a - b)"),
-    ("a * sigmoid(alpha)", "a * (acc_t(1) / (acc_t(1) + exp_for<scalar_t>(-alpha)))"),
-    ("silu(a) * b", "a / (acc_t(1) + exp_for<scalar_t>(-a)) * b"),
-    ("log(a) + sqrt(b)", "std::log(a) + std::sqrt(b)"),
+@pytest.mark.parametrize(("text", "cuda_code", "cpu_code"), [
+    ("exp(a - b)", "exp_for<scalar_t>(a - b)", "exp_of(a - b)"),
+    ("a * sigmoid(alpha)", "a * divide_for<scalar_t>(acc_t(1), acc_t(1) + exp_for<scalar_t>(-alpha))",
+     "a * (acc_t(1) / (acc_t(1) + exp_of(-alpha)))"),
+    ("silu(a) * b", "divide_for<scalar_t>(a, acc_t(1) + exp_for<scalar_t>(-a)) * b",
+     "a / (acc_t(1) + exp_of(-a)) * b"),
+    ("silu(a + b)", "divide_for<scalar_t>((a + b), acc_t(1) + exp_for<scalar_t>(-(a + b)))",
+     "(a + b) / (acc_t(1) + exp_of(-(a + b)))"),
+    ("a / b + log(a) + sqrt(b)", "a / b + std::log(a) + std::sqrt(b)", "a / b + std::log(a) + std::sqrt(b)"),
 ])
-def test_a_cuda_functor_takes_exp_at_its_storage_precision(text, cuda_code):
-    """In CUDA functors exp is exp_for<scalar_t> (approximate for 16-bit storage, pointwise.cuh), in CPU
-    functors exp_of (vectorized for float, pointwise.h); the rest is the same C++."""
+def test_a_cuda_functor_takes_exp_and_activations_at_its_storage_precision(text, cuda_code, cpu_code):
+    """In CUDA functors exp is exp_for<scalar_t> and the activations' division divide_for<scalar_t>
+    (approximate for 16-bit storage, pointwise.cuh), in CPU functors exp_of (vectorized for float,
+    pointwise.h) and `/`; the rest is the same C++."""
     p = parse_pointwise(text, ARGS)
     assert p.to_functor("cuda") == cuda_code
-    assert p.to_functor("cpu") == p.to_cpp() == cuda_code.replace("exp_for<scalar_t>(", "exp_of(")
+    assert p.to_functor("cpu") == p.to_cpp() == cpu_code
 
 
 @pytest.mark.parametrize(("text", "imports"), [

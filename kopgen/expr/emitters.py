@@ -87,10 +87,16 @@ _CPP = {
     "present": ("has_{}", _ATOM, _ATOM),
 }
 
-# CUDA functors call exp through exp_for<scalar_t> (csrc/cuda/pointwise.cuh): approximate for 16-bit
-# storage, exact otherwise.
+# CUDA functors call exp through exp_for<scalar_t> (csrc/cuda/pointwise.cuh), and the activations divide
+# through divide_for<scalar_t>: approximate for 16-bit storage, exact otherwise.
 _CUDA = {name: (code.replace("exp_of(", "exp_for<scalar_t>("), *precedences)
          for name, (code, *precedences) in _CPP.items()}
+_CUDA |= {
+    "sigmoid": ("divide_for<scalar_t>(acc_t(1), acc_t(1) + exp_for<scalar_t>(-{}))", _ATOM, 13),
+    "silu": ("divide_for<scalar_t>({0}, acc_t(1) + exp_for<scalar_t>(-{0}))", _ATOM, 13),
+    "gelu_tanh": ("divide_for<scalar_t>({0}, acc_t(1) + exp_for<scalar_t>(acc_t(-1.5957691216057308)"
+                  " * ({0} + acc_t(0.044715) * {0} * {0} * {0})))", _ATOM, 13),
+}
 
 
 # The modules a translation table's entry calls into: `math.exp({})` needs `import math`.

@@ -36,7 +36,7 @@ template <typename scalar_t>
 struct silu_and_mul_out {
   using acc_t = compute_t<scalar_t>;
   __device__ Values<acc_t, 1> operator()(acc_t gate, acc_t up) const {
-    return {gate / (acc_t(1) + exp_for<scalar_t>(-gate)) * up};
+    return {divide_for<scalar_t>(gate, acc_t(1) + exp_for<scalar_t>(-gate)) * up};
   }
 };
 
