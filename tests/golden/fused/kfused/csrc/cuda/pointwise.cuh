@@ -193,12 +193,12 @@ __device__ __forceinline__ acc_t exp_for(acc_t x) {
   return std::exp(x);
 }
 
-// a / b in an activation of a functor of storage type scalar_t (sigmoid, silu, gelu_tanh: lang's emitters).
-// For bfloat16 and float16 the GPU's approximate division (__fdividef: at most 2 ulp of float for |b|
-// below 2^126, far below an ulp of either; 0 above, where |a / b| is under |a| * 2^-126: silu of
-// x < -87 gives 0, not about 1e-36): the IEEE division held bfloat16 silu_and_mul at 54% of the copy's
-// bandwidth on an H200, 72% with this (docs/performance.md). Exact for float32 and float64, and on the
-// host (tests/cuda_emu).
+// a / b in an activation of a functor of storage type scalar_t (sigmoid, silu, gelu_tanh: the
+// emitters of lang). For bfloat16 and float16 the GPU's approximate division (__fdividef: at most
+// 2 ulp of float for |b| below 2^126, far below an ulp of either; 0 above, where |a / b| is under
+// |a| * 2^-126: silu of x < -87 gives 0, not about 1e-36): the IEEE division held bfloat16
+// silu_and_mul at 54% of the copy's bandwidth on an H200, 72% with this (docs/performance.md).
+// Exact for float32 and float64, and on the host (tests/cuda_emu).
 template <typename scalar_t, typename acc_t>
 __device__ __forceinline__ acc_t divide_for(acc_t a, acc_t b) {
 #if defined(__CUDA_ARCH__)
@@ -789,10 +789,11 @@ __global__ void __launch_bounds__(kThreads) rows_kernel(
 // 0.49x torch.sum's GPU time on the H200.)
 constexpr int64_t kShortRowBytes = 8192;
 
-// A short float32 row whose lanes hold more than kUnroll vectors each (2 to 8 KiB) is read in rounds
-// of 8 vectors in flight: on an H200, 16384 x 1024 took 18.4 us, not 21.3 (81% -> 94% of the copy's
-// bandwidth), 8192 x 2048 18.5, not 20.7 (83% -> 93%). Elsewhere it did not pay (docs/performance.md):
-// bfloat16 rows of 4 KiB 7.4 -> 7.7 us, float32 rows of 16 KiB (a block each) 18.2 -> 25.9.
+// A short float32 row whose lanes hold more than kUnroll vectors each (2 to 8 KiB) is read in
+// rounds of 8 vectors in flight: on an H200, 16384 x 1024 took 18.4 us, not 21.3 (81% -> 94% of
+// the copy's bandwidth), 8192 x 2048 18.5, not 20.7 (83% -> 93%). Elsewhere it did not pay
+// (docs/performance.md): bfloat16 rows of 4 KiB 7.4 -> 7.7 us, float32 rows of 16 KiB (a block
+// each) 18.2 -> 25.9.
 constexpr int kShortRowUnroll = 8;
 
 // Launches rows_kernel<VEC> with a warp or a block a row, by the row's length.
@@ -805,8 +806,8 @@ void launch_rows(const F& f, const Pointers<const scalar_t*, IN>& in, scalar_t* 
   const unsigned int grid = static_cast<unsigned int>(std::min(blocks, kMaxBlocks));
   if constexpr (sizeof(scalar_t) == 4) {
     if (lanes == kWarp && cols / VEC > kUnroll * kWarp) {
-      rows_kernel<VEC, kShortRowUnroll, Reduce><<<grid, kThreads, 0, stream>>>(f, in, out, rows, cols,
-                                                                                row_lanes(lanes));
+      rows_kernel<VEC, kShortRowUnroll, Reduce><<<grid, kThreads, 0, stream>>>(
+          f, in, out, rows, cols, row_lanes(lanes));
       return;
     }
   }
