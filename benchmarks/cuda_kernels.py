@@ -21,8 +21,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tarfile
-import tempfile
 from pathlib import Path
 
 import routes
@@ -63,15 +61,7 @@ def generate(workdir: Path, before: str | None) -> None:
     """DIR/repo_kcuda from this checkout; DIR/repo_kcuda_before from kopgen at `before`."""
     kopgens = {"kcuda": ROOT}
     if before:
-        exported = workdir / f"kopgen_{before}"
-        if not exported.exists():
-            archive = subprocess.run(["git", "archive", before], cwd=ROOT, check=True, capture_output=True)
-            with tempfile.TemporaryFile() as file:
-                file.write(archive.stdout)
-                file.seek(0)
-                with tarfile.open(fileobj=file) as tar:
-                    tar.extractall(exported, filter="data")
-        kopgens["kcuda_before"] = exported
+        kopgens["kcuda_before"] = routes.export_kopgen(workdir, before)
     for package, kopgen in kopgens.items():
         repo = workdir / f"repo_{package}"
         if not repo.exists():

@@ -94,8 +94,8 @@ _CUDA = {name: (code.replace("exp_of(", "exp_for<scalar_t>("), *precedences)
 _CUDA |= {
     "sigmoid": ("divide_for<scalar_t>(acc_t(1), acc_t(1) + exp_for<scalar_t>(-{}))", _ATOM, 13),
     "silu": ("divide_for<scalar_t>({0}, acc_t(1) + exp_for<scalar_t>(-{0}))", _ATOM, 13),
-    "gelu_tanh": ("divide_for<scalar_t>({0}, acc_t(1) + exp_for<scalar_t>(acc_t(-1.5957691216057308)"
-                  " * ({0} + acc_t(0.044715) * {0} * {0} * {0})))", _ATOM, 13),
+    "gelu_tanh": (("divide_for<scalar_t>({0}, acc_t(1) + exp_for<scalar_t>(acc_t(-1.5957691216057308)"
+                   " * ({0} + acc_t(0.044715) * {0} * {0} * {0})))"), _ATOM, 13),
 }
 
 

@@ -29,7 +29,7 @@ from .autograd import SharedCall, shared_calls
 from .cpp import SCALAR_TYPES, string_literal, wrap, wrap_expression
 from .cpp_formula import TYPES, Formula, Unsupported, signature_problem
 from .python import not_differentiable_message
-from .split import is_split
+from .split import cpp_bind_for_eager
 
 # Named unqualified (csrc/ops.cpp's `using`s): names.CPP_TYPE_NAMES keeps arguments from taking them.
 _CONTEXT, _VARIABLE_LIST = "AutogradContext", "variable_list"
@@ -111,20 +111,6 @@ def _raise(message: str, column: int) -> str:
     """TORCH_CHECK(false, message) at `column`: torch raises it in Python as a RuntimeError."""
     opening = "TORCH_CHECK(false, "
     return f"{opening}{string_literal(message, column + len(opening))});"
-
-
-def _bind_halves(op: Op, formulas: list) -> list[str]:
-    """A split op's halves as views of its saved argument, where the formulas read them (as Python's
-    backward binds them: lang/split.py)."""
-    if not is_split(op):
-        return []
-    read = {n.id for f in formulas for n in ast.walk(ast.parse(f.python)) if isinstance(n, ast.Name)}
-    (gate, up), x = (h.name for h in op.body.halves), op.body.source.name
-    if not {gate, up} & read:
-        return []
-    width = f"{x}.size(-1) / 2"
-    return [f"const Tensor {gate} = {x}.narrow(-1, 0, {width});",
-            f"const Tensor {up} = {x}.narrow(-1, {width}, {width});"]
 
 
 def _shared_calls(op: Op, ops: Sequence[Op], shared: tuple[SharedCall, ...]) -> list[str]:
@@ -308,7 +294,7 @@ class CppAutograd:
         eager = [g for g in gradients if g.eager]
         if eager:  # backward_kernel.py: the kernel has no derivative; a differentiated backward takes the formulas
             lines.append("if (torch::autograd::GradMode::is_enabled()) {  // create_graph: the formulas as written")
-            lines += ["  " + line for line in _bind_halves(op, [g.eager for g in eager])]
+            lines += ["  " + line for line in cpp_bind_for_eager(op)]
             lines += ["  " + line for line in self._summed(gradients, "eager", ())]
             lines.append("} else {")
         kernel_lines = _shared_calls(op, self.ops, shared) + self._summed(gradients, "formula", shared)

@@ -69,17 +69,31 @@ def cpp_bind(op: Op) -> list[str]:
     x = op.body.source.name
     gate, up = (h.name for h in op.body.halves)
     width = f"{x}.size(-1)"
+    return [f"// {x}'s last dimension in halves, read in place: {gate} = {x}[..., :d], {up} = {x}[..., d:]",
+            f"KOPGEN_CHECK({x}.dim() > 0 && {width} % 2 == 0,",
+            f'             "{op.qualname}: the last dimension (", {width},',
+            '             ") is split in halves, so its size must be even");',
+            *_cpp_halves(op, "Tensor")]
+
+
+def cpp_bind_for_eager(op: Op) -> list[str]:
+    """C++ autograd's bind_for_eager: the halves as views of the saved argument, for the formulas as
+    written, which a differentiated backward runs."""
+    formulas = [g.eager.python for g in op.backward.gradients if g.eager]
+    return _cpp_halves(op, "const Tensor") if is_split(op) and _reads_halves(op, formulas) else []
+
+
+def _cpp_halves(op: Op, declared: str) -> list[str]:
+    """`declared gate = x.narrow(...)`, and up's."""
+    x = op.body.source.name
+    gate, up = (h.name for h in op.body.halves)
+    width = f"{x}.size(-1)"
     stable = op.registration == "stable_abi"
 
     def narrow(start: str) -> str:  # the stable ABI has narrow as a function, which takes its Tensor by reference
         return f"torch::stable::narrow({x}, -1, {start}, {width} / 2)" if stable else f"{x}.narrow(-1, {start}, {width} / 2)"
 
-    return [f"// {x}'s last dimension in halves, read in place: {gate} = {x}[..., :d], {up} = {x}[..., d:]",
-            f"KOPGEN_CHECK({x}.dim() > 0 && {width} % 2 == 0,",
-            f'             "{op.qualname}: the last dimension (", {width},',
-            '             ") is split in halves, so its size must be even");',
-            f"Tensor {gate} = {narrow('0')};",
-            f"Tensor {up} = {narrow(f'{width} / 2')};"]
+    return [f"{declared} {gate} = {narrow('0')};", f"{declared} {up} = {narrow(f'{width} / 2')};"]
 
 
 def any_split(package: Package) -> bool:
