@@ -178,16 +178,20 @@ struct Min {
   static __device__ acc_t finish(acc_t total, int64_t) { return total; }
 };
 // exp in a functor of storage type scalar_t. For bfloat16 and float16 the GPU's approximate
-// exponential (ex2.approx of x * log2(e): two instructions where expf takes about ten), whose
-// error, at most 2 + floor(|1.173 x|) ulp of float (CUDA C++ Programming Guide, intrinsic
-// functions), is far below an ulp of either: softmax computes two an element, bound by instruction
-// issue in bfloat16 (hidden 8192 on an H200: 44.7 -> 37.5 us, docs/performance.md). Exact for
-// float32 and float64, and on the host (tests/cuda_emu).
+// exponential, ex2.approx.ftz of x * log2(e): two instructions where expf takes about ten. Its
+// error, at most 2 + floor(|1.173 x|) ulp of float (__expf's, CUDA C++ Programming Guide,
+// intrinsic functions), is far below an ulp of either; .ftz returns 0 for results below 2^-126
+// (float's smallest normal: __expf scales around that case, four instructions more an element).
+// Softmax computes two an element, bound by instruction issue in bfloat16 (on an H200, hidden
+// 8192: 44.7 us with expf, 37.5 with __expf, 35.7 with .ftz; hidden 1024: 72% -> 88% of the copy,
+// docs/performance.md). Exact for float32 and float64, and on the host (tests/cuda_emu).
 template <typename scalar_t, typename acc_t>
 __device__ __forceinline__ acc_t exp_for(acc_t x) {
 #if defined(__CUDA_ARCH__)
   if constexpr (sizeof(scalar_t) == 2 && std::is_same_v<acc_t, float>) {
-    return __expf(x);
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.44269504088896341f));
+    return y;
   }
 #endif
   return std::exp(x);
@@ -356,6 +360,11 @@ __device__ __forceinline__ void row_starts(
 // would leave an H200 short of the loads in flight its bandwidth needs (a broadcast input hits
 // the cache).
 constexpr int kUnroll = 4;
+// strided_kernel's: 16-bit types compute twice the elements a vector, and do better with half
+// the vectors in flight (H200: bfloat16 silu_and_mul at hidden 8192 66.6 -> 63.2 us, 16384
+// 126.8 -> 120.7; hidden 1024 7.4 -> 7.7; benchmarks/gated_kernels.sh).
+template <typename scalar_t>
+constexpr int kStridedUnroll = sizeof(scalar_t) == 2 ? 2 : kUnroll;
 
 // Vector `col` (VEC elements) of input j's row that starts at `start`: a 16-byte load, or one
 // element repeated where the input is broadcast along the row (VEC > 1 only then or dense).
@@ -382,7 +391,8 @@ __device__ __forceinline__ Vec<scalar_t, VEC> load_vector(
 }
 
 // Inputs read through their strides, dense outputs: the x of the block and grid runs along rows
-// of the innermost dimension (kUnroll vectors of VEC elements a thread, a block's width apart),
+// of the innermost dimension (kStridedUnroll vectors of VEC elements a thread, a block's width
+// apart),
 // their y over the rows. With VEC > 1 each input is dense or broadcast along the rows.
 template <int VEC, typename F, typename scalar_t, int IN, int OUT>
 __global__ void __launch_bounds__(kThreads) strided_kernel(
@@ -392,6 +402,7 @@ __global__ void __launch_bounds__(kThreads) strided_kernel(
     Layout<IN> layout,
     int64_t rows) {
   using V = Vec<scalar_t, VEC>;
+  constexpr int kUnrolled = kStridedUnroll<scalar_t>;
   const int64_t inner = layout.sizes[0];
   const int64_t width = static_cast<int64_t>(blockDim.x) * VEC;  // a block's step along a row
   const int64_t row_step = static_cast<int64_t>(gridDim.y) * blockDim.y;
@@ -399,11 +410,11 @@ __global__ void __launch_bounds__(kThreads) strided_kernel(
        row += row_step) {
     int64_t start[IN];
     row_starts(layout, row, start);
-    for (int64_t first = blockIdx.x * width * kUnroll + threadIdx.x * VEC; first < inner;
-         first += gridDim.x * width * kUnroll) {
-      V x[kUnroll][IN];
+    for (int64_t first = blockIdx.x * width * kUnrolled + threadIdx.x * VEC; first < inner;
+         first += gridDim.x * width * kUnrolled) {
+      V x[kUnrolled][IN];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
+      for (int u = 0; u < kUnrolled; ++u) {
 #pragma unroll
         for (int j = 0; j < IN; ++j) {
           if (first + u * width < inner) {
@@ -412,7 +423,7 @@ __global__ void __launch_bounds__(kThreads) strided_kernel(
         }
       }
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
+      for (int u = 0; u < kUnrolled; ++u) {
         if (first + u * width < inner) {
           V y[OUT];
           apply(f, x[u], y);
@@ -433,12 +444,16 @@ __host__ __device__ __forceinline__ bool across(const Layout<IN>& layout, int j)
 }
 
 constexpr int kTile = 32;  // tiled_kernel's tiles: kTile rows by kTile columns of the output
-// The vectors each thread of tiled_kernel reads (and writes) of a tile: several in flight.
-constexpr int kTileLoads = 4;
-
-// The threads of tiled_kernel<VEC>: kTileLoads vectors of VEC elements each make a tile.
+// The vectors each thread of tiled_kernel<VEC> reads (and writes) of a tile: several in flight;
+// two for 16-bit types, whose blocks would otherwise be a single warp (H200, bfloat16
+// x[4096, 4096].t() * y: 60% -> 72% of the contiguous case's bandwidth,
+// benchmarks/cuda_kernels.py).
 template <int VEC>
-constexpr int kTileThreads = kTile * (kTile / VEC) / kTileLoads;
+constexpr int kTileLoads = VEC == 8 ? 2 : 4;
+
+// The threads of tiled_kernel<VEC>: kTileLoads<VEC> vectors of VEC elements each make a tile.
+template <int VEC>
+constexpr int kTileThreads = kTile * (kTile / VEC) / kTileLoads<VEC>;
 
 // Inputs read across their layout (a transposed one), dense outputs: a block takes a tile of
 // the output, reads the tile of each such input along the input's own rows (dense in memory:
@@ -467,13 +482,13 @@ __global__ void __launch_bounds__(kTileThreads<VEC>) tiled_kernel(
   for (int64_t top = static_cast<int64_t>(blockIdx.y) * kTile; top < rows;
        top += static_cast<int64_t>(gridDim.y) * kTile) {
     // Every load is issued before any is stored; zeros where the tile runs past the input.
-    V x[kTileLoads][IN] = {};
+    V x[kTileLoads<VEC>][IN] = {};
     const int64_t row = top + v * VEC;
     if (row < rows) {
       int64_t start[IN];
       row_starts(layout, row, start);
 #pragma unroll
-      for (int i = 0; i < kTileLoads; ++i) {
+      for (int i = 0; i < kTileLoads<VEC>; ++i) {
         const int64_t col = left + c + i * kStep;
 #pragma unroll
         for (int j = 0; j < IN; ++j) {
@@ -484,7 +499,7 @@ __global__ void __launch_bounds__(kTileThreads<VEC>) tiled_kernel(
       }
     }
 #pragma unroll
-    for (int i = 0; i < kTileLoads; ++i) {
+    for (int i = 0; i < kTileLoads<VEC>; ++i) {
 #pragma unroll
       for (int j = 0; j < IN; ++j) {
         if (in.at[j] != nullptr && across(layout, j)) {
@@ -498,7 +513,7 @@ __global__ void __launch_bounds__(kTileThreads<VEC>) tiled_kernel(
     __syncthreads();
     const int64_t col = left + v * VEC;
 #pragma unroll
-    for (int i = 0; i < kTileLoads; ++i) {
+    for (int i = 0; i < kTileLoads<VEC>; ++i) {
       const int r = c + i * kStep;
       if (top + r < rows && col < inner) {
         int64_t start[IN];
@@ -585,14 +600,15 @@ bool vectorizes(const Pointers<const scalar_t*, IN>& in, const Pointers<scalar_t
   return ok;
 }
 
-// Launches strided_kernel<VEC>: blocks as wide as a row's vectors over kUnroll (a power of two
-// up to kThreads), as many rows high as fill kThreads threads.
+// Launches strided_kernel<VEC>: blocks as wide as a row's vectors over kStridedUnroll (a power
+// of two up to kThreads), as many rows high as fill kThreads threads.
 template <int VEC, typename F, typename scalar_t, int IN, int OUT>
 void launch_strided(const F& f, const Pointers<const scalar_t*, IN>& in,
                     const Pointers<scalar_t*, OUT>& out, const Layout<IN>& layout, int64_t n,
                     cudaStream_t stream) {
   const int64_t vectors = layout.sizes[0] / VEC;  // a whole number where VEC > 1
-  const int64_t per_thread = (vectors + kUnroll - 1) / kUnroll;
+  constexpr int kUnrolled = kStridedUnroll<scalar_t>;
+  const int64_t per_thread = (vectors + kUnrolled - 1) / kUnrolled;
   unsigned int width = 1;
   while (width < kThreads && width < per_thread) {
     width *= 2;
@@ -699,7 +715,9 @@ __device__ __forceinline__ acc_t warp_total(acc_t total) {
 
 // One thread's total of a row that starts at element `start` of each input and holds `vectors`
 // vectors of VEC elements: vectors first, first + lanes, ..., UNROLL of them in flight, each
-// kept in its own total (more loads in flight, and a shorter chain of additions).
+// kept in its own total (more loads in flight, and a shorter chain of additions). The rounds
+// whose UNROLL vectors all lie in the row load them without a test; the last round tests each.
+// Every input pointer is valid (rows() points an absent one at a given one).
 template <int VEC, int UNROLL, typename Reduce, typename F, typename scalar_t, int IN>
 __device__ __forceinline__ compute_t<scalar_t> row_part(
     const F& f,
@@ -715,24 +733,35 @@ __device__ __forceinline__ compute_t<scalar_t> row_part(
   for (int u = 0; u < UNROLL; ++u) {
     totals[u] = Reduce::identity();
   }
-  for (int64_t v = first; v < vectors; v += UNROLL * lanes) {
+  int64_t v = first;
+  for (; v + (UNROLL - 1) * lanes < vectors; v += UNROLL * lanes) {
     V x[UNROLL][IN];
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
 #pragma unroll
       for (int j = 0; j < IN; ++j) {
-        if (v + u * lanes < vectors) {
-          x[u][j] = load_vector<VEC>(in.at[j], start, 1, (v + u * lanes) * VEC);
-        }
+        x[u][j] = reinterpret_cast<const V*>(in.at[j] + start)[v + u * lanes];
       }
     }
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
-      if (v + u * lanes < vectors) {
 #pragma unroll
-        for (int k = 0; k < VEC; ++k) {
-          totals[u] = Reduce::combine(totals[u], call(f, x[u], k, std::make_index_sequence<IN>{}));
-        }
+      for (int k = 0; k < VEC; ++k) {
+        totals[u] = Reduce::combine(totals[u], call(f, x[u], k, std::make_index_sequence<IN>{}));
+      }
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < UNROLL - 1; ++u) {
+    if (v + u * lanes < vectors) {
+      V x[IN];
+#pragma unroll
+      for (int j = 0; j < IN; ++j) {
+        x[j] = reinterpret_cast<const V*>(in.at[j] + start)[v + u * lanes];
+      }
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        totals[u] = Reduce::combine(totals[u], call(f, x, k, std::make_index_sequence<IN>{}));
       }
     }
   }
@@ -746,8 +775,13 @@ __device__ __forceinline__ compute_t<scalar_t> row_part(
 // Row reductions, `lanes` threads a row: a warp (kWarpsPerBlock rows a block) or, for long rows,
 // the whole block. Each thread reduces its part of the row, each warp its lanes' totals with
 // shuffles, and a block of one row its warps' totals through shared memory.
+// At least 4 blocks a multiprocessor (64 registers a thread at most): with none asked, ptxas kept
+// to 32 registers by issuing a round's loads one or two at a time, each combined before the next
+// was issued. On an H200 (benchmarks/rows_kernels.sh), float32 max of 4096 x 4096 took 20.3 us
+// against 18.3 with the bound, the sums of 1024 x 65536 69.8 against 62.5; bfloat16 rows of 2 KiB,
+// a round a lane, lost (max of 16384 x 1024: 7.4 -> 8.7 us, still 1.1x the copy).
 template <int VEC, int UNROLL, typename Reduce, typename F, typename scalar_t, int IN>
-__global__ void __launch_bounds__(kThreads) rows_kernel(
+__global__ void __launch_bounds__(kThreads, 4) rows_kernel(
     F f,
     Pointers<const scalar_t*, IN> in,
     scalar_t* __restrict__ out,
@@ -830,6 +864,15 @@ cudaError_t rows(const Launch& launch, Scalars... scalars) {
     for (int j = 0; j < IN; ++j) {
       in.at[j] = static_cast<const scalar_t*>(launch.inputs[j]);
       vectors = vectors && (in.at[j] == nullptr || aligned(in.at[j]));
+    }
+    // An absent optional input reads the first given one, which its functor does not use: the
+    // loads need no test.
+    const scalar_t* given = nullptr;
+    for (int j = 0; j < IN; ++j) {
+      given = given != nullptr ? given : in.at[j];
+    }
+    for (int j = 0; j < IN; ++j) {
+      in.at[j] = in.at[j] != nullptr ? in.at[j] : given;
     }
     const Functor f{scalar_as<acc_t>(scalars)...};
     scalar_t* out = static_cast<scalar_t*>(launch.outputs[0]);
