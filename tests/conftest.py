@@ -13,10 +13,15 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
     """Under pytest-xdist (`-n`, with `--dist loadgroup` from pyproject.toml), the tests that share a
     module-scoped fixture (a generated package built once, a suite run once) go to one worker, so that
-    the fixture is not built again on the other; a test that names its group itself keeps it."""
+    the fixture is not built again on the other; a test that names its group itself keeps it. First:
+    xdist's worker reads the groups in its own modifyitems hook, which ran before this one otherwise,
+    and no test was grouped (a fresh clone's CI built examples/llm's package and test_traps'
+    torch_library package on both workers; pyproject.toml also keeps pytest below 9.2, where xdist
+    3.8 groups nothing). `-v` shows each grouped test's nodeid ending in @ and its group."""
     for item in items:
         if item.get_closest_marker("xdist_group"):
             continue
@@ -28,6 +33,19 @@ def pytest_collection_modifyitems(items):
         ]
         if shared:
             item.add_marker(pytest.mark.xdist_group(f"{item.module.__name__}:{','.join(sorted(shared))}"))
+
+
+_BUILT: dict = {}
+
+
+def built_once(key, build):
+    """`build()`'s value, made once per test process for `key`: a module-scoped fixture that builds a
+    generated package calls it, because pytest tears such a fixture down whenever its worker runs a test
+    of another module in between (pytest-xdist sends a worker tests of several modules), and a rebuild
+    costs up to a minute and a half here."""
+    if key not in _BUILT:
+        _BUILT[key] = build()
+    return _BUILT[key]
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ import pytest
 
 from kopgen import generate
 
-from .conftest import EXAMPLES, ROOT, installed_suite_passes, pip_install, run_suite, write_pairsum_kernel
+from .conftest import EXAMPLES, ROOT, built_once, installed_suite_passes, pip_install, run_suite, write_pairsum_kernel
 
 pytestmark = pytest.mark.slow
 
@@ -46,15 +46,8 @@ def install(tmp_path_factory, example: str):
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
-    """Each example installed once per module."""
-    done = {}
-
-    def get(example: str):
-        if example not in done:
-            done[example] = install(tmp_path_factory, example)
-        return done[example]
-
-    return get
+    """Each example installed once (a process)."""
+    return lambda example: built_once(("test_end_to_end", example), lambda: install(tmp_path_factory, example))
 
 
 # muladd and fused_stable: their suites run against their wheels in test_the_generated_wheel_check_passes.

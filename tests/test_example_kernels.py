@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import pip_install
+from .conftest import built_once, pip_install
 from .test_compiled import nvcc_flags, torch_includes
 
 torch = pytest.importorskip("torch")
@@ -42,7 +42,11 @@ def adopted(name: str, tmp_path_factory) -> Path:
 
 
 def installed(name: str, package: str, tmp_path_factory):
-    """examples/NAME adopted, built and imported: torch.ops.<package> registered."""
+    """examples/NAME adopted, built and imported: torch.ops.<package> registered (once a process)."""
+    return built_once(("test_example_kernels", name), lambda: build(name, package, tmp_path_factory))
+
+
+def build(name: str, package: str, tmp_path_factory):
     site = tmp_path_factory.mktemp(f"{name}_site")
     pip_install(adopted(name, tmp_path_factory), site)
     sys.path.insert(0, str(site))

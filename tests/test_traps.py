@@ -28,7 +28,7 @@ from click.testing import CliRunner
 
 from kopgen.cli import main
 
-from .conftest import pip_install, run_suite
+from .conftest import built_once, pip_install, run_suite
 
 pytestmark = pytest.mark.slow
 
@@ -204,7 +204,10 @@ def parse(stdout: str) -> Suite:
 def suite(request, tmp_path_factory) -> tuple[Path, Suite]:
     """The route's package adopted from its spec, its kernels written, and its suite run once over the
     tests that catch the traps (every failure reported: no -x)."""
-    route = request.param
+    return built_once(("test_traps", request.param), lambda: run_the_suite(request.param, tmp_path_factory))
+
+
+def run_the_suite(route: str, tmp_path_factory) -> tuple[Path, Suite]:
     repo = tmp_path_factory.mktemp(route) / "repo"
     repo.mkdir()
     if route in COMPILED:
