@@ -360,11 +360,13 @@ __device__ __forceinline__ void row_starts(
 // would leave an H200 short of the loads in flight its bandwidth needs (a broadcast input hits
 // the cache).
 constexpr int kUnroll = 4;
-// strided_kernel's: 16-bit types compute twice the elements a vector, and do better with half
-// the vectors in flight (H200: bfloat16 silu_and_mul at hidden 8192 66.6 -> 63.2 us, 16384
-// 126.8 -> 120.7; hidden 1024 7.4 -> 7.7; benchmarks/gated_kernels.sh).
+// strided_kernel's: 16-bit types compute twice the elements a vector, and do better with one
+// vector a thread (H200, benchmarks/gated_kernels.sh: bfloat16 silu_and_mul at hidden 8192 took
+// 62.9 us with 2, 58.1 with 1, 66.6 with 4 in another run; benchmarks/cuda_kernels.py: x * w[4096]
+// in bfloat16 0.72 of the contiguous case's bandwidth with 4 and 2, 0.75 with 1). float32 lost
+// with 2 (0.92 -> 0.89).
 template <typename scalar_t>
-constexpr int kStridedUnroll = sizeof(scalar_t) == 2 ? 2 : kUnroll;
+constexpr int kStridedUnroll = sizeof(scalar_t) == 2 ? 1 : kUnroll;
 
 // Vector `col` (VEC elements) of input j's row that starts at `start`: a 16-byte load, or one
 // element repeated where the input is broadcast along the row (VEC > 1 only then or dense).
