@@ -43,6 +43,7 @@
 namespace emu {
 
 void yield();
+inline unsigned long progress;  // arrivals and finished threads: a round without any is a deadlock
 
 // `expected` fibers meet: each arriving one yields to the others until the last one arrives.
 struct Barrier {
@@ -51,6 +52,7 @@ struct Barrier {
   unsigned generation = 0;
 
   void arrive_and_wait() {
+    ++progress;
     const unsigned waited = generation;
     if (++arrived == expected) {
       arrived = 0;
@@ -83,7 +85,6 @@ inline Thread* running;
 inline Barrier* block;
 inline Warp* warp;
 inline int lane;
-inline unsigned long progress;  // arrivals and finished threads: a round without any is a deadlock
 inline std::map<std::string, int> launches;  // kernel<first template argument>: launches
 
 }  // namespace emu
@@ -104,10 +105,7 @@ inline void yield() {
 
 }  // namespace emu
 
-inline void __syncthreads() {
-  ++emu::progress;
-  emu::block->arrive_and_wait();
-}
+inline void __syncthreads() { emu::block->arrive_and_wait(); }
 
 // Every lane of the warp must call it, as on a GPU with a full mask.
 template <typename T>
@@ -118,10 +116,8 @@ T __shfl_xor_sync(unsigned, T value, int offset) {
   emu::Warp* warp = emu::warp;
   const int lane = emu::lane;
   warp->lanes[lane] = bits;
-  ++emu::progress;
   warp->arrived.arrive_and_wait();
   bits = warp->lanes[lane ^ offset];
-  ++emu::progress;
   warp->arrived.arrive_and_wait();  // every lane has read before the next shuffle writes
   T result;
   std::memcpy(&result, &bits, sizeof(T));
@@ -147,7 +143,6 @@ inline void run_thread() {
     for (unsigned x = 0; x < gridDim.x; ++x) {
       blockIdx = dim3(x, y, 0);
       kernel();
-      ++progress;
       block->arrive_and_wait();
     }
   }

@@ -394,8 +394,7 @@ __device__ __forceinline__ Vec<scalar_t, VEC> load_vector(
 
 // Inputs read through their strides, dense outputs: the x of the block and grid runs along rows
 // of the innermost dimension (kStridedUnroll vectors of VEC elements a thread, a block's width
-// apart),
-// their y over the rows. With VEC > 1 each input is dense or broadcast along the rows.
+// apart), their y over the rows. With VEC > 1 each input is dense or broadcast along the rows.
 template <int VEC, typename F, typename scalar_t, int IN, int OUT>
 __global__ void __launch_bounds__(kThreads) strided_kernel(
     F f,
@@ -715,6 +714,32 @@ __device__ __forceinline__ acc_t warp_total(acc_t total) {
   return total;
 }
 
+// Points each absent optional input at the first given one, which its functor never reads: the
+// row kernels then load without a test. A row kernel's lead Tensor is always given.
+template <typename scalar_t, int IN>
+void read_absent_as_given(Pointers<const scalar_t*, IN>& in) {
+  int given = 0;
+  while (given + 1 < IN && in.at[given] == nullptr) {
+    ++given;
+  }
+  for (int j = 0; j < IN; ++j) {
+    in.at[j] = in.at[j] != nullptr ? in.at[j] : in.at[given];
+  }
+}
+
+// The functor at each element of one vector of every input, combined into a thread's total.
+template <typename Reduce, typename F, typename scalar_t, int VEC, int IN>
+__device__ __forceinline__ compute_t<scalar_t> combine_vector(
+    const F& f,
+    const Vec<scalar_t, VEC> (&x)[IN],
+    compute_t<scalar_t> total) {
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) {
+    total = Reduce::combine(total, call(f, x, k, std::make_index_sequence<IN>{}));
+  }
+  return total;
+}
+
 // One thread's total of a row that starts at element `start` of each input and holds `vectors`
 // vectors of VEC elements: vectors first, first + lanes, ..., UNROLL of them in flight, each
 // kept in its own total (more loads in flight, and a shorter chain of additions). The rounds
@@ -747,10 +772,7 @@ __device__ __forceinline__ compute_t<scalar_t> row_part(
     }
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
-#pragma unroll
-      for (int k = 0; k < VEC; ++k) {
-        totals[u] = Reduce::combine(totals[u], call(f, x[u], k, std::make_index_sequence<IN>{}));
-      }
+      totals[u] = combine_vector<Reduce>(f, x[u], totals[u]);
     }
   }
 #pragma unroll
@@ -761,10 +783,7 @@ __device__ __forceinline__ compute_t<scalar_t> row_part(
       for (int j = 0; j < IN; ++j) {
         x[j] = reinterpret_cast<const V*>(in.at[j] + start)[v + u * lanes];
       }
-#pragma unroll
-      for (int k = 0; k < VEC; ++k) {
-        totals[u] = Reduce::combine(totals[u], call(f, x, k, std::make_index_sequence<IN>{}));
-      }
+      totals[u] = combine_vector<Reduce>(f, x, totals[u]);
     }
   }
 #pragma unroll
@@ -867,15 +886,7 @@ cudaError_t rows(const Launch& launch, Scalars... scalars) {
       in.at[j] = static_cast<const scalar_t*>(launch.inputs[j]);
       vectors = vectors && (in.at[j] == nullptr || aligned(in.at[j]));
     }
-    // An absent optional input reads the first given one, which its functor does not use: the
-    // loads need no test.
-    const scalar_t* given = nullptr;
-    for (int j = 0; j < IN; ++j) {
-      given = given != nullptr ? given : in.at[j];
-    }
-    for (int j = 0; j < IN; ++j) {
-      in.at[j] = in.at[j] != nullptr ? in.at[j] : given;
-    }
+    read_absent_as_given(in);
     const Functor f{scalar_as<acc_t>(scalars)...};
     scalar_t* out = static_cast<scalar_t*>(launch.outputs[0]);
     if (vectors) {
@@ -1352,17 +1363,10 @@ cudaError_t norms(const Launch& launch, Scalars... scalars) {
       strides.at[j] = launch.row_strides[j];
       vectors = vectors && (in.at[j] == nullptr || (aligned(in.at[j]) && strides.at[j] % VEC == 0));
     }
-    // An absent optional input reads the first given input's first row instead, never used.
-    int given = 0;
-    while (in.at[given] == nullptr) {  // the row's lead Tensor is always given
-      ++given;
-    }
     for (int j = 0; j < IN; ++j) {
-      if (in.at[j] == nullptr) {
-        in.at[j] = in.at[given];
-        strides.at[j] = 0;
-      }
+      strides.at[j] = in.at[j] != nullptr ? strides.at[j] : 0;  // an absent input: one row, unread
     }
+    read_absent_as_given(in);
     for (int j = 0; j < OUT; ++j) {
       out.at[j] = static_cast<scalar_t*>(launch.outputs[j]) + launch.output_offsets[j];
       vectors = vectors && aligned(out.at[j]);
