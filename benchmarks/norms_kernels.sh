@@ -5,7 +5,8 @@
 #   benchmarks/norms_kernels.sh DIR [REV]    -> DIR/norms_kernels (REV: kopgen at that git revision)
 #   DIR/norms_kernels [partial rows a multiprocessor]
 # With KERNELS=rows (benchmarks/rows_kernels.sh), the row reductions of perf.py instead: DIR/rows_kernels;
-# with KERNELS=gated (benchmarks/gated_kernels.sh), gated.py's forward kernels: DIR/gated_kernels.
+# with KERNELS=gated (benchmarks/gated_kernels.sh), gated.py's forward kernels: DIR/gated_kernels; with
+# KERNELS=muladd (benchmarks/muladd_kernels.sh), cuda_kernels.py's elementwise muladd: DIR/muladd_kernels.
 set -euo pipefail
 dir=$(realpath -m "$1"); rev=${2:-}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,7 +21,8 @@ case $kind in
   norms) spec="import norms_routes; print(norms_routes.spec('torch_library'))"; package=knorms_torch_library;;
   rows) spec="import perf; print(perf.rows_specs()['rows_torch_library'])"; package=krows_torch_library;;
   gated) spec="import gated; print(gated.spec('torch_library'))"; package=kgated_torch_library;;
-  *) echo "KERNELS: norms, rows or gated, not $kind" >&2; exit 2;;
+  muladd) spec="import cuda_kernels; print(cuda_kernels.SPEC.format(package='kcuda'))"; package=kcuda;;
+  *) echo "KERNELS: norms, rows, gated or muladd, not $kind" >&2; exit 2;;
 esac
 (cd "$root/benchmarks" && python3 -c "$spec") > "$dir/$kind.yaml"
 rm -rf "$dir/repo"

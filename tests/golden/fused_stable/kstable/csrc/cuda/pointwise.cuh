@@ -360,36 +360,94 @@ __device__ __forceinline__ void row_starts(
 // would leave an H200 short of the loads in flight its bandwidth needs (a broadcast input hits
 // the cache).
 constexpr int kUnroll = 4;
-// strided_kernel's: 16-bit types compute twice the elements a vector, and do better with one
-// vector a thread (H200, benchmarks/gated_kernels.sh: bfloat16 silu_and_mul at hidden 8192 took
-// 62.9 us with 2, 58.1 with 1, 66.6 with 4 in another run; benchmarks/cuda_kernels.py: x * w[4096]
-// in bfloat16 0.72 of the contiguous case's bandwidth with 4 and 2, 0.75 with 1). float32 lost
-// with 2 (0.92 -> 0.89).
+// strided_kernel's: 2 for 16-bit types, which compute twice the elements a vector (H200,
+// benchmarks/muladd_kernels.sh and gated_kernels.sh, all loads issued first: bfloat16 x * w[4096]
+// 0.78 of the contiguous case's bandwidth with 1, 0.89 with 2 and 4; silu_and_mul at hidden 8192
+// 93% of the copy with 1, 98% with 2, 97% with 4); float32 gained nothing with 8.
 template <typename scalar_t>
-constexpr int kStridedUnroll = sizeof(scalar_t) == 2 ? 1 : kUnroll;
+constexpr int kStridedUnroll = sizeof(scalar_t) == 2 ? 2 : kUnroll;
 
-// Vector `col` (VEC elements) of input j's row that starts at `start`: a 16-byte load, or one
-// element repeated where the input is broadcast along the row (VEC > 1 only then or dense).
+// VEC elements of `value`. A 16-bit element is spread as whole 32-bit words: element by element,
+// the compiler composed them with byte permutes placed before the next input's load was issued.
 template <int VEC, typename scalar_t>
-__device__ __forceinline__ Vec<scalar_t, VEC> load_vector(
-    const scalar_t* data,
-    int64_t start,
-    int64_t step,
-    int64_t col) {
-  using V = Vec<scalar_t, VEC>;
-  if (data == nullptr) {
-    return V{};  // an absent optional input, which its functor never uses
-  }
-  if (VEC == 1 || step != 0) {
-    return *reinterpret_cast<const V*>(data + start + col * step);
-  }
-  V x;
-  const scalar_t value = data[start];
+__device__ __forceinline__ Vec<scalar_t, VEC> repeated(scalar_t value) {
+  Vec<scalar_t, VEC> x;
+  if constexpr (sizeof(scalar_t) == 2 && VEC % 2 == 0) {
+    const uint32_t half = reinterpret_cast<const uint16_t&>(value);
 #pragma unroll
-  for (int k = 0; k < VEC; ++k) {
-    x.v[k] = value;
+    for (int w = 0; w < VEC / 2; ++w) {
+      reinterpret_cast<uint32_t*>(x.v)[w] = half | (half << 16);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) {
+      x.v[k] = value;
+    }
   }
   return x;
+}
+
+// U vectors (VEC elements each) of the inputs that take(j) names: vector u (where valid[u]) at
+// column col[u] of the rows that start at start[u][j]: a 16-byte load, or one element repeated
+// where the input is broadcast along the row (VEC > 1 only then or dense); zeros for an absent
+// optional input, which its functor never uses. Every load is issued before any value is used:
+// merged with the repeated element one vector at a time, each load waited for its memory before
+// the next was issued (H200, benchmarks/muladd_kernels.sh: float32 x[4096, 4096].t() * y 0.87 of
+// the contiguous case's bandwidth that way, 0.94 now; bfloat16 0.73 and 0.83).
+template <int VEC, int U, typename scalar_t, int IN, typename Take>
+__device__ __forceinline__ void load_vectors(const Pointers<const scalar_t*, IN>& in,
+                                             const Layout<IN>& layout, const bool (&valid)[U],
+                                             const int64_t (&start)[U][IN], const int64_t (&col)[U],
+                                             Vec<scalar_t, VEC> (&x)[U][IN], Take take) {
+  using V = Vec<scalar_t, VEC>;
+  // Whether input j is loaded as a vector, and whether as one element repeated.
+  const auto vector = [&](int j) {
+    return take(j) && in.at[j] != nullptr && (VEC == 1 || layout.strides[j][0] != 0);
+  };
+  const auto repeat = [&](int j) {
+    return VEC > 1 && take(j) && in.at[j] != nullptr && layout.strides[j][0] == 0;
+  };
+  scalar_t single[U][IN];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+#pragma unroll
+    for (int j = 0; j < IN; ++j) {
+      x[u][j] = V{};
+      if (valid[u] && vector(j)) {
+        const int64_t at = start[u][j] + col[u] * layout.strides[j][0];
+        x[u][j] = *reinterpret_cast<const V*>(in.at[j] + at);
+      }
+      if (valid[u] && repeat(j)) {
+        single[u][j] = in.at[j][start[u][j]];
+      }
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+#pragma unroll
+    for (int j = 0; j < IN; ++j) {
+      if (valid[u] && repeat(j)) {
+        x[u][j] = repeated<VEC>(single[u][j]);
+      }
+    }
+  }
+}
+
+// Writes y at `to` (aligned to its size) as one store. Where the compiler splits a vector of
+// 16-bit elements into its elements (it did in strided_kernel and tiled_kernel, not in
+// elementwise_kernel), a 16-byte vector went out as four 4-byte stores.
+template <typename scalar_t, int VEC>
+__device__ __forceinline__ void store_vector(scalar_t* to, const Vec<scalar_t, VEC>& y) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (sizeof(y) == 16) {
+    const uint4 bits = reinterpret_cast<const uint4&>(y);
+    asm volatile("st.global.v4.b32 [%0], { %1, %2, %3, %4 };" ::"l"(__cvta_generic_to_global(to)),
+                 "r"(bits.x), "r"(bits.y), "r"(bits.z), "r"(bits.w)
+                 : "memory");
+    return;
+  }
+#endif
+  *reinterpret_cast<Vec<scalar_t, VEC>*>(to) = y;
 }
 
 // Inputs read through their strides, dense outputs: the x of the block and grid runs along rows
@@ -413,16 +471,20 @@ __global__ void __launch_bounds__(kThreads) strided_kernel(
     row_starts(layout, row, start);
     for (int64_t first = blockIdx.x * width * kUnrolled + threadIdx.x * VEC; first < inner;
          first += gridDim.x * width * kUnrolled) {
-      V x[kUnrolled][IN];
+      bool valid[kUnrolled];
+      int64_t starts[kUnrolled][IN];
+      int64_t cols[kUnrolled];
 #pragma unroll
       for (int u = 0; u < kUnrolled; ++u) {
+        cols[u] = first + u * width;
+        valid[u] = cols[u] < inner;
 #pragma unroll
         for (int j = 0; j < IN; ++j) {
-          if (first + u * width < inner) {
-            x[u][j] = load_vector<VEC>(in.at[j], start[j], layout.strides[j][0], first + u * width);
-          }
+          starts[u][j] = start[j];
         }
       }
+      V x[kUnrolled][IN];
+      load_vectors(in, layout, valid, starts, cols, x, [](int) { return true; });
 #pragma unroll
       for (int u = 0; u < kUnrolled; ++u) {
         if (first + u * width < inner) {
@@ -430,7 +492,7 @@ __global__ void __launch_bounds__(kThreads) strided_kernel(
           apply(f, x[u], y);
 #pragma unroll
           for (int j = 0; j < OUT; ++j) {
-            *reinterpret_cast<V*>(out.at[j] + row * inner + first + u * width) = y[j];
+            store_vector(out.at[j] + row * inner + first + u * width, y[j]);
           }
         }
       }
@@ -444,17 +506,21 @@ __host__ __device__ __forceinline__ bool across(const Layout<IN>& layout, int j)
   return layout.strides[j][0] != 0 && layout.strides[j][0] != 1;
 }
 
-constexpr int kTile = 32;  // tiled_kernel's tiles: kTile rows by kTile columns of the output
-// The vectors each thread of tiled_kernel<VEC> reads (and writes) of a tile: several in flight;
-// two for 16-bit types, whose blocks would otherwise be a single warp (H200, bfloat16
-// x[4096, 4096].t() * y: 60% -> 72% of the contiguous case's bandwidth,
-// benchmarks/cuda_kernels.py).
-template <int VEC>
-constexpr int kTileLoads = VEC == 8 ? 2 : 4;
-
-// The threads of tiled_kernel<VEC>: kTileLoads<VEC> vectors of VEC elements each make a tile.
-template <int VEC>
-constexpr int kTileThreads = kTile * (kTile / VEC) / kTileLoads<VEC>;
+// The shape of tiled_kernel<VEC>'s tiles of scalar_t: kSide rows by kSide columns of the output;
+// each thread reads (and writes) kLoads vectors of VEC elements of a tile, several in flight: two
+// for 16-bit types, whose blocks would otherwise be a single warp. H200, bfloat16
+// x[4096, 4096].t() * y (benchmarks/muladd_kernels.sh): 0.83 of the contiguous case's bandwidth
+// with two, 0.74 with four; tiles of 64 took 0.81 (float32 0.945 against 0.938: not worth a
+// second shape).
+template <typename scalar_t, int VEC>
+struct TileShape {
+  static constexpr int kSide = 32;
+  static constexpr int kLoads = VEC == 8 ? 2 : 4;
+  static constexpr int kVectors = kSide / VEC;  // the vectors along a tile's side
+  static constexpr int kBlockThreads = kSide * kVectors / kLoads;
+  // A tile's rows in shared memory are padded by 4 bytes: its columns hit distinct banks.
+  static constexpr int kPadded = kSide + (sizeof(scalar_t) < 4 ? 4 / sizeof(scalar_t) : 1);
+};
 
 // Inputs read across their layout (a transposed one), dense outputs: a block takes a tile of
 // the output, reads the tile of each such input along the input's own rows (dense in memory:
@@ -462,16 +528,18 @@ constexpr int kTileThreads = kTile * (kTile / VEC) / kTileLoads<VEC>;
 // output's rows, reading the other inputs there, vectors of VEC columns. With VEC > 1 every
 // vector lies whole in its input and output and is aligned (tiles_vectorize).
 template <int VEC, typename F, typename scalar_t, int IN, int OUT>
-__global__ void __launch_bounds__(kTileThreads<VEC>) tiled_kernel(
+__global__ void __launch_bounds__((TileShape<scalar_t, VEC>::kBlockThreads)) tiled_kernel(
     F f,
     Pointers<const scalar_t*, IN> in,
     Pointers<scalar_t*, OUT> out,
     Layout<IN> layout,
     int64_t rows) {
   using V = Vec<scalar_t, VEC>;
-  constexpr int kVectors = kTile / VEC;  // the vectors along a tile's side
-  static_assert(kTileThreads<VEC> % kVectors == 0, "a thread keeps one row of loads");
-  __shared__ scalar_t tile[IN][kTile][kTile + 1];  // [row][column]; + 1: columns hit distinct banks
+  using Shape = TileShape<scalar_t, VEC>;
+  constexpr int kTile = Shape::kSide;
+  constexpr int kVectors = Shape::kVectors;
+  static_assert(Shape::kBlockThreads % kVectors == 0, "a thread keeps one row of loads");
+  __shared__ scalar_t tile[IN][kTile][Shape::kPadded];  // [row][column]
   const int64_t inner = layout.sizes[0];
   const int64_t left = static_cast<int64_t>(blockIdx.x) * kTile;  // the tile's first column
   // A thread reads vector `v` (rows v * VEC on) of columns c, c + kStep, ... of the tile, and
@@ -479,17 +547,17 @@ __global__ void __launch_bounds__(kTileThreads<VEC>) tiled_kernel(
   // threads, consecutive addresses.
   const int v = threadIdx.x % kVectors;
   const int c = threadIdx.x / kVectors;
-  constexpr int kStep = kTileThreads<VEC> / kVectors;
+  constexpr int kStep = Shape::kBlockThreads / kVectors;
   for (int64_t top = static_cast<int64_t>(blockIdx.y) * kTile; top < rows;
        top += static_cast<int64_t>(gridDim.y) * kTile) {
     // Every load is issued before any is stored; zeros where the tile runs past the input.
-    V x[kTileLoads<VEC>][IN] = {};
+    V x[Shape::kLoads][IN] = {};
     const int64_t row = top + v * VEC;
     if (row < rows) {
       int64_t start[IN];
       row_starts(layout, row, start);
 #pragma unroll
-      for (int i = 0; i < kTileLoads<VEC>; ++i) {
+      for (int i = 0; i < Shape::kLoads; ++i) {
         const int64_t col = left + c + i * kStep;
 #pragma unroll
         for (int j = 0; j < IN; ++j) {
@@ -500,7 +568,7 @@ __global__ void __launch_bounds__(kTileThreads<VEC>) tiled_kernel(
       }
     }
 #pragma unroll
-    for (int i = 0; i < kTileLoads<VEC>; ++i) {
+    for (int i = 0; i < Shape::kLoads; ++i) {
 #pragma unroll
       for (int j = 0; j < IN; ++j) {
         if (in.at[j] != nullptr && across(layout, j)) {
@@ -512,30 +580,43 @@ __global__ void __launch_bounds__(kTileThreads<VEC>) tiled_kernel(
       }
     }
     __syncthreads();
+    // Then the tile's rows of the output: the other inputs' vectors all loaded first, the tile's
+    // read, then each computed and written.
     const int64_t col = left + v * VEC;
+    const auto from_tile = [&](int j) { return in.at[j] != nullptr && across(layout, j); };
+    bool valid[Shape::kLoads];
+    int64_t starts[Shape::kLoads][IN];
+    int64_t cols[Shape::kLoads];
 #pragma unroll
-    for (int i = 0; i < kTileLoads<VEC>; ++i) {
-      const int r = c + i * kStep;
-      if (top + r < rows && col < inner) {
-        int64_t start[IN];
-        row_starts(layout, top + r, start);
-        V values[IN];
+    for (int i = 0; i < Shape::kLoads; ++i) {
+      const int64_t row = top + c + i * kStep;
+      valid[i] = row < rows && col < inner;
+      cols[i] = col;
+      row_starts(layout, valid[i] ? row : 0, starts[i]);
+    }
+    V values[Shape::kLoads][IN];
+    load_vectors(in, layout, valid, starts, cols, values, [&](int j) { return !from_tile(j); });
 #pragma unroll
-        for (int j = 0; j < IN; ++j) {
-          if (in.at[j] != nullptr && across(layout, j)) {
+    for (int i = 0; i < Shape::kLoads; ++i) {
 #pragma unroll
-            for (int e = 0; e < VEC; ++e) {
-              values[j].v[e] = tile[j][r][v * VEC + e];
-            }
-          } else {
-            values[j] = load_vector<VEC>(in.at[j], start[j], layout.strides[j][0], col);
+      for (int j = 0; j < IN; ++j) {
+        if (from_tile(j)) {
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) {
+            values[i][j].v[e] = tile[j][c + i * kStep][v * VEC + e];
           }
         }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < Shape::kLoads; ++i) {
+      const int64_t row = top + c + i * kStep;
+      if (row < rows && col < inner) {
         V y[OUT];
-        apply(f, values, y);
+        apply(f, values[i], y);
 #pragma unroll
         for (int j = 0; j < OUT; ++j) {
-          *reinterpret_cast<V*>(out.at[j] + (top + r) * inner + col) = y[j];
+          store_vector(out.at[j] + row * inner + col, y[j]);
         }
       }
     }
@@ -549,10 +630,12 @@ void launch_tiled(const F& f, const Pointers<const scalar_t*, IN>& in,
                   const Pointers<scalar_t*, OUT>& out, const Layout<IN>& layout, int64_t n,
                   cudaStream_t stream) {
   const int64_t rows = n / layout.sizes[0];
+  using Shape = TileShape<scalar_t, VEC>;
+  constexpr int kTile = Shape::kSide;
   const int64_t down = (rows + kTile - 1) / kTile;
   const dim3 blocks(static_cast<unsigned int>((layout.sizes[0] + kTile - 1) / kTile),
                     static_cast<unsigned int>(std::min<int64_t>(down, 65535)));
-  tiled_kernel<VEC><<<blocks, kTileThreads<VEC>, 0, stream>>>(f, in, out, layout, rows);
+  tiled_kernel<VEC><<<blocks, Shape::kBlockThreads, 0, stream>>>(f, in, out, layout, rows);
 }
 
 // Whether tiled_kernel<VEC> can read and write 16-byte vectors: the outputs' rows hold whole
