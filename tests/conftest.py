@@ -33,6 +33,9 @@ def pytest_collection_modifyitems(items):
         ]
         if shared:
             item.add_marker(pytest.mark.xdist_group(f"{item.module.__name__}:{','.join(sorted(shared))}"))
+    # The slow tests and the groups first, the quick ones after: xdist hands tests out in this order, and
+    # a suite of a minute or two that starts last keeps one worker busy while the other has nothing left.
+    items.sort(key=lambda item: not (item.get_closest_marker("slow") or item.get_closest_marker("xdist_group")))
 
 
 _BUILT: dict = {}

@@ -66,6 +66,7 @@ def emulated(pointwise: str) -> str:
     return '#include "emu.h"\n' + text
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit's headers)")
 def test_cuda_kernels_compute_the_reference_when_emulated(tmp_path):
     spec = tmp_path / "kemu.yaml"
