@@ -452,7 +452,8 @@ __device__ __forceinline__ void store_vector(scalar_t* to, const Vec<scalar_t, V
 
 // Inputs read through their strides, dense outputs: the x of the block and grid runs along rows
 // of the innermost dimension (kStridedUnroll vectors of VEC elements a thread, a block's width
-// apart), their y over the rows. With VEC > 1 each input is dense or broadcast along the rows.
+// apart, all loaded before any is computed), their y over the rows. With VEC > 1 each input is
+// dense or broadcast along the rows.
 template <int VEC, typename F, typename scalar_t, int IN, int OUT>
 __global__ void __launch_bounds__(kThreads) strided_kernel(
     F f,
