@@ -144,6 +144,48 @@ def test_cuda_kernels_of_every_function_compile(everything, tmp_path):
     compile_cuda(everything / "kall/csrc/cuda/kernels.cu", tmp_path)
 
 
+# Elementwise ops whose CUDA kernels read broadcast, split and transposed inputs, in 16-bit and 32-bit types.
+LAYOUT_KERNELS = """\
+kopgen: 1
+package: klayout
+defaults:
+  registration: torch_library
+  backends: {cpu: cpp, cuda: cuda}
+  dtypes: [bfloat16, float32]
+ops:
+  - schema: "muladd(Tensor a, Tensor b, float c) -> Tensor"
+    compute: "a * b + c"
+  - schema: "silu_and_mul(Tensor x) -> Tensor"
+    split: {x: [gate, up]}
+    compute: "silu(gate) * up"
+"""
+
+
+@needs_nvcc
+def test_strided_and_tiled_kernels_write_16_byte_vectors_in_one_store(tmp_path):
+    """Each output vector of strided_kernel and tiled_kernel is one 16-byte store in the PTX: NVVM split a vector
+    of 16-bit elements written as a struct into 2-byte pairs (st.global.v2.u16), four stores where one does
+    (docs/performance.md, 2026-12-03 fourth session)."""
+    spec = tmp_path / "klayout.yaml"
+    spec.write_text(LAYOUT_KERNELS)
+    (source,) = generate(spec, tmp_path / "repo").glob("*/csrc/cuda/kernels.cu")
+    ptx = tmp_path / "kernels.ptx"
+    result = subprocess.run([NVCC, *nvcc_flags(), "-ptx", str(source), "-o", str(ptx)],
+                            capture_output=True, text=True, check=False)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    entries = ptx.read_text().split(".entry ")[1:]
+    checked = 0
+    for entry in entries:
+        if not entry.startswith(("_ZN7klayout4cuda14strided_kernelILi", "_ZN7klayout4cuda12tiled_kernelILi")):
+            continue
+        if entry.split("ILi", 1)[1].startswith("1E"):
+            continue  # one element a thread: scalar stores
+        stores = [line.split()[0] for line in entry.splitlines() if line.strip().startswith("st.global")]
+        assert stores and set(stores) == {"st.global.v4.b32"}, (entry.split("(", 1)[0], sorted(set(stores)))
+        checked += 1
+    assert checked >= 4  # strided and tiled, bfloat16 and float32
+
+
 @needs_nvcc
 @pytest.mark.parametrize("route", ["stable_abi", "torch_library"])
 def test_host_code_compiles(tmp_path, route):
