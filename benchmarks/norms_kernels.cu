@@ -4,10 +4,12 @@
 // counts the tensors each kernel must move (a forward reads one and writes one; a backward reads two and
 // writes one; fused_add_rms_norm reads two and writes two). Inputs are zeros: these kernels take as
 // long on any values.
-//   ./norms_kernels [partial rows a multiprocessor for the column sums, default 2]
+//   ./norms_kernels [partial rows a multiprocessor for the column sums; default: as many as the
+//                   generated ops ask for (sum_blocks_per_multiprocessor)]
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <cstdlib>
 
 #include "kernel_timing.h"
@@ -15,12 +17,22 @@
 
 using namespace knorms_torch_library::cuda;
 
+// The partial rows a multiprocessor that generated ops ask for; weak, so that kernels generated
+// before it existed (benchmarks/norms_kernels.sh DIR REV) link, and get 2, what they asked for.
+namespace knorms_torch_library::cuda {
+int sum_blocks_per_multiprocessor(Dtype dtype) __attribute__((weak));
+}
+
 int main(int argc, char** argv) {
   const int64_t rows = 4096, widest = 8192;
-  const int per_multiprocessor = argc > 1 ? atoi(argv[1]) : 2;
+  const int asked = argc > 1 ? atoi(argv[1]) : 0;
+  const auto per_multiprocessor = [&](Dtype dtype) {
+    const bool generated = &sum_blocks_per_multiprocessor != nullptr;
+    return asked > 0 ? asked : generated ? sum_blocks_per_multiprocessor(dtype) : 2;
+  };
   int multiprocessors = 0;
   cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, 0);
-  const int64_t partial_rows = int64_t{per_multiprocessor} * multiprocessors;
+  const int64_t most_partial_rows = int64_t{std::max(asked, 4)} * multiprocessors;
   void *x, *grad, *weight, *bias, *out0, *out1, *partials;
   const size_t big = rows * widest * 4;
   cudaMalloc(&x, big);
@@ -29,12 +41,12 @@ int main(int argc, char** argv) {
   cudaMalloc(&weight, widest * 4);
   cudaMalloc(&bias, widest * 4);
   cudaMalloc(&out1, widest * 4);
-  cudaMalloc(&partials, partial_rows * 2 * widest * 4);  // at most 2 column sums, float32
+  cudaMalloc(&partials, most_partial_rows * 2 * widest * 4);  // at most 2 column sums, float32
   cudaMemset(x, 0, big);
   cudaMemset(grad, 0, big);
   cudaMemset(weight, 0, widest * 4);
   cudaMemset(bias, 0, widest * 4);
-  printf("%d multiprocessors, %d partial rows each\n", multiprocessors, per_multiprocessor);
+  printf("%d multiprocessors\n", multiprocessors);
   for (Dtype dtype : {Dtype::float32, Dtype::bfloat16}) {
     const int size = dtype == Dtype::float32 ? 4 : 2;
     for (int64_t hidden : {1024, 4096, 8192}) {
@@ -56,7 +68,7 @@ int main(int argc, char** argv) {
       const Launch backward = launch(backward_inputs, outputs, backward_strides);
       Launch summing = backward;  // weight's gradient summed over the rows
       summing.partials = partials;
-      summing.partial_rows = partial_rows;
+      summing.partial_rows = int64_t{per_multiprocessor(dtype)} * multiprocessors;
       printf("%s hidden %ld: copy %.1f us\n", size == 4 ? "float32" : "bfloat16", hidden, copy);
       const auto report = [&](const char* op, float us, float tensors_moved) {
         printf("  %-22s %7.1f us  %4.0f%% of copy\n", op, us, 100 * tensors_moved * copy / us);

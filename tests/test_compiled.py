@@ -9,6 +9,7 @@ test_end_to_end.py; docs/gpu.md has them on an H200.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -184,6 +185,37 @@ def test_strided_and_tiled_kernels_write_16_byte_vectors_in_one_store(tmp_path):
         assert stores and set(stores) == {"st.global.v4.b32"}, (entry.split("(", 1)[0], sorted(set(stores)))
         checked += 1
     assert checked >= 4  # strided and tiled, bfloat16 and float32
+
+
+@needs_nvcc
+def test_column_sums_move_partial_rows_in_16_byte_vectors(tmp_path):
+    """A backward kernel's column sums: norms_kernel writes its partial rows in 16-byte stores and
+    column_sums_kernel reads them in 16-byte loads, in the PTX of a bfloat16, float32 and float64 package. Before
+    (4acb0cf), one 4-byte store a column (a warp's stores 32 bytes apart) and one 4-byte load a partial row
+    took bfloat16 rms_norm's backward at hidden 8192 82.3 us against 68.3 on an H200 (docs/performance.md,
+    2026-12-03 fifth session)."""
+    spec = tmp_path / "kcols.yaml"
+    spec.write_text(COLUMN_SUMS.replace("ROUTE", "torch_library"))
+    (source,) = generate(spec, tmp_path / "repo").glob("*/csrc/cuda/kernels.cu")
+    ptx = tmp_path / "kernels.ptx"
+    result = subprocess.run([NVCC, *nvcc_flags(), "-ptx", str(source), "-o", str(ptx)],
+                            capture_output=True, text=True, check=False)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    summing, summed = 0, 0
+    for entry in ptx.read_text().split(".entry ")[1:]:
+        name = entry.split("(", 1)[0]
+        lines = [line.split()[0] for line in entry.splitlines() if line.strip().startswith(("st.global", "ld.global"))]
+        kernel = re.match(r"_ZN5kcols4cuda12norms_kernelILi(\d+)ELi(\d+)ELi(\d+)E", name)
+        if kernel and kernel.group(1) != "1" and kernel.group(2) != "0" and kernel.group(3) != "0":
+            stores = {op for op in lines if op.startswith("st.global")}
+            scalar = "st.global.f64" if "IdE" in name else "st.global.f32"
+            assert "st.global.v4.b32" in stores and scalar not in stores, (name, sorted(stores))
+            summing += 1
+        if re.match(r"_ZN5kcols4cuda18column_sums_kernelILi\d+ELi[24]E", name):
+            loads = {op for op in lines if op.startswith("ld.global")}
+            assert loads and all(op.endswith((".v4.f32", ".v2.f64")) for op in loads), (name, sorted(loads))
+            summed += 1
+    assert summing >= 6 and summed >= 6  # bfloat16, float32 and float64; one and two column sums
 
 
 @needs_nvcc

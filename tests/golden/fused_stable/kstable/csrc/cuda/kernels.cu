@@ -69,6 +69,15 @@ struct addcmul_opt {
 
 }  // namespace functors
 
+int sum_blocks_per_multiprocessor(Dtype dtype) {
+  int blocks = 2;
+  dispatch(dtype, [&](auto zero) {
+    constexpr int bound = norms_blocks_per_multiprocessor<1, decltype(zero)>();
+    blocks = bound > 0 ? bound : 2;  // where the compiler chooses, 2
+  });
+  return blocks;
+}
+
 namespace kernels {
 
 cudaError_t muladd(const Launch& launch, double c) {

@@ -42,11 +42,11 @@ struct Launch {
   int64_t partial_rows;
 };
 
-// The blocks a multiprocessor of a kernel that sums columns over the rows: each block its partial
-// rows, so that few are summed after. As many as its launch bounds keep resident at once (2): with
-// 4, half waited for a second wave (H200: rms_norm's float32 backward at hidden 8192, 129 -> 119
-// us).
-constexpr int kSumBlocksPerMultiprocessor = 2;
+// The blocks a multiprocessor of a kernel that sums columns over the rows of `dtype`: each block
+// its partial rows, so that few are summed after. As many as its launch bounds keep resident at
+// once (kernels.cu): with more, some waited for a second wave (H200: rms_norm's float32 backward
+// at hidden 8192, 4 a multiprocessor against 2: 129 -> 119 us).
+int sum_blocks_per_multiprocessor(Dtype dtype);
 
 }  // namespace kstable::cuda
 

@@ -1188,7 +1188,7 @@ constexpr bool held_sums_shared() {
 // The held column sums (`slots` in shared memory, or the thread's `own`), summed over the block's
 // row groups (the threads of one lane of each group hold the same columns) into the block's partial
 // rows: `partial`, SUMS rows of `cols`. Slot (k * HELD + h) * VEC + i: column sum k, held vector h.
-template <int VEC, int HELD, int SUMS, int SLOTS, typename acc_t>
+template <int VEC, int HELD, int SUMS, typename scalar_t, int SLOTS, typename acc_t>
 __device__ __forceinline__ void store_held_sums(const acc_t* slots, const acc_t (&own)[SLOTS],
                                                 acc_t* __restrict__ partial, RowLanes lanes,
                                                 int64_t cols) {
@@ -1212,12 +1212,22 @@ __device__ __forceinline__ void store_held_sums(const acc_t* slots, const acc_t 
       __syncthreads();
       const int64_t v = lane + static_cast<int64_t>(h) * lanes.count;
       if (static_cast<int>(threadIdx.x) < lanes.count && v < cols / VEC) {
-        for (int i = 0; i < VEC; ++i) {
-          acc_t total = 0;
-          for (int group = 0; group < lanes.groups(); ++group) {
-            total += values[i * kThreads + group * lanes.count + lane];
+        // In 16-byte stores where VEC elements make 16 bytes (rows aligned to them): a warp's
+        // stores fill whole sectors, where VEC 4-byte stores 32 bytes apart each wrote an eighth.
+        // (store_vector: NVVM split some of these vectors into 4-byte stores, as plain structs.)
+        constexpr int kChunk = VEC * sizeof(scalar_t) == 16 ? 16 / sizeof(acc_t) : 1;
+#pragma unroll
+        for (int c = 0; c < VEC; c += kChunk) {
+          Vec<acc_t, kChunk> chunk;
+#pragma unroll
+          for (int i = 0; i < kChunk; ++i) {
+            acc_t total = 0;
+            for (int group = 0; group < lanes.groups(); ++group) {
+              total += values[(c + i) * kThreads + group * lanes.count + lane];
+            }
+            chunk.v[i] = total;
           }
-          partial[k * cols + v * VEC + i] = total;
+          store_vector(partial + k * cols + v * VEC + c, chunk);
         }
       }
       __syncthreads();  // buffer is written again for the next vector
@@ -1227,14 +1237,21 @@ __device__ __forceinline__ void store_held_sums(const acc_t* slots, const acc_t 
 
 // Blocks of norms_kernel that must fit a multiprocessor at once (0: as the compiler chooses),
 // which caps its registers a thread: more resident blocks hide the latency of reading a row.
-// Measured on an H200 (docs/performance.md, benchmarks/norms_kernels.sh): with column sums 2
-// (rms_norm's float32 backward at hidden 8192, 157 -> 119 us with 2 partial rows a
-// multiprocessor); bfloat16 without them 4 (layer_norm at 8192 71.5 -> 63.5 us, log_softmax 41 ->
-// 46); float32 without them as the compiler chooses (at 3 or 4, fused_add_rms_norm at 8192 137 ->
-// 200-222 us).
+// Measured on an H200 (docs/performance.md, benchmarks/norms_kernels.sh): with column sums,
+// float32 2 (rms_norm's backward at hidden 8192, 157 -> 119 us with 2 partial rows a
+// multiprocessor), bfloat16 3 (80 registers, no spills: rms_norm's backward at 4096 40.2 -> 38.0
+// us, layer_norm's 51.6 -> 46.8; 4 was no faster); bfloat16 without them 4 (layer_norm at 8192
+// 71.5 -> 63.5 us, log_softmax 41 -> 46); float32 without them as the compiler chooses (at 3 or
+// 4, fused_add_rms_norm at 8192 137 -> 200-222 us).
 template <int SUMS, typename scalar_t>
 constexpr int norms_blocks_per_multiprocessor() {
-  return sizeof(scalar_t) == 8 ? 0 : SUMS > 0 ? 2 : sizeof(scalar_t) < 4 ? 4 : 0;
+  if constexpr (sizeof(scalar_t) == 8) {
+    return 0;
+  } else if constexpr (SUMS > 0) {
+    return sizeof(scalar_t) < 4 ? 3 : 2;
+  } else {
+    return sizeof(scalar_t) < 4 ? 4 : 0;
+  }
 }
 
 // Row normalisations, `lanes` threads a row as in rows_kernel: the row's statistics (each a
@@ -1334,45 +1351,71 @@ __global__ void __launch_bounds__(kThreads, (norms_blocks_per_multiprocessor<SUM
     });
   }
   if constexpr (SUMS > 0 && HELD > 0) {
-    store_held_sums<VEC, HELD, SUMS>(slots, own, block_partial, lanes, cols);
+    store_held_sums<VEC, HELD, SUMS, scalar_t>(slots, own, block_partial, lanes, cols);
   }
 }
 
-// The column sums' totals: each of `count` partial rows' SUMS x cols values summed (kSlices threads
-// a column, each a slice of the partial rows, then their totals), written in the output's dtype as
-// the last SUMS outputs. Partial rows in a fixed order: the same total for the same launch.
-template <int SUMS, typename scalar_t, int OUT>
+// The column sums' totals: each of `count` partial rows' SUMS x cols values summed, written in the
+// output's dtype as the last SUMS outputs. A thread takes PER adjacent columns (one 16-byte load a
+// partial row where PER > 1) and a slice of the partial rows, its loads kUnroll at a time; a block
+// kSlices slices of kColumns columns, then the slices' totals. Partial rows in a fixed order: the
+// same total for the same launch. (8 slices of one column a thread, one load at a time, took 7.8
+// us for 264 partial rows of 4096 on an H200, 12% of its warps active: Nsight Compute.)
+template <int SUMS, int PER, typename scalar_t, int OUT>
 __global__ void __launch_bounds__(kThreads) column_sums_kernel(
     const compute_t<scalar_t>* __restrict__ partials,
     int64_t count,
     int64_t cols,
     Pointers<scalar_t*, OUT> out) {
   using acc_t = compute_t<scalar_t>;
-  constexpr int kSlices = 8;
-  constexpr int kColumns = kThreads / kSlices;
-  __shared__ acc_t totals[kThreads];
+  using V = Vec<acc_t, PER>;
+  constexpr int kColumns = 32;
+  constexpr int kSlices = kThreads / (kColumns / PER);
+  constexpr int kUnroll = 4;
+  __shared__ acc_t totals[kSlices][kColumns];
   const int64_t size = SUMS * cols;
-  const int column = static_cast<int>(threadIdx.x) % kColumns;
-  const int slice = static_cast<int>(threadIdx.x) / kColumns;
+  const int column = static_cast<int>(threadIdx.x) % (kColumns / PER) * PER;  // the block's
+  const int slice = static_cast<int>(threadIdx.x) / (kColumns / PER);
   for (int64_t first = static_cast<int64_t>(blockIdx.x) * kColumns; first < size;
        first += static_cast<int64_t>(gridDim.x) * kColumns) {
     const int64_t i = first + column;
-    acc_t total = 0;
-    for (int64_t p = slice; p < count && i < size; p += kSlices) {
-      total += partials[p * size + i];
+    V total;
+#pragma unroll
+    for (int k = 0; k < PER; ++k) {
+      total.v[k] = 0;
     }
-    totals[threadIdx.x] = total;
-    __syncthreads();
-    if (slice == 0 && i < size) {
-      for (int s = 1; s < kSlices; ++s) {
-        total += totals[s * kColumns + column];
+    for (int64_t p = slice; p < count && i < size; p += kUnroll * kSlices) {
+      V part[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t row = std::min(p + u * kSlices, count - 1);  // a load past the end is unused
+        part[u] = *reinterpret_cast<const V*>(partials + row * size + i);
       }
-      scalar_t* sum = out.at[OUT - SUMS];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+#pragma unroll
+        for (int k = 0; k < PER; ++k) {
+          total.v[k] += p + u * kSlices < count ? part[u].v[k] : acc_t(0);
+        }
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < PER; ++k) {
+      totals[slice][column + k] = total.v[k];
+    }
+    __syncthreads();
+    const int64_t at = first + threadIdx.x;
+    if (threadIdx.x < kColumns && at < size) {
+      acc_t sum = 0;
+      for (int s = 0; s < kSlices; ++s) {
+        sum += totals[s][threadIdx.x];
+      }
+      scalar_t* to = out.at[OUT - SUMS];
 #pragma unroll
       for (int k = 1; k < SUMS; ++k) {  // chosen so, not indexed: the pointers stay in registers
-        sum = i / cols == k ? out.at[OUT - SUMS + k] : sum;
+        to = at / cols == k ? out.at[OUT - SUMS + k] : to;
       }
-      sum[i % cols] = from_compute<scalar_t>(total);
+      to[at % cols] = from_compute<scalar_t>(sum);
     }
     __syncthreads();  // totals is written again for the next columns
   }
@@ -1414,10 +1457,15 @@ void launch_norms(const F& f, const Pointers<const scalar_t*, IN>& in,
         f, in, strides, out, out_stride, rows, cols, row_lanes(lanes), partials);
   }
   if constexpr (SUMS > 0) {
-    const int64_t columns = (SUMS * cols + kThreads / 8 - 1) / (kThreads / 8);
+    const int64_t columns = (SUMS * cols + 31) / 32;  // column_sums_kernel's 32 a block
     const unsigned int sum_grid = static_cast<unsigned int>(std::min(columns, kMaxBlocks));
     const int64_t count = grid;
-    column_sums_kernel<SUMS><<<sum_grid, kThreads, 0, stream>>>(partials, count, cols, out);
+    constexpr int kPer = 16 / sizeof(compute_t<scalar_t>);  // columns a thread, rows allowing
+    if (cols % kPer == 0) {
+      column_sums_kernel<SUMS, kPer><<<sum_grid, kThreads, 0, stream>>>(partials, count, cols, out);
+    } else {
+      column_sums_kernel<SUMS, 1><<<sum_grid, kThreads, 0, stream>>>(partials, count, cols, out);
+    }
   }
 }
 

@@ -61,6 +61,7 @@ void launch(
     for (const Dims& input : call.strides()) {
       strides.push_back(input.data());
     }
+    const cuda::Dtype dtype = kernel_dtype(call.op(), like);
     // A backward kernel's column sums: a partial row per block, a few blocks a multiprocessor.
     std::optional<Tensor> partials;
     int64_t partial_rows = 0;
@@ -69,14 +70,14 @@ void launch(
       const cudaError_t asked = cudaDeviceGetAttribute(
           &multiprocessors, cudaDevAttrMultiProcessorCount, like.get_device_index());
       KOPGEN_CHECK(asked == cudaSuccess, call.op(), ": ", cudaGetErrorString(asked));
-      partial_rows =
-          std::min<int64_t>(call.n(), cuda::kSumBlocksPerMultiprocessor * multiprocessors);
+      partial_rows = std::min<int64_t>(
+          call.n(), cuda::sum_blocks_per_multiprocessor(dtype) * multiprocessors);
       partials = call.partial_rows(partial_rows);
     }
-    const cuda::Launch args{kernel_dtype(call.op(), like), call.n(), call.cols(),
-                            inputs.data(), outputs.data(), current_stream(like),
-                            call.flat(), call.dims(), call.sizes().data(), strides.data(),
-                            call.row_strides().data(), offsets.data(), call.output_row_stride(),
+    const cuda::Launch args{dtype, call.n(), call.cols(), inputs.data(), outputs.data(),
+                            current_stream(like), call.flat(), call.dims(), call.sizes().data(),
+                            strides.data(), call.row_strides().data(), offsets.data(),
+                            call.output_row_stride(),
                             partials ? partials->mutable_data_ptr() : nullptr, partial_rows};
     const cudaError_t error = kernel(args, scalars...);
     KOPGEN_CHECK(error == cudaSuccess, call.op(), ": CUDA kernel launch failed: ",
