@@ -9,6 +9,7 @@ test_end_to_end.py; docs/gpu.md has them on an H200.
 from __future__ import annotations
 
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -216,6 +217,55 @@ def test_column_sums_move_partial_rows_in_16_byte_vectors(tmp_path):
             assert loads and all(op.endswith((".v4.f32", ".v2.f64")) for op in loads), (name, sorted(loads))
             summed += 1
     assert summing >= 6 and summed >= 6  # bfloat16, float32 and float64; one and two column sums
+
+
+CPU_LOOPS = """\
+kopgen: 1
+package: kavx
+defaults:
+  registration: torch_library
+  backends: {cpu: cpp}
+  dtypes: [float32, bfloat16]
+ops:
+  - schema: "muladd(Tensor a, Tensor b, float c) -> Tensor"
+    compute: "a * b + c"
+  - schema: "rowsum(Tensor x) -> Tensor"
+    reduce: {op: sum}
+  - schema: "rowmax(Tensor x) -> Tensor"
+    reduce: {op: max}
+  - schema: "rms_norm(Tensor x, Tensor weight, float eps=1e-6) -> Tensor"
+    normalize:
+      stats: {rstd: "rsqrt(mean(x * x) + eps)"}
+      compute: "x * rstd * weight"
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(platform.machine() != "x86_64" or shutil.which("g++") is None, reason="needs g++ for x86-64")
+def test_cpu_loops_have_an_avx2_copy(tmp_path):
+    """The elementwise loop, the row reductions and the row normalisations each run, where the CPU has AVX2, a copy
+    compiled for it (with_avx2): in the assembly g++ writes with the generated setup.py's flags, every loop's
+    instantiation of in_avx2 exists and some use 32-byte registers. The loops must inline into it: called instead,
+    they keep the baseline build's SSE (the row reductions and norms loops did before 09521a8: bfloat16 row sums
+    0.67-0.83x torch.sum against 0.91-1.21x, docs/performance.md)."""
+    spec = tmp_path / "kavx.yaml"
+    spec.write_text(CPU_LOOPS)
+    repo = generate(spec, tmp_path / "repo")
+    setup = (repo / "setup.py").read_text()
+    listed = re.search(r"^CXX_FLAGS = \[(.*)\]$", setup, re.MULTILINE).group(1)
+    flags = [flag.strip().strip('"') for flag in listed.split(",")]
+    assembly = tmp_path / "ops.s"
+    result = subprocess.run(
+        ["g++", *flags, "-std=c++17", "-S", *torch_includes(), f"-I{sysconfig.get_paths()['include']}",
+         str(repo / "kavx/csrc/ops.cpp"), "-o", str(assembly)],
+        capture_output=True, text=True, check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    bodies = dict(re.findall(r"^(_Z\S+):\n(.*?)\.cfi_endproc", assembly.read_text(), re.DOTALL | re.MULTILINE))
+    for loop in ("run_contiguous", "rows_loop", "norms_loop"):
+        copies = [name for name in bodies if "in_avx2" in name and loop in name]
+        assert copies, f"no AVX2 copy of {loop}"
+        assert any("%ymm" in bodies[name] for name in copies), f"{loop}'s AVX2 copies use no 32-byte vectors"
 
 
 @needs_nvcc
