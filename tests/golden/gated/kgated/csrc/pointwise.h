@@ -964,7 +964,6 @@ class C10_HIDDEN KernelCall {
     }
   }
 
-
   // One row normalisation's statistics of a row (of `cols` elements from each of `at`): statistic
   // K is Reduce over the row of f.reduced, kLanes partial totals as rows_loop keeps, then finished.
   // A row value has no pass: it is finished from the statistics before it.

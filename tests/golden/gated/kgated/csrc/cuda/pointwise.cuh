@@ -1361,6 +1361,7 @@ __global__ void __launch_bounds__(kThreads, (norms_blocks_per_multiprocessor<SUM
 // kSlices slices of kColumns columns, then the slices' totals. Partial rows in a fixed order: the
 // same total for the same launch. (8 slices of one column a thread, one load at a time, took 7.8
 // us for 264 partial rows of 4096 on an H200, 12% of its warps active: Nsight Compute.)
+constexpr int kSumColumns = 32;  // column_sums_kernel's columns a block
 template <int SUMS, int PER, typename scalar_t, int OUT>
 __global__ void __launch_bounds__(kThreads) column_sums_kernel(
     const compute_t<scalar_t>* __restrict__ partials,
@@ -1369,7 +1370,7 @@ __global__ void __launch_bounds__(kThreads) column_sums_kernel(
     Pointers<scalar_t*, OUT> out) {
   using acc_t = compute_t<scalar_t>;
   using V = Vec<acc_t, PER>;
-  constexpr int kColumns = 32;
+  constexpr int kColumns = kSumColumns;
   constexpr int kSlices = kThreads / (kColumns / PER);
   constexpr int kUnroll = 4;
   __shared__ acc_t totals[kSlices][kColumns];
@@ -1457,7 +1458,7 @@ void launch_norms(const F& f, const Pointers<const scalar_t*, IN>& in,
         f, in, strides, out, out_stride, rows, cols, row_lanes(lanes), partials);
   }
   if constexpr (SUMS > 0) {
-    const int64_t columns = (SUMS * cols + 31) / 32;  // column_sums_kernel's 32 a block
+    const int64_t columns = (SUMS * cols + kSumColumns - 1) / kSumColumns;
     const unsigned int sum_grid = static_cast<unsigned int>(std::min(columns, kMaxBlocks));
     const int64_t count = grid;
     constexpr int kPer = 16 / sizeof(compute_t<scalar_t>);  // columns a thread, rows allowing
