@@ -74,16 +74,21 @@ def test_a_division_by_a_row_invariant_value_is_a_product_with_its_reciprocal():
 
 
 def test_independent_statistics_are_reduced_in_one_pass_on_cuda():
-    """A reduction joins the first pass whose results it does not read (its finishing included: c's rsqrt
-    reads b); a row value comes as soon as what it reads is. The CPU functor keeps the slot order."""
+    """A reduction joins the first pass whose results its values do not read, where its finishing reads only
+    statistics done or finished before it in the pass (c's rsqrt reads var); a row value comes as soon as what
+    it reads is. The CPU functor keeps the slot order."""
     text = SPEC.replace(
         'stats: {mu: "mean(x)", var: "mean((x - mu) ** 2)"}',
         'stats: {mu: "mean(x)", var: "mean((x - mu) ** 2)", c: "rsqrt(mean(x * x) + var)", top: "max(x)"}',
     ).replace('"(x - mu) * rsqrt(var + eps) * row0 + where(var > eps, 1.0, 0.0) + x * mu"', '"(x - mu) * c + top"')
     (op,) = load_spec_text(text, "kopgen.yaml").ops
     assert cpp_norms.slots(op).names == ("mu", "var", "c", "top")
-    assert cpp_norms.passes(op) == [(0, 3), (1,), (2,)]
-    assert "using Passes = std::tuple<Together<0, 3>, Together<1>, Together<2>>;" in cpp_norms.methods(op, "cuda")
+    assert cpp_norms.passes(op) == [(0, 3), (1, 2)]
+    assert "using Passes = std::tuple<Together<0, 3>, Together<1, 2>>;" in cpp_norms.methods(op, "cuda")
+    # where the finishing reads a later statistic, the statistic waits for it
+    late = text.replace('c: "rsqrt(mean(x * x) + var)", top: "max(x)"', 'c: "mean(x * x)", top: "max(x) + c + var"')
+    (op,) = load_spec_text(late, "kopgen.yaml").ops
+    assert cpp_norms.passes(op) == [(0, 2), (1, 3)]
     assert not any("Passes" in line for line in cpp_norms.methods(op, "cpu"))
 
 
@@ -91,3 +96,37 @@ def test_a_row_value_is_finished_before_the_pass_that_reads_it():
     op = scaled()  # row0_ and row1 read var; nothing reads them but the written value
     assert cpp_norms.passes(op) == [(0,), (1,), (2,), (3,)]
     assert not any("Passes" in line for line in cpp_norms.methods(op, "cuda"))  # no pass holds two
+
+
+LAYER_NORM_BACKWARD = """\
+kopgen: 1
+package: krow
+defaults: {registration: torch_library, backends: {cpu: cpp, cuda: cuda}}
+ops:
+  - schema: "grad_x(Tensor grad, Tensor x, Tensor weight, float eps=1e-5) -> Tensor"
+    normalize:
+      stats:
+        mu: "mean(x)"
+        var: "mean((x - mu) * (x - mu))"
+        gw: "mean(grad * weight)"
+        gwx: "mean(grad * weight * (x - mu) * rsqrt(var + eps))"
+        top: "max(grad * rsqrt(var + eps))"
+      compute: "rsqrt(var + eps) * (grad * weight - gw - (x - mu) * rsqrt(var + eps) * gwx) + top"
+"""
+
+
+def test_a_row_value_that_multiplies_a_mean_is_taken_out_of_it():
+    """layer_norm's backward: mean(g * (x - mu) * rstd) is rstd * mean(g * (x - mu)), so it reduces with the
+    variance (two rounds of a row's reductions, not three); a max keeps its row value inside."""
+    (op,) = load_spec_text(LAYER_NORM_BACKWARD, "kopgen.yaml").ops
+    layout = cpp_norms.slots(op)
+    assert layout.names == ("mu", "var", "row0", "gw", "gwx", "top")
+    assert layout.reduced["gwx"].text == "grad * weight * (x - mu)"
+    assert layout.finishing["gwx"].text == "gwx * rsqrt(var + eps)"
+    assert layout.reduced["top"].text == "grad * row0" and layout.finishing["top"] is None
+    assert cpp_norms.passes(op) == [(0, 3), (1, 4), (2,), (5,)]
+    methods = "\n".join(cpp_norms.methods(op, "cuda"))
+    assert "__device__ acc_t finished(Stat<4>, const acc_t* stat, acc_t gwx) const {" in methods
+    assert "return gwx * (acc_t(1) / std::sqrt(var + eps));" in methods
+    # the CPU functor finishes in slot order, after var: the same methods
+    assert "acc_t finished(Stat<4>, const acc_t* stat, acc_t gwx) const {" in "\n".join(cpp_norms.methods(op, "cpu"))

@@ -17,6 +17,10 @@ and read by name. The compiler cannot hoist it itself: a division or square root
 path per element. A division by a row-invariant value is a product with its reciprocal, a row value: within an
 ulp or so of the quotient (Triton's default float32 division is not exact either), but for a divisor so small
 that its reciprocal overflows (below about 3e-39 in float32), where the quotient may still be finite.
+
+A row value that multiplies a sum or mean is taken out of it (`mean(g * (x - mu) * rstd)` is `rstd * mean(g * (x -
+mu))`): the statistic then reduces in the same pass as the statistics its row value reads, its finishing multiplies
+by the row value's expression. layer_norm's backward took three rounds of a block's barriers a row, two now.
 """
 
 from __future__ import annotations
@@ -49,6 +53,8 @@ class Slots:
     names: tuple[str, ...]  # each slot's name, in order
     values: tuple[RowValue, ...]
     per_element: dict[str, Pointwise]  # each per-element expression's text: it, reading the row values
+    reduced: dict[str, Pointwise]  # each statistic's name: its per-element value, row values taken out of a sum
+    finishing: dict[str, Pointwise | None]  # each statistic's name: its value from its total (named as itself)
 
 
 def slots(op: Op) -> Slots:
@@ -92,15 +98,62 @@ def slots(op: Op) -> Slots:
             return self.generic_visit(node)
 
     rewritten = {e.text: ast.unparse(Hoist().visit(ast.parse(e.text.strip(), mode="eval"))) for e in exprs}
+    value_text = {name: text for text, name in found.items()}
+    reduced_text, finishing_text = {}, {}
+    for stat in op.body.stats:
+        reduced_text[stat.name], factors = _row_factors(rewritten[stat.reduced.text], stat.reduction.kind, value_text)
+        outer = stat.name if stat.outer is None else stat.outer.text
+        if factors:  # the statistic's own name, in its outer expression, times its row values
+            scaled = ast.parse(f"({stat.name} * {' * '.join(f'({value_text[f]})' for f in factors)})", mode="eval").body
+            outer = ast.unparse(_Substitute(stat.name, scaled).visit(ast.parse(outer, mode="eval")))
+        finishing_text[stat.name] = None if outer == stat.name else outer
     try:
         row_kinds = kinds | dict.fromkeys(found.values(), "tensor")
         per_element = {e.text: parse_pointwise(rewritten[e.text], row_kinds) for e in exprs}
+        reduced = {name: parse_pointwise(text, row_kinds) for name, text in reduced_text.items()}
+        finishing = {name: text and parse_pointwise(text, kinds) for name, text in finishing_text.items()}
         exprs_of = {name: parse_pointwise(text, kinds) for text, name in found.items()}
     except ExprError:
-        return Slots(stats, (), {e.text: e for e in exprs})
+        return Slots(stats, (), {e.text: e for e in exprs}, {s.name: s.reduced for s in op.body.stats},
+                     {s.name: s.outer for s in op.body.stats})
     values = [RowValue(name, e, max(stats.index(n) for n in e.names if n in stats)) for name, e in exprs_of.items()]
     names = [name for k, stat in enumerate(stats) for name in (stat, *(v.name for v in values if v.after == k))]
-    return Slots(tuple(names), tuple(values), per_element)
+    return Slots(tuple(names), tuple(values), per_element, reduced, finishing)
+
+
+def _row_factors(text: str, reduction: str, row_values: dict[str, str]) -> tuple[str, list[str]]:
+    """A sum's or mean's per-element value `text` without the row values it is a product of, and those row
+    values (none for max and min, or where nothing else would remain)."""
+    if reduction not in ("sum", "mean"):
+        return text, []
+    factors: list[ast.expr] = []
+
+    def flatten(node: ast.expr) -> None:
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            flatten(node.left)
+            flatten(node.right)
+        else:
+            factors.append(node)
+
+    flatten(ast.parse(text.strip(), mode="eval").body)
+    taken = [f.id for f in factors if isinstance(f, ast.Name) and f.id in row_values]
+    rest = [f for f in factors if not (isinstance(f, ast.Name) and f.id in row_values)]
+    if not taken or not rest:
+        return text, []
+    product = rest[0]
+    for factor in rest[1:]:
+        product = ast.BinOp(product, ast.Mult(), factor)
+    return ast.unparse(product), taken
+
+
+class _Substitute(ast.NodeTransformer):
+    """Every `name` in an expression replaced by `node`."""
+
+    def __init__(self, name: str, node: ast.expr):
+        self.name, self.node = name, node
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        return self.node if node.id == self.name else node
 
 
 def per_element(op: Op, expr: Pointwise) -> Pointwise:
@@ -135,27 +188,32 @@ def kept_inputs(op: Op) -> list[str]:
 
 def passes(op: Op) -> list[tuple[int, ...]]:
     """The slots in the order the CUDA kernel computes them: each reduction with every other whose inputs
-    are ready (one pass over the row, one round of the block's barriers for them all), each row value
-    alone as soon as what it reads is. rms_norm's backward reduces mean(x * x) and mean(grad * weight * x)
-    together, where in slot order they took two passes."""
+    are ready (one pass over the row, one round of the block's barriers for them all) and whose finishing
+    reads only what is done or finished before it in the pass, each row value alone as soon as what it
+    reads is. rms_norm's backward reduces mean(x * x) and mean(grad * weight * x) together, where in slot
+    order they took two passes."""
     layout = slots(op)
-    stats = {s.name: s for s in op.body.stats}
     values = {v.name: v for v in layout.values}
 
-    def reads(name: str) -> set[str]:
-        if name in values:
-            return set(values[name].expr.names)
-        stat = stats[name]
-        outer = set() if stat.outer is None else set(stat.outer.names) - {name}
-        return set(per_element(op, stat.reduced).names) | outer
+    def slots_of(names) -> set[int]:
+        return {layout.names.index(n) for n in names if n in layout.names}
 
-    needs = {k: {layout.names.index(n) for n in reads(name) if n in layout.names} for k, name in enumerate(layout.names)}
+    reduces = {k: slots_of(values[n].expr.names if n in values else layout.reduced[n].names)
+               for k, n in enumerate(layout.names)}
+    finishes = {k: set() if n in values or layout.finishing[n] is None else slots_of(layout.finishing[n].names) - {k}
+                for k, n in enumerate(layout.names)}
     done: set[int] = set()
     order: list[tuple[int, ...]] = []
     while len(done) < len(layout.names):
-        ready = [k for k in range(len(layout.names)) if k not in done and needs[k] <= done]
+        ready = [k for k in range(len(layout.names)) if k not in done and reduces[k] <= done]
         row_values = [k for k in ready if layout.names[k] in values]
-        group = [row_values[0]] if row_values else ready  # a row value first: a reduction may read it
+        if row_values:  # a row value first: a reduction may read it
+            group = [row_values[0]]
+        else:
+            group = []
+            for k in ready:  # in slot order: a statistic finished in the pass is finished before the next
+                if layout.names[k] not in values and finishes[k] <= done | set(group):
+                    group.append(k)
         order.append(tuple(group))
         done.update(group)
     return order
@@ -194,8 +252,10 @@ def methods(op: Op, device: str) -> list[str]:
             lines.append("}")
             continue
         stat = stats[name]
-        reduced = per_element(op, stat.reduced)
+        reduced, outer = layout.reduced[name], layout.finishing[name]
         lines.append(f"// {stat.name} = {' '.join(stat.text.split())}")
+        if reduced.text != per_element(op, stat.reduced).text:
+            lines.append(f"// reduced as {reduced.text}, finished as {outer.text}")
         read = set(reduced.names)
         parameters = [f"Stat<{k}>", stat_parameter(op, read), *_inputs(op, reduced)]
         lines.append(wrap(f"{prefix}acc_t reduced(", parameters, ") const {", after=2))
@@ -203,11 +263,11 @@ def methods(op: Op, device: str) -> list[str]:
         lines.append(f"  return {wrap_expression(reduced.to_functor(device), 11, 6)};")
         lines.append("}")
         # Its own name stands for the reduced total (the parameter) in the expression around it.
-        read = set() if stat.outer is None else set(stat.outer.names) - {stat.name}
+        read = set() if outer is None else set(outer.names) - {stat.name}
         parameters = [f"Stat<{k}>", stat_parameter(op, read), f"acc_t {stat.name}"]
         lines.append(wrap(f"{prefix}acc_t finished(", parameters, ") const {", after=2))
         lines += [f"  {b}" for b in stat_bindings(op, read)]
-        value = stat.name if stat.outer is None else stat.outer.to_functor(device)
+        value = stat.name if outer is None else outer.to_functor(device)
         lines.append(f"  return {wrap_expression(value, 11, 6)};")
         lines.append("}")
     return [line.replace("\n", "\n  ") for line in lines]
