@@ -45,7 +45,8 @@ MODULE_PATTERN = re.compile(r"^(_.*|.*_kernels)$")  # private names; _registrati
 # Types the generated C++ of an op names unqualified in its host function, functor and launcher: an
 # argument of that name would hide them there (`Tensor` is one of MODULE_NAMES already).
 CPP_TYPE_NAMES = frozenset({"KernelCall", "Values", "Sum", "Mean", "Max", "Min", "acc_t", "Signature"})
-CPP_TYPE_NAMES |= {"Stat", "Reductions", "RowValue"}  # a row normalisation's functor (lang/cpp_norms.py)
+# a row normalisation's functor (lang/cpp_norms.py)
+CPP_TYPE_NAMES |= {"Stat", "Reductions", "RowValue", "kept_stat", "from_kept"}
 CPP_TYPE_NAMES |= {"AutogradContext", "variable_list"}  # the autograd of csrc/ops.cpp (lang/cpp_autograd.py)
 # A CUDA functor's storage type, its compute type and the exp it calls (csrc/cuda/kernels.cu, pointwise.cuh);
 # the exp a CPU functor calls (csrc/pointwise.h)
@@ -76,6 +77,7 @@ CPP_LOCALS = ("call", "launch", "guard")  # guard: a custom kernel's CUDA device
 # ... and the autograd of csrc/ops.cpp: the saved tensors in backward, an op's dispatcher handle.
 CPP_LOCALS += ("saved", "handle")
 CPP_LOCALS += ("stat",)  # a row normalisation's functor: the statistics of the row
+CPP_LOCALS += ("kept",)  # ... and, in from_kept, the value its loop kept of a statistic's element
 # Names derived from an argument, an output or the op (its stem in Python names): `{}` stands for it.
 DERIVED_NAMES = {
     "output": "out{}",  # the outputs: `out`, or out0, out1, ...

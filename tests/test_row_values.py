@@ -130,3 +130,39 @@ def test_a_row_value_that_multiplies_a_mean_is_taken_out_of_it():
     assert "return gwx * (acc_t(1) / std::sqrt(var + eps));" in methods
     # the CPU functor finishes in slot order, after var: the same methods
     assert "acc_t finished(Stat<4>, const acc_t* stat, acc_t gwx) const {" in "\n".join(cpp_norms.methods(op, "cpu"))
+
+
+SOFTMAX = """\
+kopgen: 1
+package: krow
+defaults: {registration: torch_library, backends: {cpu: cpp, cuda: cuda}}
+ops:
+  - schema: "softmax(Tensor x, float kept=1.0) -> Tensor"
+    normalize:
+      stats: {top: "max(x)", sum_exp: "sum(exp(x - top))"}
+      compute: "exp(x - top) / sum_exp * kept"
+"""
+
+
+def test_the_cpu_loop_keeps_a_statistics_exponentials_for_the_written_value():
+    """softmax's exp(x - top), reduced by its sum, is kept by the CPU loop and read by from_kept (the argument
+    named `kept` renames the parameter); the CUDA functor computes it again."""
+    (op,) = load_spec_text(SOFTMAX, "kopgen.yaml").ops
+    reuse = cpp_norms.kept(op)
+    assert (reuse.slot, reuse.name, reuse.expr.text) == (1, "kept_", "kept_ * row0 * kept")
+    cpu = "\n".join(cpp_norms.methods(op, "cpu"))
+    assert "static constexpr int kept_stat = 1;" in cpu
+    assert "Values<acc_t, 1> from_kept(const acc_t* stat, acc_t kept_, acc_t /*x*/) const {" in cpu
+    assert "return {kept_ * row0 * kept};" in cpu
+    assert "from_kept" not in "\n".join(cpp_norms.methods(op, "cuda"))
+
+
+def test_nothing_is_kept_where_it_would_not_save_a_function_call():
+    cases = [
+        SOFTMAX.replace('"exp(x - top) / sum_exp * kept"', '"(x - top) / sum_exp * kept"'),  # not in the written value
+        SOFTMAX.replace('sum(exp(x - top))', 'sum(x - top)').replace('"exp(x - top)', '"(x - top)'),  # no call
+    ]
+    for text in cases:
+        (op,) = load_spec_text(text, "kopgen.yaml").ops
+        assert cpp_norms.kept(op) is None, text
+        assert "kept_stat" not in "\n".join(cpp_norms.methods(op, "cpu"))

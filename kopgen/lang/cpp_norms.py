@@ -21,6 +21,11 @@ that its reciprocal overflows (below about 3e-39 in float32), where the quotient
 A row value that multiplies a sum or mean is taken out of it (`mean(g * (x - mu) * rstd)` is `rstd * mean(g * (x -
 mu))`): the statistic then reduces in the same pass as the statistics its row value reads, its finishing multiplies
 by the row value's expression. layer_norm's backward took three rounds of a block's barriers a row, two now.
+
+Where the written value contains a statistic's per-element value that calls a function (softmax's `exp(x - x_max)`),
+the C++ CPU loop keeps those values from the statistic's pass and the functor's `from_kept` reads them: one
+exponential an element, not two. (The CUDA kernel computes them again: its row is in registers, and its exponential
+costs less than a row of kept values would.)
 """
 
 from __future__ import annotations
@@ -156,6 +161,51 @@ class _Substitute(ast.NodeTransformer):
         return self.node if node.id == self.name else node
 
 
+@dataclass(frozen=True)
+class Kept:
+    """A statistic whose per-element values the written expression reuses (lang/cpp_norms.py's docstring)."""
+
+    slot: int  # the statistic's slot
+    name: str  # the parameter that reads a kept value
+    expr: Pointwise  # the written expression, reading it
+
+
+def kept(op: Op) -> Kept | None:
+    """The first statistic whose per-element value (as its pass computes it) calls a function and appears whole in
+    the op's one written expression; None where there is none, more than one output, or column sums."""
+    body = op.body
+    if len(body.writes) != 1 or getattr(body, "column_sums", ()):
+        return None
+    layout = slots(op)
+    written = ast.parse(per_element(op, body.writes[0].expr).text.strip(), mode="eval")
+    parts = {ast.dump(node) for node in ast.walk(written)}
+    name = locals_for(op).kept
+    for stat in body.stats:
+        value = ast.parse(layout.reduced[stat.name].text.strip(), mode="eval").body
+        calls = any(isinstance(node, ast.Call) for node in ast.walk(value))
+        if not calls or ast.dump(value) not in parts:
+            continue
+        text = ast.unparse(_Replace(ast.dump(value), name).visit(written))
+        kinds = {a.name: a.kind for a in op.args} | dict.fromkeys([*layout.names, name], "tensor")
+        try:
+            return Kept(layout.names.index(stat.name), name, parse_pointwise(text, kinds))
+        except ExprError:
+            return None
+    return None
+
+
+class _Replace(ast.NodeTransformer):
+    """Every subexpression whose ast.dump is `dumped` replaced by the name `name`."""
+
+    def __init__(self, dumped: str, name: str):
+        self.dumped, self.name = dumped, name
+
+    def visit(self, node: ast.AST) -> ast.AST:
+        if isinstance(node, ast.expr) and ast.dump(node) == self.dumped:
+            return ast.copy_location(ast.Name(self.name, ast.Load()), node)
+        return self.generic_visit(node)
+
+
 def per_element(op: Op, expr: Pointwise) -> Pointwise:
     """`expr` (a statistic's reduced value or a written one) as the functor computes it: reading the row values."""
     return slots(op).per_element.get(expr.text, expr)
@@ -270,4 +320,24 @@ def methods(op: Op, device: str) -> list[str]:
         value = stat.name if outer is None else outer.to_functor(device)
         lines.append(f"  return {wrap_expression(value, 11, 6)};")
         lines.append("}")
+    if device == "cpu":
+        lines += _from_kept(op)
     return [line.replace("\n", "\n  ") for line in lines]
+
+
+def _from_kept(op: Op) -> list[str]:
+    """`kept_stat` and `from_kept`: the written value from the kept per-element value of a statistic."""
+    reuse = kept(op)
+    if reuse is None:
+        return []
+    name = slots(op).names[reuse.slot]
+    read = set(reuse.expr.names)
+    parameters = [stat_parameter(op, read), f"acc_t {reuse.name}", *_inputs(op, reuse.expr)]
+    return [
+        f"// {name}'s per-element values, kept by the loop from {name}'s pass: computed once an element",
+        f"static constexpr int kept_stat = {reuse.slot};",
+        wrap("Values<acc_t, 1> from_kept(", parameters, ") const {", after=2),
+        *(f"  {b}" for b in stat_bindings(op, read)),
+        f"  return {{{wrap_expression(reuse.expr.to_functor('cpu'), 11, 6)}}};",
+        "}",
+    ]

@@ -240,6 +240,12 @@ struct softmax {
     const acc_t sum_exp = stat[1];
     return acc_t(1.0) / sum_exp;
   }
+  // sum_exp's per-element values, kept by the loop from sum_exp's pass: computed once an element
+  static constexpr int kept_stat = 1;
+  Values<acc_t, 1> from_kept(const acc_t* stat, acc_t kept, acc_t /*x*/) const {
+    const acc_t row0 = stat[2];
+    return {kept * row0};
+  }
   Values<acc_t, 1> operator()(const acc_t* stat, acc_t x) const {
     const acc_t x_max = stat[0];
     const acc_t row0 = stat[2];

@@ -159,6 +159,14 @@ template <typename F>
 struct ColumnSums<F, std::void_t<decltype(F::column_sums)>>
     : std::integral_constant<int, F::column_sums> {};
 
+// The statistic whose per-element values the norms loop keeps for the functor's from_kept (its
+// `kept_stat`: softmax's exponentials, computed once an element, not twice), -1 where it has none.
+template <typename F, typename = void>
+struct KeptStat : std::integral_constant<int, -1> {};
+template <typename F>
+struct KeptStat<F, std::void_t<decltype(F::kept_stat)>>
+    : std::integral_constant<int, F::kept_stat> {};
+
 inline std::string shape_text(const std::vector<int64_t>& shape) {
   std::string text = "[";
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -944,20 +952,27 @@ class C10_HIDDEN KernelCall {
   // A row value has no pass: it is finished from the statistics before it.
   template <int K, typename Functor, typename scalar_t, typename acc_t, size_t... I>
   KOPGEN_INLINE void statistic(const Functor& f, const scalar_t* const* at, acc_t* stat,
-                               std::index_sequence<I...>) const {
+                               acc_t* kept, std::index_sequence<I...>) const {
     using Reduce = std::tuple_element_t<K, typename Functor::Reductions>;
     if constexpr (std::is_same_v<Reduce, RowValue>) {
       stat[K] = f.finished(Stat<K>{}, stat);
     } else {
+      // Element i's value, kept where the functor's from_kept reads it.
+      const auto value = [&](int64_t i) KOPGEN_INLINE {
+        const acc_t reduced = f.reduced(Stat<K>{}, stat, element<acc_t>(at[I], i)...);
+        if constexpr (K == KeptStat<Functor>::value) {
+          kept[i] = reduced;
+        }
+        return reduced;
+      };
       Lanes<Reduce, acc_t> lanes;
       int64_t i = 0;
       for (; i + kLanes <= cols_; i += kLanes) {
-        lanes.add(
-            [&](int k) { return f.reduced(Stat<K>{}, stat, element<acc_t>(at[I], i + k)...); });
+        lanes.add([&](int k) { return value(i + k); });
       }
       acc_t total = lanes.combined();
       for (; i < cols_; ++i) {
-        total = Reduce::combine(total, f.reduced(Stat<K>{}, stat, element<acc_t>(at[I], i)...));
+        total = Reduce::combine(total, value(i));
       }
       stat[K] = f.finished(Stat<K>{}, stat, Reduce::finish(total, cols_));
     }
@@ -986,7 +1001,14 @@ class C10_HIDDEN KernelCall {
     // loops read every input without a test, and vectorize.
     const void* given = *std::find_if(pointers.begin(), pointers.end(),
                                       [](const void* pointer) { return pointer != nullptr; });
+    constexpr bool kKeeps = KeptStat<Functor>::value >= 0;
     const auto rows = [&](int64_t begin, int64_t end, acc_t* partial) KOPGEN_INLINE {
+      // A row of the kept statistic's values (KeptStat), the thread's own, grown once.
+      static thread_local std::vector<acc_t> kept_row;
+      if (kKeeps && static_cast<int64_t>(kept_row.size()) < cols_) {
+        kept_row.resize(cols_);
+      }
+      acc_t* const kept = kept_row.data();
       for (int64_t row = begin; row < end; ++row) {
         const scalar_t* at[] = {
             pointers[I] != nullptr
@@ -997,9 +1019,14 @@ class C10_HIDDEN KernelCall {
           to[j] = static_cast<scalar_t*>(outputs[j]) + offsets[j] + row * output_row_stride();
         }
         acc_t stat[kSlots];
-        statistics(f, at, stat, std::make_index_sequence<kStats>{}, inputs);
+        statistics(f, at, stat, kept, std::make_index_sequence<kStats>{}, inputs);
         for (int64_t c = 0; c < cols_; ++c) {
-          const Result values = f(stat, element<acc_t>(at[I], c)...);
+          Result values;
+          if constexpr (kKeeps) {
+            values = f.from_kept(stat, kept[c], element<acc_t>(at[I], c)...);
+          } else {
+            values = f(stat, element<acc_t>(at[I], c)...);
+          }
           for (int j = 0; j < kStored; ++j) {
             to[j][c] = static_cast<scalar_t>(values.v[j]);
           }
@@ -1040,8 +1067,8 @@ class C10_HIDDEN KernelCall {
   // Each statistic in order: a later one may read those before it.
   template <typename Functor, typename scalar_t, typename acc_t, size_t... K, typename Inputs>
   KOPGEN_INLINE void statistics(const Functor& f, const scalar_t* const* at, acc_t* stat,
-                                std::index_sequence<K...>, Inputs inputs) const {
-    (statistic<static_cast<int>(K)>(f, at, stat, inputs), ...);
+                                acc_t* kept, std::index_sequence<K...>, Inputs inputs) const {
+    (statistic<static_cast<int>(K)>(f, at, stat, kept, inputs), ...);
   }
 
   const char* op_;
