@@ -160,6 +160,17 @@ template <typename F>
 struct ColumnSums<F, std::void_t<decltype(F::column_sums)>>
     : std::integral_constant<int, F::column_sums> {};
 
+// A row of `cols` values of the compute type, the calling thread's own, grown once: where the
+// norms loop keeps a statistic's per-element values (KeptStat).
+template <typename acc_t>
+acc_t* thread_row(int64_t cols) {
+  static thread_local std::vector<acc_t> row;
+  if (static_cast<int64_t>(row.size()) < cols) {
+    row.resize(cols);
+  }
+  return row.data();
+}
+
 // The statistic whose per-element values the norms loop keeps for the functor's from_kept (its
 // `kept_stat`: softmax's exponentials, computed once an element, not twice), -1 where it has none.
 template <typename F, typename = void>
@@ -1028,12 +1039,8 @@ class C10_HIDDEN KernelCall {
                                       [](const void* pointer) { return pointer != nullptr; });
     constexpr bool kKeeps = KeptStat<Functor>::value >= 0;
     const auto rows = [&](int64_t begin, int64_t end, acc_t* partial) KOPGEN_INLINE {
-      // A row of the kept statistic's values (KeptStat), the thread's own, grown once.
-      static thread_local std::vector<acc_t> kept_row;
-      if (kKeeps && static_cast<int64_t>(kept_row.size()) < cols_) {
-        kept_row.resize(cols_);
-      }
-      acc_t* const kept = kept_row.data();
+      // The kept statistic's values (KeptStat).
+      acc_t* const kept = kKeeps ? thread_row<acc_t>(cols_) : nullptr;
       for (int64_t row = begin; row < end; ++row) {
         const scalar_t* at[] = {
             pointers[I] != nullptr
