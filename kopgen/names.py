@@ -45,8 +45,10 @@ MODULE_PATTERN = re.compile(r"^(_.*|.*_kernels)$")  # private names; _registrati
 # Types the generated C++ of an op names unqualified in its host function, functor and launcher: an
 # argument of that name would hide them there (`Tensor` is one of MODULE_NAMES already).
 CPP_TYPE_NAMES = frozenset({"KernelCall", "Values", "Sum", "Mean", "Max", "Min", "acc_t", "Signature"})
-# a row normalisation's functor (lang/cpp_norms.py)
-CPP_TYPE_NAMES |= {"Stat", "Reductions", "RowValue", "kept_stat", "from_kept"}
+# a row normalisation's functor (lang/cpp_norms.py): its types, and its methods and members, which a scalar
+# argument (a member of the functor too) would clash with
+CPP_TYPE_NAMES |= {"Stat", "Reductions", "RowValue", "Passes", "Together"}
+CPP_TYPE_NAMES |= {"reduced", "finished", "kKept", "column_sums", "kept_stat", "from_kept"}
 CPP_TYPE_NAMES |= {"AutogradContext", "variable_list"}  # the autograd of csrc/ops.cpp (lang/cpp_autograd.py)
 # A CUDA functor's storage type, its compute type and the exp it calls (csrc/cuda/kernels.cu, pointwise.cuh);
 # the exp a CPU functor calls (csrc/pointwise.h)
