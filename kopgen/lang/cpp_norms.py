@@ -103,15 +103,7 @@ def slots(op: Op) -> Slots:
             return self.generic_visit(node)
 
     rewritten = {e.text: ast.unparse(Hoist().visit(ast.parse(e.text.strip(), mode="eval"))) for e in exprs}
-    value_text = {name: text for text, name in found.items()}
-    reduced_text, finishing_text = {}, {}
-    for stat in op.body.stats:
-        reduced_text[stat.name], factors = _row_factors(rewritten[stat.reduced.text], stat.reduction.kind, value_text)
-        outer = stat.name if stat.outer is None else stat.outer.text
-        if factors:  # the statistic's own name, in its outer expression, times its row values
-            scaled = ast.parse(f"({stat.name} * {' * '.join(f'({value_text[f]})' for f in factors)})", mode="eval").body
-            outer = ast.unparse(_Substitute(stat.name, scaled).visit(ast.parse(outer, mode="eval")))
-        finishing_text[stat.name] = None if outer == stat.name else outer
+    reduced_text, finishing_text = _factored(op, rewritten, {name: text for text, name in found.items()})
     try:
         row_kinds = kinds | dict.fromkeys(found.values(), "tensor")
         per_element = {e.text: parse_pointwise(rewritten[e.text], row_kinds) for e in exprs}
@@ -124,6 +116,20 @@ def slots(op: Op) -> Slots:
     values = [RowValue(name, e, max(stats.index(n) for n in e.names if n in stats)) for name, e in exprs_of.items()]
     names = [name for k, stat in enumerate(stats) for name in (stat, *(v.name for v in values if v.after == k))]
     return Slots(tuple(names), tuple(values), per_element, reduced, finishing)
+
+
+def _factored(op: Op, rewritten: dict[str, str], row_values: dict[str, str]) -> tuple[dict, dict]:
+    """Each statistic's per-element text with the row values it is a product of taken out (a sum or mean), and
+    its finishing text (None: the total itself), which multiplies by their expressions."""
+    reduced_text, finishing_text = {}, {}
+    for stat in op.body.stats:
+        reduced_text[stat.name], factors = _row_factors(rewritten[stat.reduced.text], stat.reduction.kind, row_values)
+        outer = stat.name if stat.outer is None else stat.outer.text
+        if factors:  # the statistic's own name, in its outer expression, times its row values
+            scaled = ast.parse(f"({stat.name} * {' * '.join(f'({row_values[f]})' for f in factors)})", mode="eval").body
+            outer = ast.unparse(_Substitute(stat.name, scaled).visit(ast.parse(outer, mode="eval")))
+        finishing_text[stat.name] = None if outer == stat.name else outer
+    return reduced_text, finishing_text
 
 
 def _row_factors(text: str, reduction: str, row_values: dict[str, str]) -> tuple[str, list[str]]:
