@@ -8,10 +8,12 @@ and times, on 1024 float32 elements without grad, in interleaved rounds: eager `
 allocation alone (`empty_like`); each route's typed API (ops.py); and its operator called below the
 Autograd key (`_AutoDispatchBelowAutograd`, as the autograd kernel itself redispatches), which is the
 kernel, the dispatcher and the host code without the autograd layer. torch_library's autograd kernel
-is C++ (csrc/_autograd.cpp); stable_abi's is `torch.library.register_autograd`, in Python, on every
-call: the stable ABI has no autograd API and cannot read `requires_grad`, so that layer cannot move
-into the extension. The difference between the two "below autograd" rows is the stable ABI's own cost
-(boxed arguments, tensor handles, calls through the C shim).
+is C++ (csrc/_autograd.cpp); stable_abi's is `torch.library.register_autograd`, in Python: the stable
+ABI has no autograd API and cannot read `requires_grad`, so that layer cannot move into the extension.
+The typed API skips it in plain eager calls without grad (it calls the operator below the Autograd key
+itself, after a check: lang/eager.py); the operator called by anyone else goes through it. The
+difference between the two "below autograd" rows is the stable ABI's own cost (boxed arguments, tensor
+handles, calls through the C shim).
 """
 
 from __future__ import annotations

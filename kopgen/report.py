@@ -5,6 +5,7 @@ from __future__ import annotations
 from .backward_kernel import why_eager
 from .lang import autocast
 from .lang.cpp_autograd import python_reason
+from .lang.eager import below_autograd
 from .model import Op, Package, RowNormalization, RowReduction
 from .split import GatedSplit, SplitGradient
 
@@ -99,7 +100,10 @@ def _autograd(op: Op, package: Package) -> list[str]:
         return []
     if op.cpp_autograd:
         return ["  autograd: C++ (a torch::autograd::Function in csrc/ops.cpp; calls with grad stay in C++)"]
-    return [f"  autograd: Python (torch.library.register_autograd): {python_reason(op, package.ops)}"]
+    line = f"  autograd: Python (torch.library.register_autograd): {python_reason(op, package.ops)}"
+    if below_autograd(op):
+        return [line, "  typed API: calls without grad go below the Python autograd kernel"]
+    return [line]
 
 
 def _who(op: Op, indices: tuple[int, ...]) -> str:

@@ -8,6 +8,12 @@ eager PyTorch's 15 and 17 µs. As flash-attn and xformers do, ops.py calls the k
 autograd.Function made of the op's registered formulas) where nothing could see the op, and the operator
 everywhere else: torch.compile and export, modes, functorch transforms, autocast, the profiler, tensor
 subclasses and fake tensors, and a device the op has no kernel for (which must still raise).
+
+An op whose Autograd kernel is Python (torch.library.register_autograd: a compiled route's op whose
+formulas have no C++ translation, and every stable_abi op, whose ABI has no autograd) but which ops.py
+cannot run directly is called below that kernel in a plain eager call without grad, as the kernel itself
+would redispatch: the dispatcher's hop into Python and the boxed redispatch are 4 of stable_abi's 8 µs a
+call on a CPU (benchmarks/compiled_layers.py).
 """
 
 from __future__ import annotations
@@ -33,6 +39,17 @@ def direct(op: Op) -> bool:
     )
 
 
+def below_autograd(op: Op) -> bool:
+    """Whether ops.py calls the op below its Autograd key in plain eager calls without grad: a functional
+    op whose Autograd kernel is Python and that ops.py does not run directly, with no list of Tensors."""
+    return (
+        not direct(op)
+        and not op.is_mutating  # no autograd kernel at all
+        and not op.cpp_autograd
+        and not any("Tensor" in str(a.schema.type) for a in op.args if not a.is_tensor)
+    )
+
+
 def direct_calls(op: Op, ops) -> tuple[tuple[str, str], ...]:
     """The namespace's ops the op's backward formulas call that its Python backward may run without the
     dispatcher, as ops.py does (a fused backward kernel's launch, not the custom op's layers around it),
@@ -45,6 +62,15 @@ def direct_calls(op: Op, ops) -> tuple[tuple[str, str], ...]:
 
 def any_direct(ops) -> bool:
     return any(direct(op) for op in ops)
+
+
+def any_below_autograd(ops) -> bool:
+    return any(below_autograd(op) for op in ops)
+
+
+def support(package) -> bool:
+    """Whether _support.py has the checks of plain eager calls (_support/eager.py.j2)."""
+    return any_direct(package.ops) or any_below_autograd(package.ops)
 
 
 def differentiable(op: Op) -> bool:
@@ -111,6 +137,12 @@ def api_body(op: Op) -> list[str]:
     """The body of the op's function in ops.py after its docstring."""
     kernel = locals_for(op).kernel  # `kernel`, unless an argument has the name
     operator = "        " + python.call(python.handle(op), op, 8, prefix="return ")
+    if below_autograd(op):
+        return ["    # Its Autograd kernel is Python, which would only redispatch a call without grad.",
+                "    " + statement(f"if _support.below_autograd({_tensors(op)}):", 4),
+                "        with _support.BelowAutograd():",
+                "            " + python.call(python.handle(op), op, 12, prefix="return "),
+                "    " + python.call(python.handle(op), op, 4, prefix="return ")]
     if not direct(op):
         return ["    " + python.call(python.handle(op), op, 4, prefix="return ")]
     check = wrap(f"{kernel} = _support.eager_kernel(", [f"_registration.{kernels_name(op)}", _tensors(op)], ")", 4)
@@ -130,6 +162,11 @@ def api_imports(package) -> list[str]:
     """ops.py's imports of the package's modules."""
     if any_direct(package.ops):
         return ["from . import _registration, _support"]
+    if any_below_autograd(package.ops):
+        return ["from . import (",
+                "    _registration,  # noqa: F401  (defines the operators before they are looked up)",
+                "    _support,",
+                ")"]
     return ["from . import _registration  # noqa: F401  (defines the operators before they are looked up)"]
 
 
@@ -165,9 +202,48 @@ class DirectInEager(Contract):
         assert self.data.op in calls.seen, calls.seen'''
 
 
+# The contract's check of an op the typed API calls below its Python Autograd kernel (after two blank lines).
+BELOW_AUTOGRAD_CONTRACT = '''
+
+class BelowAutogradInEager(Contract):
+    """An op whose Autograd kernel is Python: the typed API calls it below that kernel in a plain
+    eager call without grad (the guard it enters is counted here), and through it where grad is
+    wanted or something intercepts the call; the operator's values either way."""
+
+    def test_python_api_goes_below_autograd_only_without_grad(self, monkeypatch):
+        support = self.data.python_api.__globals__["_support"]
+        guard = support.BelowAutograd
+        entered = []
+
+        class Counted:
+            def __enter__(self):
+                entered.append(True)
+                self.inner = guard()
+                return self.inner.__enter__()
+
+            def __exit__(self, *exc):
+                return self.inner.__exit__(*exc)
+
+        monkeypatch.setattr(support, "BelowAutograd", Counted)
+        args = self.normal_args()
+        got = self.run(self.data.python_api, self.copy_args(args))
+        assert len(entered) == 1
+        assert_all_close(got, self.run(self.data.op, args), rtol=0, atol=0)
+        with Calls() as calls:
+            self.run(self.data.python_api, self.copy_args(args))
+        assert len(entered) == 1 and self.data.op in calls.seen, calls.seen
+        if self.data.gradient_inputs:
+            with_grad = self.normal_args(requires_grad=True)
+            outputs = self.run(self.data.python_api, with_grad)
+            assert len(entered) == 1
+            tensors = [o for o in outputs if isinstance(o, torch.Tensor)]
+            assert all(o.requires_grad for o in tensors if o.is_floating_point())'''
+
+
 def contract(package) -> tuple[str, ...]:
-    """The lines of DirectInEager where the package has an op the typed API runs directly, else none."""
-    return tuple(CONTRACT.split("\n")) if any_direct(package.ops) else ()
+    """The lines of DirectInEager and BelowAutogradInEager where the package has ops they check."""
+    parts = [(CONTRACT, any_direct(package.ops)), (BELOW_AUTOGRAD_CONTRACT, any_below_autograd(package.ops))]
+    return tuple(line for text, applies in parts if applies for line in text.split("\n"))
 
 
 

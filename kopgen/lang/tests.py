@@ -273,6 +273,7 @@ def checks(op: Op) -> tuple[str, ...]:
         ("TracedAsReference", fusion.traced_as_reference(op)),
         ("DirectInEager", eager.direct(op)),
         ("DirectInEagerWithGrad", eager.direct(op) and op.has_gradients),
+        ("BelowAutogradInEager", eager.below_autograd(op)),
         ("SplitInHalves", split.is_split(op)),
         ("Batched", vmap.batches(op)),
         ("Sharded", sharding.tested(op)),

@@ -203,6 +203,7 @@ _C_CHECKS = (
     "_is_torch_function_mode_enabled",
     "_are_functorch_transforms_active",
     "_is_any_autocast_enabled",
+    "_AutoDispatchBelowAutograd",
 )
 _CAN_CALL_KERNELS = all(hasattr(torch._C, name) for name in _C_CHECKS)
 _compiling = torch.compiler.is_compiling

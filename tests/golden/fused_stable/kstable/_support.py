@@ -143,6 +143,55 @@ def trace_as_reference(op: str, reference: Callable[..., object]) -> None:
     torch.library.register_torch_dispatch(op, FunctionalTensorMode, rule)
 
 
+# What says whether anything intercepts a call, bound once (each lookup costs on every call). The
+# names of torch._C are private (in torch 2.11 and 2.13): where one is missing, the typed API
+# always calls the operator.
+_C_CHECKS = (
+    "_len_torch_dispatch_stack",
+    "_is_torch_function_mode_enabled",
+    "_are_functorch_transforms_active",
+    "_is_any_autocast_enabled",
+    "_AutoDispatchBelowAutograd",
+)
+_CAN_CALL_KERNELS = all(hasattr(torch._C, name) for name in _C_CHECKS)
+_compiling = torch.compiler.is_compiling
+_profiling = torch.autograd._profiler_enabled
+_forward_ad = torch.autograd.forward_ad
+_grad_enabled = torch.is_grad_enabled
+_Tensor = torch.Tensor
+if _CAN_CALL_KERNELS:
+    _dispatch_modes = torch._C._len_torch_dispatch_stack
+    _function_modes = torch._C._is_torch_function_mode_enabled
+    _transforms = torch._C._are_functorch_transforms_active
+    _autocast = torch._C._is_any_autocast_enabled
+
+
+# The typed API calls an op whose Autograd kernel is Python (torch.library.register_autograd) inside it
+# where below_autograd allows: the kernel would do the same (its redispatch), a few microseconds later.
+BelowAutograd = torch._C._AutoDispatchBelowAutograd if _CAN_CALL_KERNELS else None
+
+
+def below_autograd(*tensors: Tensor | None) -> bool:
+    """Whether the typed API may call an op below its Autograd key: a call of plain Tensors that records
+    no autograd, outside torch.compile and export, modes, functorch transforms and forward AD. (Autocast,
+    whose key comes before Autograd's, and the profiler, which records the call at the dispatcher, see
+    the op either way.)"""
+    if (
+        not _CAN_CALL_KERNELS
+        or _compiling()
+        or _dispatch_modes()
+        or _function_modes()
+        or _transforms()
+        or _forward_ad._current_level >= 0
+    ):
+        return False
+    grad = _grad_enabled()
+    for t in tensors:
+        if t is not None and (type(t) is not _Tensor or (grad and t.requires_grad)):
+            return False
+    return True
+
+
 def batch_in_front(in_dims: tuple, args: tuple) -> tuple:
     """vmap's arguments with each batched Tensor's batch dimension moved in front and size-1
     dimensions after it up to the others' rank, so that broadcasting pairs batch with batch and

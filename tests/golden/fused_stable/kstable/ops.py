@@ -6,7 +6,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from . import _registration  # noqa: F401  (defines the operators before they are looked up)
+from . import (
+    _registration,  # noqa: F401  (defines the operators before they are looked up)
+    _support,
+)
 
 _muladd = torch.ops.kstable.muladd.default
 _muladd_backward = torch.ops.kstable.muladd_backward.default
@@ -19,11 +22,19 @@ _addcmul_opt = torch.ops.kstable.addcmul_opt.default
 
 def muladd(a: Tensor, b: Tensor, c: float) -> Tensor:
     """Fused a * b + c."""
+    # Its Autograd kernel is Python, which would only redispatch a call without grad.
+    if _support.below_autograd(a, b):
+        with _support.BelowAutograd():
+            return _muladd(a, b, c)
     return _muladd(a, b, c)
 
 
 def muladd_backward(grad: Tensor, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
     """The gradients of a, b for kstable::muladd, in one pass."""
+    # Its Autograd kernel is Python, which would only redispatch a call without grad.
+    if _support.below_autograd(grad, a, b):
+        with _support.BelowAutograd():
+            return _muladd_backward(grad, a, b)
     return _muladd_backward(grad, a, b)
 
 
@@ -39,11 +50,19 @@ def scale_(x: Tensor, s: float) -> None:
 
 def mul(a: Tensor, b: Tensor) -> Tensor:
     """a * b; its backward calls mul itself."""
+    # Its Autograd kernel is Python, which would only redispatch a call without grad.
+    if _support.below_autograd(a, b):
+        with _support.BelowAutograd():
+            return _mul(a, b)
     return _mul(a, b)
 
 
 def square(x: Tensor) -> Tensor:
     """x * x; its backward calls the sibling op mul. Its CPU kernel is the PyTorch reference."""
+    # Its Autograd kernel is Python, which would only redispatch a call without grad.
+    if _support.below_autograd(x):
+        with _support.BelowAutograd():
+            return _square(x)
     return _square(x)
 
 
@@ -51,4 +70,8 @@ def addcmul_opt(
     x: Tensor, y: Tensor, weight: Tensor | None = None, value: float = 1.0
 ) -> Tensor:
     """x + value * y, times weight where a weight is given (Tensor?, None by default)."""
+    # Its Autograd kernel is Python, which would only redispatch a call without grad.
+    if _support.below_autograd(x, y, weight):
+        with _support.BelowAutograd():
+            return _addcmul_opt(x, y, weight, value)
     return _addcmul_opt(x, y, weight, value)

@@ -5,6 +5,7 @@ import torch
 from _contract import (
     Autocasts,
     Batched,
+    BelowAutogradInEager,
     Contract,
     Differentiable,
     OnCuda,
@@ -53,6 +54,13 @@ ADDCMUL_OPT = OpData(
 
 
 class TestAddcmulOpt(
-    Differentiable, OnCuda, TracedAsReference, Batched, Sharded, Autocasts, Contract
+    Differentiable,
+    OnCuda,
+    TracedAsReference,
+    BelowAutogradInEager,
+    Batched,
+    Sharded,
+    Autocasts,
+    Contract,
 ):
     data = ADDCMUL_OPT

@@ -5,6 +5,7 @@ import torch
 from _contract import (
     Autocasts,
     Batched,
+    BelowAutogradInEager,
     Contract,
     Differentiable,
     OnCuda,
@@ -39,6 +40,13 @@ MUL = OpData(
 
 
 class TestMul(
-    Differentiable, OnCuda, TracedAsReference, Batched, Sharded, Autocasts, Contract
+    Differentiable,
+    OnCuda,
+    TracedAsReference,
+    BelowAutogradInEager,
+    Batched,
+    Sharded,
+    Autocasts,
+    Contract,
 ):
     data = MUL

@@ -5,6 +5,7 @@ import torch
 from _contract import (
     Autocasts,
     Batched,
+    BelowAutogradInEager,
     Contract,
     Differentiable,
     OnCuda,
@@ -38,6 +39,13 @@ SQUARE = OpData(
 
 
 class TestSquare(
-    Differentiable, OnCuda, TracedAsReference, Batched, Sharded, Autocasts, Contract
+    Differentiable,
+    OnCuda,
+    TracedAsReference,
+    BelowAutogradInEager,
+    Batched,
+    Sharded,
+    Autocasts,
+    Contract,
 ):
     data = SQUARE

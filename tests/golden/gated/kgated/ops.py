@@ -64,11 +64,19 @@ def gelu_tanh_and_mul_backward(grad: Tensor, x: Tensor) -> Tensor:
 
 def fatrelu_and_mul(x: Tensor, threshold: float = 0.0) -> Tensor:
     """gate where it exceeds threshold (else 0), times up."""
+    # Its Autograd kernel is Python, which would only redispatch a call without grad.
+    if _support.below_autograd(x):
+        with _support.BelowAutograd():
+            return _fatrelu_and_mul(x, threshold)
     return _fatrelu_and_mul(x, threshold)
 
 
 def fatrelu_and_mul_backward(grad: Tensor, x: Tensor, threshold: float) -> Tensor:
     """The gradient of x for kgated::fatrelu_and_mul: both halves in one pass."""
+    # Its Autograd kernel is Python, which would only redispatch a call without grad.
+    if _support.below_autograd(grad, x):
+        with _support.BelowAutograd():
+            return _fatrelu_and_mul_backward(grad, x, threshold)
     return _fatrelu_and_mul_backward(grad, x, threshold)
 
 

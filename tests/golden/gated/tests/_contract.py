@@ -687,6 +687,41 @@ class DirectInEager(Contract):
         assert self.data.op in calls.seen, calls.seen
 
 
+class BelowAutogradInEager(Contract):
+    """An op whose Autograd kernel is Python: the typed API calls it below that kernel in a plain
+    eager call without grad (the guard it enters is counted here), and through it where grad is
+    wanted or something intercepts the call; the operator's values either way."""
+
+    def test_python_api_goes_below_autograd_only_without_grad(self, monkeypatch):
+        support = self.data.python_api.__globals__["_support"]
+        guard = support.BelowAutograd
+        entered = []
+
+        class Counted:
+            def __enter__(self):
+                entered.append(True)
+                self.inner = guard()
+                return self.inner.__enter__()
+
+            def __exit__(self, *exc):
+                return self.inner.__exit__(*exc)
+
+        monkeypatch.setattr(support, "BelowAutograd", Counted)
+        args = self.normal_args()
+        got = self.run(self.data.python_api, self.copy_args(args))
+        assert len(entered) == 1
+        assert_all_close(got, self.run(self.data.op, args), rtol=0, atol=0)
+        with Calls() as calls:
+            self.run(self.data.python_api, self.copy_args(args))
+        assert len(entered) == 1 and self.data.op in calls.seen, calls.seen
+        if self.data.gradient_inputs:
+            with_grad = self.normal_args(requires_grad=True)
+            outputs = self.run(self.data.python_api, with_grad)
+            assert len(entered) == 1
+            tensors = [o for o in outputs if isinstance(o, torch.Tensor)]
+            assert all(o.requires_grad for o in tensors if o.is_floating_point())
+
+
 class Batched(Contract):
     """An op with a vmap rule: torch.vmap runs a batch in one call of the op, with the values a
     loop of calls gives."""

@@ -68,6 +68,10 @@ def bias_leaky(
     x: Tensor, bias: Tensor, *, alpha: float = 0.1, negate: bool = False
 ) -> Tensor:
     """Leaky relu of x + bias, negated on request."""
+    # Its Autograd kernel is Python, which would only redispatch a call without grad.
+    if _support.below_autograd(x, bias):
+        with _support.BelowAutograd():
+            return _bias_leaky(x, bias, alpha=alpha, negate=negate)
     return _bias_leaky(x, bias, alpha=alpha, negate=negate)
 
 

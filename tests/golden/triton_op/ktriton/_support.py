@@ -475,6 +475,7 @@ _C_CHECKS = (
     "_is_torch_function_mode_enabled",
     "_are_functorch_transforms_active",
     "_is_any_autocast_enabled",
+    "_AutoDispatchBelowAutograd",
 )
 _CAN_CALL_KERNELS = all(hasattr(torch._C, name) for name in _C_CHECKS)
 _compiling = torch.compiler.is_compiling
@@ -540,6 +541,32 @@ def grad_wanted(*tensors: Tensor | None) -> bool:
         if t is not None and t.requires_grad:
             return True
     return False
+
+
+# The typed API calls an op whose Autograd kernel is Python (torch.library.register_autograd) inside it
+# where below_autograd allows: the kernel would do the same (its redispatch), a few microseconds later.
+BelowAutograd = torch._C._AutoDispatchBelowAutograd if _CAN_CALL_KERNELS else None
+
+
+def below_autograd(*tensors: Tensor | None) -> bool:
+    """Whether the typed API may call an op below its Autograd key: a call of plain Tensors that records
+    no autograd, outside torch.compile and export, modes, functorch transforms and forward AD. (Autocast,
+    whose key comes before Autograd's, and the profiler, which records the call at the dispatcher, see
+    the op either way.)"""
+    if (
+        not _CAN_CALL_KERNELS
+        or _compiling()
+        or _dispatch_modes()
+        or _function_modes()
+        or _transforms()
+        or _forward_ad._current_level >= 0
+    ):
+        return False
+    grad = _grad_enabled()
+    for t in tensors:
+        if t is not None and (type(t) is not _Tensor or (grad and t.requires_grad)):
+            return False
+    return True
 
 
 def batch_in_front(in_dims: tuple, args: tuple) -> tuple:

@@ -54,4 +54,8 @@ def muladd_out(a: Tensor, b: Tensor, c: float, out: Tensor) -> None:
 
 def rowsum(x: Tensor, weight: Tensor | None = None, *, scale: float = 1.0) -> Tensor:
     """scale times the sum of each row of x, weighted where a weight is given."""
+    # Its Autograd kernel is Python, which would only redispatch a call without grad.
+    if _support.below_autograd(x, weight):
+        with _support.BelowAutograd():
+            return _rowsum(x, weight, scale=scale)
     return _rowsum(x, weight, scale=scale)

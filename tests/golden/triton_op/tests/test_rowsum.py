@@ -5,6 +5,7 @@ import torch
 from _contract import (
     Autocasts,
     Batched,
+    BelowAutogradInEager,
     Contract,
     Differentiable,
     OnCuda,
@@ -42,6 +43,13 @@ ROWSUM = OpData(
 
 
 class TestRowsum(
-    Differentiable, OnCuda, TracedAsReference, Batched, Sharded, Autocasts, Contract
+    Differentiable,
+    OnCuda,
+    TracedAsReference,
+    BelowAutogradInEager,
+    Batched,
+    Sharded,
+    Autocasts,
+    Contract,
 ):
     data = ROWSUM
