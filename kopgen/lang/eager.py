@@ -94,39 +94,61 @@ def _kernel(op: Op, kernel) -> str:
 
 
 def registration(op: Op) -> list[str]:
-    """The lines of _registration.py after the op's autograd: its kernels by device type and, where it is
-    differentiable, the autograd.Function of its registered formulas."""
-    if not direct(op):
-        return []
-    pairs = [f"{literal(k.device)}: {_kernel(op, k)}" for k in op.kernels]
-    lines = ["", "", "# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.",
-             wrap(f"{kernels_name(op)} = {{", pairs, "}")]
-    if differentiable(op):
-        names = locals_for(op)
-        args = ", ".join(a.name for a in op.args)
-        stats = "".join(f", {name}" for name in norms.saved_stats(op))  # a normalisation's, for backward (lang/norms.py)
-        setup = f"{python.setup_context_function(op)}({names.ctx}, ({args}), {names.output}{stats})"
-        if len(op.args) == 1:  # `(x,)`, which statement would take for a magic trailing comma
-            setup = f"{python.setup_context_function(op)}({names.ctx}, ({args},), {names.output}{stats})"
-        else:
-            setup = statement(setup, 8)
+    """The lines of _registration.py after the op's autograd: for an op ops.py runs directly, its kernels by
+    device type; for one it runs directly or below its Autograd kernel with registered formulas, the
+    autograd.Function of those formulas."""
+    lines = []
+    if direct(op):
+        pairs = [f"{literal(k.device)}: {_kernel(op, k)}" for k in op.kernels]
+        lines += ["", "", "# The typed API (ops.py) calls these directly in plain eager calls, without the dispatcher.",
+                  wrap(f"{kernels_name(op)} = {{", pairs, "}")]
+    if has_function(op):
+        lines += _function(op)
+    return lines
+
+
+def has_function(op: Op) -> bool:
+    """Whether _registration.py has an autograd.Function of the op's registered formulas, which ops.py applies
+    in plain eager calls with grad: an op it runs directly, or one it calls below its Python Autograd kernel
+    (whose forward then saves no statistics: the operator returns none)."""
+    return differentiable(op) and (direct(op) or (below_autograd(op) and not norms.saved_stats(op)))
+
+
+def _function(op: Op) -> list[str]:
+    """The op's autograd.Function: its forward the kernel (or the operator below its Autograd kernel), then
+    the registered setup_context; its backward the registered one."""
+    names = locals_for(op)
+    args = ", ".join(a.name for a in op.args)
+    stats = "".join(f", {name}" for name in norms.saved_stats(op))  # a normalisation's, for backward (lang/norms.py)
+    setup = f"{python.setup_context_function(op)}({names.ctx}, ({args}), {names.output}{stats})"
+    if len(op.args) == 1:  # `(x,)`, which statement would take for a magic trailing comma
+        setup = f"{python.setup_context_function(op)}({names.ctx}, ({args},), {names.output}{stats})"
+    else:
+        setup = statement(setup, 8)
+    if direct(op):
         kernel = f"{kernels_name(op)}[{op.lead.name}.device.type]"
         if len({_kernel(op, k) for k in op.kernels}) == 1:  # one for every device: no lookup per call
             kernel = _kernel(op, op.kernels[0])
         output = names.output
         if norms.saved_stats(op):  # the kernel that also returns the statistics backward reads (lang/norms.py)
             kernel, output = norms.eager_forward(op, kernel), ", ".join([names.output, *norms.saved_stats(op)])
-        lines += ["", "", f"class {function_name(op)}(torch.autograd.Function):",
-                  f'    """{op.qualname} with grad in plain eager calls: its kernel, its registered formulas."""',
-                  "", "    @staticmethod",
-                  "    " + wrap("def forward(", [names.ctx, *(a.name for a in op.args)], "):", 4),
-                  "        " + layout.assign(output, python.call_text(kernel, op), 8),
-                  "        # setup_context called here, as torch.library calls it: a Function with a setup_context",
-                  "        # of its own binds its arguments through inspect.signature on every call.",
-                  "        " + setup,
-                  f"        return {names.output}", "",
-                  f"    backward = staticmethod({python.backward_function(op)})"]
-    return lines
+        what = "its kernel"
+        forward = ["        " + layout.assign(output, python.call_text(kernel, op), 8)]
+    else:
+        handle = f"torch.ops.{op.qualname.replace('::', '.')}.default"
+        what = "the operator below autograd"
+        forward = ["        with _support.BelowAutograd():",
+                   "            " + layout.assign(names.output, python.call_text(handle, op), 12)]
+    return ["", "", f"class {function_name(op)}(torch.autograd.Function):",
+            f'    """{op.qualname} with grad in plain eager calls: {what}, its registered formulas."""',
+            "", "    @staticmethod",
+            "    " + wrap("def forward(", [names.ctx, *(a.name for a in op.args)], "):", 4),
+            *forward,
+            "        # setup_context called here, as torch.library calls it: a Function with a setup_context",
+            "        # of its own binds its arguments through inspect.signature on every call.",
+            "        " + setup,
+            f"        return {names.output}", "",
+            f"    backward = staticmethod({python.backward_function(op)})"]
 
 
 def _tensors(op: Op) -> str:
@@ -135,11 +157,20 @@ def _tensors(op: Op) -> str:
 
 def api_body(op: Op) -> list[str]:
     """The body of the op's function in ops.py after its docstring."""
-    kernel = locals_for(op).kernel  # `kernel`, unless an argument has the name
+    kernel, grad = locals_for(op).kernel, locals_for(op).grad  # unless an argument has the name
     operator = "        " + python.call(python.handle(op), op, 8, prefix="return ")
+    below = ["    with _support.BelowAutograd():", "        " + python.call(python.handle(op), op, 8, prefix="return ")]
+    if below_autograd(op) and has_function(op):
+        return ["    # Its Autograd kernel is Python: a plain eager call goes below it, with grad through an",
+                "    # autograd.Function of its formulas. Anything unusual goes to the operator, which must see it.",
+                "    " + statement(f"{grad} = _support.plain_call({_tensors(op)})", 4),
+                f"    if {grad} is None:", operator,
+                f"    if {grad}:",
+                "        " + python.call(f"_registration.{function_name(op)}.apply", op, 8, prefix="return "),
+                *below]
     if below_autograd(op):
         return ["    # Its Autograd kernel is Python, which would only redispatch a call without grad.",
-                "    " + statement(f"if _support.below_autograd({_tensors(op)}):", 4),
+                "    " + statement(f"if _support.plain_call({_tensors(op)}) is False:", 4),
                 "        with _support.BelowAutograd():",
                 "            " + python.call(python.handle(op), op, 12, prefix="return "),
                 "    " + python.call(python.handle(op), op, 4, prefix="return ")]
@@ -160,7 +191,7 @@ def api_body(op: Op) -> list[str]:
 
 def api_imports(package) -> list[str]:
     """ops.py's imports of the package's modules."""
-    if any_direct(package.ops):
+    if any(has_function(op) or direct(op) for op in package.ops):  # ops.py reads _registration's
         return ["from . import _registration, _support"]
     if any_below_autograd(package.ops):
         return ["from . import (",
@@ -170,13 +201,14 @@ def api_imports(package) -> list[str]:
     return ["from . import _registration  # noqa: F401  (defines the operators before they are looked up)"]
 
 
-# The contract's check of an op the typed API runs directly (after two blank lines), in a package that has one.
-CONTRACT = '''
+# The contract's checks (each after two blank lines): an op whose typed API applies an autograd.Function with grad,
+WITH_GRAD_CONTRACT = '''
 
 class DirectInEagerWithGrad(Contract):
-    """A differentiable op whose typed API runs its kernel directly in plain eager calls, with grad
-    through an autograd.Function of the registered formulas: the same values and gradients as the
-    operator. (An op without a backward calls the operator whenever grad is wanted.)"""
+    """A differentiable op whose typed API, in plain eager calls with grad, applies an autograd.Function
+    of the registered formulas (its forward the op's kernel, or the operator below its Autograd kernel):
+    the same values and gradients as the operator. (An op without a backward calls the operator
+    whenever grad is wanted.)"""
 
     def test_python_api_matches_the_operator_with_grad(self, device):
         args = self.make_args(self.data.backward_sample, device, torch.float64, True)
@@ -186,8 +218,10 @@ class DirectInEagerWithGrad(Contract):
         assert_all_close(got, want, rtol=0, atol=0)
         got_grads = torch.autograd.grad(total(got), inputs)
         want_grads = torch.autograd.grad(total(want), inputs)
-        assert_all_close(got_grads, want_grads, rtol=0, atol=0)
+        assert_all_close(got_grads, want_grads, rtol=0, atol=0)'''
 
+# one whose typed API runs its kernel directly,
+DIRECT_CONTRACT = '''
 
 class DirectInEager(Contract):
     """An op whose typed API runs its kernel directly in plain eager calls (no dispatcher): the
@@ -201,14 +235,13 @@ class DirectInEager(Contract):
             self.call(self.data.python_api, args)
         assert self.data.op in calls.seen, calls.seen'''
 
-
-# The contract's check of an op the typed API calls below its Python Autograd kernel (after two blank lines).
+# and one it calls below its Python Autograd kernel.
 BELOW_AUTOGRAD_CONTRACT = '''
 
 class BelowAutogradInEager(Contract):
     """An op whose Autograd kernel is Python: the typed API calls it below that kernel in a plain
-    eager call without grad (the guard it enters is counted here), and through it where grad is
-    wanted or something intercepts the call; the operator's values either way."""
+    eager call without grad (the guard it enters is counted here), the operator where something
+    intercepts the call, and records autograd where grad is wanted; the operator's values."""
 
     def test_python_api_goes_below_autograd_only_without_grad(self, monkeypatch):
         support = self.data.python_api.__globals__["_support"]
@@ -235,16 +268,16 @@ class BelowAutogradInEager(Contract):
         if self.data.gradient_inputs:
             with_grad = self.normal_args(requires_grad=True)
             outputs = self.run(self.data.python_api, with_grad)
-            assert len(entered) == 1
-            tensors = [o for o in outputs if isinstance(o, torch.Tensor)]
-            assert all(o.requires_grad for o in tensors if o.is_floating_point())'''
+            assert all(o.requires_grad for o in outputs if o.is_floating_point())'''
 
 
 def contract(package) -> tuple[str, ...]:
-    """The lines of DirectInEager and BelowAutogradInEager where the package has ops they check."""
-    parts = [(CONTRACT, any_direct(package.ops)), (BELOW_AUTOGRAD_CONTRACT, any_below_autograd(package.ops))]
+    """The lines of the contract's classes for the ops the typed API calls without the dispatcher, or below
+    their Autograd kernel, where the package has them."""
+    ops = package.ops
+    parts = [(WITH_GRAD_CONTRACT, any(has_function(op) and op.has_gradients for op in ops)),
+             (DIRECT_CONTRACT, any_direct(ops)), (BELOW_AUTOGRAD_CONTRACT, any_below_autograd(ops))]
     return tuple(line for text, applies in parts if applies for line in text.split("\n"))
-
 
 
 def api_docstring(package) -> str:

@@ -272,7 +272,7 @@ def checks(op: Op) -> tuple[str, ...]:
         ("TracedIntoTriton", _traced_into_triton(op)),
         ("TracedAsReference", fusion.traced_as_reference(op)),
         ("DirectInEager", eager.direct(op)),
-        ("DirectInEagerWithGrad", eager.direct(op) and op.has_gradients),
+        ("DirectInEagerWithGrad", eager.has_function(op) and op.has_gradients),
         ("BelowAutogradInEager", eager.below_autograd(op)),
         ("SplitInHalves", split.is_split(op)),
         ("Batched", vmap.batches(op)),

@@ -70,6 +70,21 @@ torch.library.register_autograd(
 _support.trace_as_reference("kstable::muladd", reference.muladd)
 
 
+class _MuladdFunction(torch.autograd.Function):
+    """kstable::muladd with grad in plain eager calls: the operator below autograd, its registered formulas."""
+
+    @staticmethod
+    def forward(ctx, a, b, c):
+        with _support.BelowAutograd():
+            output = torch.ops.kstable.muladd.default(a, b, c)
+        # setup_context called here, as torch.library calls it: a Function with a setup_context
+        # of its own binds its arguments through inspect.signature on every call.
+        _muladd_setup_context(ctx, (a, b, c), output)
+        return output
+
+    backward = staticmethod(_muladd_backward_)
+
+
 @torch.library.register_vmap("kstable::muladd")
 def _muladd_vmap(info, in_dims, *args, **kwargs):
     # One call for the batch: batch dimensions in front, the rest aligned at the right.
@@ -196,6 +211,21 @@ torch.library.register_autograd(
 _support.trace_as_reference("kstable::mul", reference.mul)
 
 
+class _MulFunction(torch.autograd.Function):
+    """kstable::mul with grad in plain eager calls: the operator below autograd, its registered formulas."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        with _support.BelowAutograd():
+            output = torch.ops.kstable.mul.default(a, b)
+        # setup_context called here, as torch.library calls it: a Function with a setup_context
+        # of its own binds its arguments through inspect.signature on every call.
+        _mul_setup_context(ctx, (a, b), output)
+        return output
+
+    backward = staticmethod(_mul_backward)
+
+
 @torch.library.register_vmap("kstable::mul")
 def _mul_vmap(info, in_dims, *args, **kwargs):
     # One call for the batch: batch dimensions in front, the rest aligned at the right.
@@ -251,6 +281,21 @@ torch.library.register_autograd(
 # torch.compile traces kstable::square as its PyTorch reference, which Inductor fuses with the
 # operations around it; eager calls run the kernel, and torch.export keeps the op.
 _support.trace_as_reference("kstable::square", reference.square)
+
+
+class _SquareFunction(torch.autograd.Function):
+    """kstable::square with grad in plain eager calls: the operator below autograd, its registered formulas."""
+
+    @staticmethod
+    def forward(ctx, x):
+        with _support.BelowAutograd():
+            output = torch.ops.kstable.square.default(x)
+        # setup_context called here, as torch.library calls it: a Function with a setup_context
+        # of its own binds its arguments through inspect.signature on every call.
+        _square_setup_context(ctx, (x,), output)
+        return output
+
+    backward = staticmethod(_square_backward)
 
 
 @torch.library.register_vmap("kstable::square")
@@ -324,6 +369,21 @@ torch.library.register_autograd(
 # torch.compile traces kstable::addcmul_opt as its PyTorch reference, which Inductor fuses with the
 # operations around it; eager calls run the kernel, and torch.export keeps the op.
 _support.trace_as_reference("kstable::addcmul_opt", reference.addcmul_opt)
+
+
+class _AddcmulOptFunction(torch.autograd.Function):
+    """kstable::addcmul_opt with grad in plain eager calls: the operator below autograd, its registered formulas."""
+
+    @staticmethod
+    def forward(ctx, x, y, weight, value):
+        with _support.BelowAutograd():
+            output = torch.ops.kstable.addcmul_opt.default(x, y, weight, value)
+        # setup_context called here, as torch.library calls it: a Function with a setup_context
+        # of its own binds its arguments through inspect.signature on every call.
+        _addcmul_opt_setup_context(ctx, (x, y, weight, value), output)
+        return output
+
+    backward = staticmethod(_addcmul_opt_backward)
 
 
 @torch.library.register_vmap("kstable::addcmul_opt")

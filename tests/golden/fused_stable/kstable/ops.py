@@ -6,10 +6,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from . import (
-    _registration,  # noqa: F401  (defines the operators before they are looked up)
-    _support,
-)
+from . import _registration, _support
 
 _muladd = torch.ops.kstable.muladd.default
 _muladd_backward = torch.ops.kstable.muladd_backward.default
@@ -22,17 +19,21 @@ _addcmul_opt = torch.ops.kstable.addcmul_opt.default
 
 def muladd(a: Tensor, b: Tensor, c: float) -> Tensor:
     """Fused a * b + c."""
-    # Its Autograd kernel is Python, which would only redispatch a call without grad.
-    if _support.below_autograd(a, b):
-        with _support.BelowAutograd():
-            return _muladd(a, b, c)
-    return _muladd(a, b, c)
+    # Its Autograd kernel is Python: a plain eager call goes below it, with grad through an
+    # autograd.Function of its formulas. Anything unusual goes to the operator, which must see it.
+    grad = _support.plain_call(a, b)
+    if grad is None:
+        return _muladd(a, b, c)
+    if grad:
+        return _registration._MuladdFunction.apply(a, b, c)
+    with _support.BelowAutograd():
+        return _muladd(a, b, c)
 
 
 def muladd_backward(grad: Tensor, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
     """The gradients of a, b for kstable::muladd, in one pass."""
     # Its Autograd kernel is Python, which would only redispatch a call without grad.
-    if _support.below_autograd(grad, a, b):
+    if _support.plain_call(grad, a, b) is False:
         with _support.BelowAutograd():
             return _muladd_backward(grad, a, b)
     return _muladd_backward(grad, a, b)
@@ -50,28 +51,40 @@ def scale_(x: Tensor, s: float) -> None:
 
 def mul(a: Tensor, b: Tensor) -> Tensor:
     """a * b; its backward calls mul itself."""
-    # Its Autograd kernel is Python, which would only redispatch a call without grad.
-    if _support.below_autograd(a, b):
-        with _support.BelowAutograd():
-            return _mul(a, b)
-    return _mul(a, b)
+    # Its Autograd kernel is Python: a plain eager call goes below it, with grad through an
+    # autograd.Function of its formulas. Anything unusual goes to the operator, which must see it.
+    grad = _support.plain_call(a, b)
+    if grad is None:
+        return _mul(a, b)
+    if grad:
+        return _registration._MulFunction.apply(a, b)
+    with _support.BelowAutograd():
+        return _mul(a, b)
 
 
 def square(x: Tensor) -> Tensor:
     """x * x; its backward calls the sibling op mul. Its CPU kernel is the PyTorch reference."""
-    # Its Autograd kernel is Python, which would only redispatch a call without grad.
-    if _support.below_autograd(x):
-        with _support.BelowAutograd():
-            return _square(x)
-    return _square(x)
+    # Its Autograd kernel is Python: a plain eager call goes below it, with grad through an
+    # autograd.Function of its formulas. Anything unusual goes to the operator, which must see it.
+    grad = _support.plain_call(x)
+    if grad is None:
+        return _square(x)
+    if grad:
+        return _registration._SquareFunction.apply(x)
+    with _support.BelowAutograd():
+        return _square(x)
 
 
 def addcmul_opt(
     x: Tensor, y: Tensor, weight: Tensor | None = None, value: float = 1.0
 ) -> Tensor:
     """x + value * y, times weight where a weight is given (Tensor?, None by default)."""
-    # Its Autograd kernel is Python, which would only redispatch a call without grad.
-    if _support.below_autograd(x, y, weight):
-        with _support.BelowAutograd():
-            return _addcmul_opt(x, y, weight, value)
-    return _addcmul_opt(x, y, weight, value)
+    # Its Autograd kernel is Python: a plain eager call goes below it, with grad through an
+    # autograd.Function of its formulas. Anything unusual goes to the operator, which must see it.
+    grad = _support.plain_call(x, y, weight)
+    if grad is None:
+        return _addcmul_opt(x, y, weight, value)
+    if grad:
+        return _registration._AddcmulOptFunction.apply(x, y, weight, value)
+    with _support.BelowAutograd():
+        return _addcmul_opt(x, y, weight, value)

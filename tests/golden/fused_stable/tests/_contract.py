@@ -628,10 +628,27 @@ class TracedAsReference(Contract):
         assert calls and self.data.op not in calls, graph
 
 
+class DirectInEagerWithGrad(Contract):
+    """A differentiable op whose typed API, in plain eager calls with grad, applies an autograd.Function
+    of the registered formulas (its forward the op's kernel, or the operator below its Autograd kernel):
+    the same values and gradients as the operator. (An op without a backward calls the operator
+    whenever grad is wanted.)"""
+
+    def test_python_api_matches_the_operator_with_grad(self, device):
+        args = self.make_args(self.data.backward_sample, device, torch.float64, True)
+        inputs = requiring_grad(args)
+        got = as_tuple(self.call(self.data.python_api, args))
+        want = as_tuple(self.call(self.data.op, args))
+        assert_all_close(got, want, rtol=0, atol=0)
+        got_grads = torch.autograd.grad(total(got), inputs)
+        want_grads = torch.autograd.grad(total(want), inputs)
+        assert_all_close(got_grads, want_grads, rtol=0, atol=0)
+
+
 class BelowAutogradInEager(Contract):
     """An op whose Autograd kernel is Python: the typed API calls it below that kernel in a plain
-    eager call without grad (the guard it enters is counted here), and through it where grad is
-    wanted or something intercepts the call; the operator's values either way."""
+    eager call without grad (the guard it enters is counted here), the operator where something
+    intercepts the call, and records autograd where grad is wanted; the operator's values."""
 
     def test_python_api_goes_below_autograd_only_without_grad(self, monkeypatch):
         support = self.data.python_api.__globals__["_support"]
@@ -658,9 +675,7 @@ class BelowAutogradInEager(Contract):
         if self.data.gradient_inputs:
             with_grad = self.normal_args(requires_grad=True)
             outputs = self.run(self.data.python_api, with_grad)
-            assert len(entered) == 1
-            tensors = [o for o in outputs if isinstance(o, torch.Tensor)]
-            assert all(o.requires_grad for o in tensors if o.is_floating_point())
+            assert all(o.requires_grad for o in outputs if o.is_floating_point())
 
 
 class Batched(Contract):

@@ -448,6 +448,21 @@ torch.library.register_autograd(
 _support.trace_as_reference("kgated::fatrelu_and_mul", reference.fatrelu_and_mul)
 
 
+class _FatreluAndMulFunction(torch.autograd.Function):
+    """kgated::fatrelu_and_mul with grad in plain eager calls: the operator below autograd, its registered formulas."""
+
+    @staticmethod
+    def forward(ctx, x, threshold):
+        with _support.BelowAutograd():
+            output = torch.ops.kgated.fatrelu_and_mul.default(x, threshold)
+        # setup_context called here, as torch.library calls it: a Function with a setup_context
+        # of its own binds its arguments through inspect.signature on every call.
+        _fatrelu_and_mul_setup_context(ctx, (x, threshold), output)
+        return output
+
+    backward = staticmethod(_fatrelu_and_mul_backward_)
+
+
 @torch.library.register_vmap("kgated::fatrelu_and_mul")
 def _fatrelu_and_mul_vmap(info, in_dims, *args, **kwargs):
     # One call for the batch: batch dimensions in front, the rest aligned at the right.

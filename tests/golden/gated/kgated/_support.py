@@ -497,15 +497,16 @@ def grad_wanted(*tensors: Tensor | None) -> bool:
 
 
 # The typed API calls an op whose Autograd kernel is Python (torch.library.register_autograd) inside it
-# where below_autograd allows: the kernel would do the same (its redispatch), a few microseconds later.
+# where plain_call allows: that kernel would redispatch below itself, a few microseconds later.
 BelowAutograd = torch._C._AutoDispatchBelowAutograd if _CAN_CALL_KERNELS else None
 
 
-def below_autograd(*tensors: Tensor | None) -> bool:
-    """Whether the typed API may call an op below its Autograd key: a call of plain Tensors that records
-    no autograd, outside torch.compile and export, modes, functorch transforms and forward AD. (Autocast,
-    whose key comes before Autograd's, and the profiler, which records the call at the dispatcher, see
-    the op either way.)"""
+def plain_call(*tensors: Tensor | None) -> bool | None:
+    """For the typed API of an op whose Autograd kernel is Python: None where the call must reach the
+    operator (torch.compile and export, modes, functorch transforms, forward AD, tensor subclasses);
+    else whether it records autograd (grad mode on and some input requiring grad). Autocast, whose key
+    comes before Autograd's, and the profiler, which records the call at the dispatcher, see the op
+    either way."""
     if (
         not _CAN_CALL_KERNELS
         or _compiling()
@@ -514,12 +515,14 @@ def below_autograd(*tensors: Tensor | None) -> bool:
         or _transforms()
         or _forward_ad._current_level >= 0
     ):
-        return False
-    grad = _grad_enabled()
+        return None
+    grad = False
     for t in tensors:
-        if t is not None and (type(t) is not _Tensor or (grad and t.requires_grad)):
-            return False
-    return True
+        if t is not None:
+            if type(t) is not _Tensor:
+                return None
+            grad = grad or t.requires_grad
+    return grad and _grad_enabled()
 
 
 def batch_in_front(in_dims: tuple, args: tuple) -> tuple:

@@ -64,17 +64,21 @@ def gelu_tanh_and_mul_backward(grad: Tensor, x: Tensor) -> Tensor:
 
 def fatrelu_and_mul(x: Tensor, threshold: float = 0.0) -> Tensor:
     """gate where it exceeds threshold (else 0), times up."""
-    # Its Autograd kernel is Python, which would only redispatch a call without grad.
-    if _support.below_autograd(x):
-        with _support.BelowAutograd():
-            return _fatrelu_and_mul(x, threshold)
-    return _fatrelu_and_mul(x, threshold)
+    # Its Autograd kernel is Python: a plain eager call goes below it, with grad through an
+    # autograd.Function of its formulas. Anything unusual goes to the operator, which must see it.
+    grad = _support.plain_call(x)
+    if grad is None:
+        return _fatrelu_and_mul(x, threshold)
+    if grad:
+        return _registration._FatreluAndMulFunction.apply(x, threshold)
+    with _support.BelowAutograd():
+        return _fatrelu_and_mul(x, threshold)
 
 
 def fatrelu_and_mul_backward(grad: Tensor, x: Tensor, threshold: float) -> Tensor:
     """The gradient of x for kgated::fatrelu_and_mul: both halves in one pass."""
     # Its Autograd kernel is Python, which would only redispatch a call without grad.
-    if _support.below_autograd(grad, x):
+    if _support.plain_call(grad, x) is False:
         with _support.BelowAutograd():
             return _fatrelu_and_mul_backward(grad, x, threshold)
     return _fatrelu_and_mul_backward(grad, x, threshold)

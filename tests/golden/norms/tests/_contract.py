@@ -629,9 +629,10 @@ class TracedAsReference(Contract):
 
 
 class DirectInEagerWithGrad(Contract):
-    """A differentiable op whose typed API runs its kernel directly in plain eager calls, with grad
-    through an autograd.Function of the registered formulas: the same values and gradients as the
-    operator. (An op without a backward calls the operator whenever grad is wanted.)"""
+    """A differentiable op whose typed API, in plain eager calls with grad, applies an autograd.Function
+    of the registered formulas (its forward the op's kernel, or the operator below its Autograd kernel):
+    the same values and gradients as the operator. (An op without a backward calls the operator
+    whenever grad is wanted.)"""
 
     def test_python_api_matches_the_operator_with_grad(self, device):
         args = self.make_args(self.data.backward_sample, device, torch.float64, True)
