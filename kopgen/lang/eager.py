@@ -110,8 +110,10 @@ def registration(op: Op) -> list[str]:
 def has_function(op: Op) -> bool:
     """Whether _registration.py has an autograd.Function of the op's registered formulas, which ops.py applies
     in plain eager calls with grad: an op it runs directly, or one it calls below its Python Autograd kernel
-    (whose forward then saves no statistics: the operator returns none)."""
-    return differentiable(op) and (direct(op) or (below_autograd(op) and not norms.saved_stats(op)))
+    (whose forward then saves no statistics: the operator returns none), with no keyword-only argument
+    (autograd.Function.apply takes none)."""
+    below = below_autograd(op) and not norms.saved_stats(op) and not op.keyword_only_names
+    return differentiable(op) and (direct(op) or below)
 
 
 def _function(op: Op) -> list[str]:

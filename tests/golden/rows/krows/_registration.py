@@ -442,23 +442,6 @@ torch.library.register_autograd(
 _support.trace_as_reference("krows::bias_leaky", reference.bias_leaky)
 
 
-class _BiasLeakyFunction(torch.autograd.Function):
-    """krows::bias_leaky with grad in plain eager calls: the operator below autograd, its registered formulas."""
-
-    @staticmethod
-    def forward(ctx, x, bias, alpha, negate):
-        with _support.BelowAutograd():
-            output = torch.ops.krows.bias_leaky.default(
-                x, bias, alpha=alpha, negate=negate
-            )
-        # setup_context called here, as torch.library calls it: a Function with a setup_context
-        # of its own binds its arguments through inspect.signature on every call.
-        _bias_leaky_setup_context(ctx, (x, bias, alpha, negate), output)
-        return output
-
-    backward = staticmethod(_bias_leaky_backward_)
-
-
 @torch.library.register_vmap("krows::bias_leaky")
 def _bias_leaky_vmap(info, in_dims, *args, **kwargs):
     # One call for the batch: batch dimensions in front, the rest aligned at the right.

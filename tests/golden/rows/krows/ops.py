@@ -68,17 +68,11 @@ def bias_leaky(
     x: Tensor, bias: Tensor, *, alpha: float = 0.1, negate: bool = False
 ) -> Tensor:
     """Leaky relu of x + bias, negated on request."""
-    # Its Autograd kernel is Python: a plain eager call goes below it, with grad through an
-    # autograd.Function of its formulas. Anything unusual goes to the operator, which must see it.
-    grad = _support.plain_call(x, bias)
-    if grad is None:
-        return _bias_leaky(x, bias, alpha=alpha, negate=negate)
-    if grad:
-        return _registration._BiasLeakyFunction.apply(
-            x, bias, alpha=alpha, negate=negate
-        )
-    with _support.BelowAutograd():
-        return _bias_leaky(x, bias, alpha=alpha, negate=negate)
+    # Its Autograd kernel is Python, which would only redispatch a call without grad.
+    if _support.plain_call(x, bias) is False:
+        with _support.BelowAutograd():
+            return _bias_leaky(x, bias, alpha=alpha, negate=negate)
+    return _bias_leaky(x, bias, alpha=alpha, negate=negate)
 
 
 def bias_leaky_backward(

@@ -432,21 +432,6 @@ torch.library.register_autograd(
 _support.trace_as_reference("ktriton::rowsum", reference.rowsum)
 
 
-class _RowsumFunction(torch.autograd.Function):
-    """ktriton::rowsum with grad in plain eager calls: the operator below autograd, its registered formulas."""
-
-    @staticmethod
-    def forward(ctx, x, weight, scale):
-        with _support.BelowAutograd():
-            output = torch.ops.ktriton.rowsum.default(x, weight, scale=scale)
-        # setup_context called here, as torch.library calls it: a Function with a setup_context
-        # of its own binds its arguments through inspect.signature on every call.
-        _rowsum_setup_context(ctx, (x, weight, scale), output)
-        return output
-
-    backward = staticmethod(_rowsum_backward)
-
-
 @torch.library.register_vmap("ktriton::rowsum")
 def _rowsum_vmap(info, in_dims, *args, **kwargs):
     # One call for the batch: batch dimensions in front, the rest aligned at the right.

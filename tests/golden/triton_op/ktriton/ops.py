@@ -54,12 +54,8 @@ def muladd_out(a: Tensor, b: Tensor, c: float, out: Tensor) -> None:
 
 def rowsum(x: Tensor, weight: Tensor | None = None, *, scale: float = 1.0) -> Tensor:
     """scale times the sum of each row of x, weighted where a weight is given."""
-    # Its Autograd kernel is Python: a plain eager call goes below it, with grad through an
-    # autograd.Function of its formulas. Anything unusual goes to the operator, which must see it.
-    grad = _support.plain_call(x, weight)
-    if grad is None:
-        return _rowsum(x, weight, scale=scale)
-    if grad:
-        return _registration._RowsumFunction.apply(x, weight, scale=scale)
-    with _support.BelowAutograd():
-        return _rowsum(x, weight, scale=scale)
+    # Its Autograd kernel is Python, which would only redispatch a call without grad.
+    if _support.plain_call(x, weight) is False:
+        with _support.BelowAutograd():
+            return _rowsum(x, weight, scale=scale)
+    return _rowsum(x, weight, scale=scale)
