@@ -5,7 +5,7 @@ from __future__ import annotations
 from .backward_kernel import why_eager
 from .lang import autocast
 from .lang.cpp_autograd import python_reason
-from .lang.eager import below_autograd
+from .lang.eager import below_autograd, has_function
 from .model import Op, Package, RowNormalization, RowReduction
 from .split import GatedSplit, SplitGradient
 
@@ -101,8 +101,9 @@ def _autograd(op: Op, package: Package) -> list[str]:
     if op.cpp_autograd:
         return ["  autograd: C++ (a torch::autograd::Function in csrc/ops.cpp; calls with grad stay in C++)"]
     line = f"  autograd: Python (torch.library.register_autograd): {python_reason(op, package.ops)}"
-    if below_autograd(op):
-        return [line, "  typed API: calls without grad go below the Python autograd kernel"]
+    if below_autograd(op):  # lang/eager.py
+        how = "with grad through an autograd.Function of its formulas" if has_function(op) else "without grad only"
+        return [line, f"  typed API: plain eager calls go below the Python autograd kernel ({how})"]
     return [line]
 
 

@@ -11,9 +11,9 @@ subclasses and fake tensors, and a device the op has no kernel for (which must s
 
 An op whose Autograd kernel is Python (torch.library.register_autograd: a compiled route's op whose
 formulas have no C++ translation, and every stable_abi op, whose ABI has no autograd) but which ops.py
-cannot run directly is called below that kernel in a plain eager call without grad, as the kernel itself
-would redispatch: the dispatcher's hop into Python and the boxed redispatch are 4 of stable_abi's 8 µs a
-call on a CPU (benchmarks/compiled_layers.py).
+cannot run directly is called below that kernel in a plain eager call, as the kernel itself would
+redispatch (with grad through the same autograd.Function of its formulas): the dispatcher's hop into Python
+and the boxed redispatch are 4 of stable_abi's 8 µs a call on a CPU (benchmarks/compiled_layers.py).
 """
 
 from __future__ import annotations
@@ -35,8 +35,12 @@ def direct(op: Op) -> bool:
         and not op.is_mutating
         and op.kernels == op.python_kernels
         and not op.keyword_only_names
-        and not any("Tensor" in str(a.schema.type) for a in op.args if not a.is_tensor)
+        and not _takes_tensor_list(op)
     )
+
+
+def _takes_tensor_list(op: Op) -> bool:
+    return any("Tensor" in str(a.schema.type) for a in op.args if not a.is_tensor)
 
 
 def below_autograd(op: Op) -> bool:
@@ -46,7 +50,7 @@ def below_autograd(op: Op) -> bool:
         not direct(op)
         and not op.is_mutating  # no autograd kernel at all
         and not op.cpp_autograd
-        and not any("Tensor" in str(a.schema.type) for a in op.args if not a.is_tensor)
+        and not _takes_tensor_list(op)
     )
 
 
@@ -157,11 +161,16 @@ def _tensors(op: Op) -> str:
     return ", ".join(a.name for a in op.tensor_args)
 
 
+def _below_autograd_call(op: Op, indent: int) -> list[str]:
+    """The operator called below its Autograd kernel, returned, at `indent`."""
+    return [" " * indent + "with _support.BelowAutograd():",
+            " " * (indent + 4) + python.call(python.handle(op), op, indent + 4, prefix="return ")]
+
+
 def api_body(op: Op) -> list[str]:
     """The body of the op's function in ops.py after its docstring."""
     kernel, grad = locals_for(op).kernel, locals_for(op).grad  # unless an argument has the name
     operator = "        " + python.call(python.handle(op), op, 8, prefix="return ")
-    below = ["    with _support.BelowAutograd():", "        " + python.call(python.handle(op), op, 8, prefix="return ")]
     if below_autograd(op) and has_function(op):
         return ["    # Its Autograd kernel is Python: a plain eager call goes below it, with grad through an",
                 "    # autograd.Function of its formulas. Anything unusual goes to the operator, which must see it.",
@@ -169,12 +178,11 @@ def api_body(op: Op) -> list[str]:
                 f"    if {grad} is None:", operator,
                 f"    if {grad}:",
                 "        " + python.call(f"_registration.{function_name(op)}.apply", op, 8, prefix="return "),
-                *below]
+                *_below_autograd_call(op, 4)]
     if below_autograd(op):
         return ["    # Its Autograd kernel is Python, which would only redispatch a call without grad.",
                 "    " + statement(f"if _support.plain_call({_tensors(op)}) is False:", 4),
-                "        with _support.BelowAutograd():",
-                "            " + python.call(python.handle(op), op, 12, prefix="return "),
+                *_below_autograd_call(op, 8),
                 "    " + python.call(python.handle(op), op, 4, prefix="return ")]
     if not direct(op):
         return ["    " + python.call(python.handle(op), op, 4, prefix="return ")]
