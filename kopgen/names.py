@@ -122,6 +122,7 @@ MODULE_LEVEL_NAMES = {
     "forward_op": "_{}_forward",
     "forward_fake": "_{}_forward_fake",
     "autograd_kernel": "_{}_autograd",
+    "function_apply": "_{}_apply",  # its autograd.Function's apply, as ops.py calls it (lang/eager.py)
 }
 # What the generated modules bind at module level besides the ops' names: their imports, the Library fragment.
 MODULE_IMPORTS = frozenset(

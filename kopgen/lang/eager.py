@@ -154,7 +154,18 @@ def _function(op: Op) -> list[str]:
             "        # of its own binds its arguments through inspect.signature on every call.",
             "        " + setup,
             f"        return {names.output}", "",
-            f"    backward = staticmethod({python.backward_function(op)})"]
+            f"    backward = staticmethod({python.backward_function(op)})",
+            "", "",
+            f"{apply_name(op)} = _support.function_apply({function_name(op)})"]
+
+
+def apply_name(op: Op) -> str:
+    """_registration.py's apply of the op's autograd.Function, which ops.py calls (_support.function_apply)."""
+    return module_name(op, "function_apply")
+
+
+def any_function(ops) -> bool:
+    return any(has_function(op) for op in ops)
 
 
 def _tensors(op: Op) -> str:
@@ -177,7 +188,7 @@ def api_body(op: Op) -> list[str]:
                 "    " + statement(f"{grad} = _support.plain_call({_tensors(op)})", 4),
                 f"    if {grad} is None:", operator,
                 f"    if {grad}:",
-                "        " + python.call(f"_registration.{function_name(op)}.apply", op, 8, prefix="return "),
+                "        " + python.call(f"_registration.{apply_name(op)}", op, 8, prefix="return "),
                 *_below_autograd_call(op, 4)]
     if below_autograd(op):
         return ["    # Its Autograd kernel is Python, which would only redispatch a call without grad.",
@@ -192,7 +203,7 @@ def api_body(op: Op) -> list[str]:
         lines += ["    # Anything unusual (tracing, a mode, a subclass...) goes to the operator, which it must see.",
                   f"    if {kernel} is None:", operator,
                   f"    if _support.grad_wanted({_tensors(op)}):",
-                  "        " + python.call(f"_registration.{function_name(op)}.apply", op, 8, prefix="return ")]
+                  "        " + python.call(f"_registration.{apply_name(op)}", op, 8, prefix="return ")]
     else:
         lines += ["    # Anything unusual goes to the operator, as does grad (the op has no backward: it raises).",
                   "    " + statement(f"if {kernel} is None or _support.grad_wanted({_tensors(op)}):", 4), operator]

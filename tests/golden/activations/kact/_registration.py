@@ -100,6 +100,9 @@ class _ScaledSigmoidFunction(torch.autograd.Function):
     backward = staticmethod(_scaled_sigmoid_backward_)
 
 
+_scaled_sigmoid_apply = _support.function_apply(_ScaledSigmoidFunction)
+
+
 @torch.library.register_vmap("kact::scaled_sigmoid")
 def _scaled_sigmoid_vmap(info, in_dims, *args, **kwargs):
     # One call for the batch: batch dimensions in front, the rest aligned at the right.
@@ -244,6 +247,9 @@ class _SincosFunction(torch.autograd.Function):
     backward = staticmethod(_sincos_backward)
 
 
+_sincos_apply = _support.function_apply(_SincosFunction)
+
+
 @torch.library.register_vmap("kact::sincos")
 def _sincos_vmap(info, in_dims, *args, **kwargs):
     # One call for the batch: batch dimensions in front, the rest aligned at the right.
@@ -336,6 +342,9 @@ class _MymulFunction(torch.autograd.Function):
         return output
 
     backward = staticmethod(_mymul_backward)
+
+
+_mymul_apply = _support.function_apply(_MymulFunction)
 
 
 @torch.library.register_vmap("kact::mymul")

@@ -22,7 +22,7 @@ def scaled_sigmoid(x: Tensor, scale: float = 1.0) -> Tensor:
     if kernel is None:
         return _scaled_sigmoid(x, scale)
     if _support.grad_wanted(x):
-        return _registration._ScaledSigmoidFunction.apply(x, scale)
+        return _registration._scaled_sigmoid_apply(x, scale)
     return kernel(x, scale)
 
 
@@ -44,7 +44,7 @@ def sincos(x: Tensor) -> tuple[Tensor, Tensor]:
     if kernel is None:
         return _sincos(x)
     if _support.grad_wanted(x):
-        return _registration._SincosFunction.apply(x)
+        return _registration._sincos_apply(x)
     return kernel(x)
 
 
@@ -55,5 +55,5 @@ def mymul(a: Tensor, b: Tensor) -> Tensor:
     if kernel is None:
         return _mymul(a, b)
     if _support.grad_wanted(a, b):
-        return _registration._MymulFunction.apply(a, b)
+        return _registration._mymul_apply(a, b)
     return kernel(a, b)

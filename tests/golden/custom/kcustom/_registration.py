@@ -65,5 +65,8 @@ class _PairsumFunction(torch.autograd.Function):
     backward = staticmethod(_pairsum_backward)
 
 
+_pairsum_apply = _support.function_apply(_PairsumFunction)
+
+
 # Under torch.autocast: its floating inputs in float32, as autocast runs sums and norms, then the op.
 _support.register_autocast("kcustom::pairsum", "fp32")

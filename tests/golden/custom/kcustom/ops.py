@@ -19,5 +19,5 @@ def pairsum(x: Tensor) -> Tensor:
     if kernel is None:
         return _pairsum(x)
     if _support.grad_wanted(x):
-        return _registration._PairsumFunction.apply(x)
+        return _registration._pairsum_apply(x)
     return kernel(x)

@@ -85,6 +85,9 @@ class _MuladdFunction(torch.autograd.Function):
     backward = staticmethod(_muladd_backward_)
 
 
+_muladd_apply = _support.function_apply(_MuladdFunction)
+
+
 @torch.library.register_vmap("kstable::muladd")
 def _muladd_vmap(info, in_dims, *args, **kwargs):
     # One call for the batch: batch dimensions in front, the rest aligned at the right.
@@ -226,6 +229,9 @@ class _MulFunction(torch.autograd.Function):
     backward = staticmethod(_mul_backward)
 
 
+_mul_apply = _support.function_apply(_MulFunction)
+
+
 @torch.library.register_vmap("kstable::mul")
 def _mul_vmap(info, in_dims, *args, **kwargs):
     # One call for the batch: batch dimensions in front, the rest aligned at the right.
@@ -296,6 +302,9 @@ class _SquareFunction(torch.autograd.Function):
         return output
 
     backward = staticmethod(_square_backward)
+
+
+_square_apply = _support.function_apply(_SquareFunction)
 
 
 @torch.library.register_vmap("kstable::square")
@@ -384,6 +393,9 @@ class _AddcmulOptFunction(torch.autograd.Function):
         return output
 
     backward = staticmethod(_addcmul_opt_backward)
+
+
+_addcmul_opt_apply = _support.function_apply(_AddcmulOptFunction)
 
 
 @torch.library.register_vmap("kstable::addcmul_opt")

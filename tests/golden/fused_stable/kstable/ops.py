@@ -25,7 +25,7 @@ def muladd(a: Tensor, b: Tensor, c: float) -> Tensor:
     if grad is None:
         return _muladd(a, b, c)
     if grad:
-        return _registration._MuladdFunction.apply(a, b, c)
+        return _registration._muladd_apply(a, b, c)
     with _support.BelowAutograd():
         return _muladd(a, b, c)
 
@@ -57,7 +57,7 @@ def mul(a: Tensor, b: Tensor) -> Tensor:
     if grad is None:
         return _mul(a, b)
     if grad:
-        return _registration._MulFunction.apply(a, b)
+        return _registration._mul_apply(a, b)
     with _support.BelowAutograd():
         return _mul(a, b)
 
@@ -70,7 +70,7 @@ def square(x: Tensor) -> Tensor:
     if grad is None:
         return _square(x)
     if grad:
-        return _registration._SquareFunction.apply(x)
+        return _registration._square_apply(x)
     with _support.BelowAutograd():
         return _square(x)
 
@@ -85,6 +85,6 @@ def addcmul_opt(
     if grad is None:
         return _addcmul_opt(x, y, weight, value)
     if grad:
-        return _registration._AddcmulOptFunction.apply(x, y, weight, value)
+        return _registration._addcmul_opt_apply(x, y, weight, value)
     with _support.BelowAutograd():
         return _addcmul_opt(x, y, weight, value)

@@ -113,6 +113,9 @@ class _SiluAndMulFunction(torch.autograd.Function):
     backward = staticmethod(_silu_and_mul_backward_)
 
 
+_silu_and_mul_apply = _support.function_apply(_SiluAndMulFunction)
+
+
 @torch.library.register_vmap("kgated::silu_and_mul")
 def _silu_and_mul_vmap(info, in_dims, *args, **kwargs):
     # One call for the batch: batch dimensions in front, the rest aligned at the right.
@@ -301,6 +304,9 @@ class _GeluTanhAndMulFunction(torch.autograd.Function):
     backward = staticmethod(_gelu_tanh_and_mul_backward_)
 
 
+_gelu_tanh_and_mul_apply = _support.function_apply(_GeluTanhAndMulFunction)
+
+
 @torch.library.register_vmap("kgated::gelu_tanh_and_mul")
 def _gelu_tanh_and_mul_vmap(info, in_dims, *args, **kwargs):
     # One call for the batch: batch dimensions in front, the rest aligned at the right.
@@ -461,6 +467,9 @@ class _FatreluAndMulFunction(torch.autograd.Function):
         return output
 
     backward = staticmethod(_fatrelu_and_mul_backward_)
+
+
+_fatrelu_and_mul_apply = _support.function_apply(_FatreluAndMulFunction)
 
 
 @torch.library.register_vmap("kgated::fatrelu_and_mul")

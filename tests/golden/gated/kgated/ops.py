@@ -25,7 +25,7 @@ def silu_and_mul(x: Tensor) -> Tensor:
     if kernel is None:
         return _silu_and_mul(x)
     if _support.grad_wanted(x):
-        return _registration._SiluAndMulFunction.apply(x)
+        return _registration._silu_and_mul_apply(x)
     return kernel(x)
 
 
@@ -47,7 +47,7 @@ def gelu_tanh_and_mul(x: Tensor) -> Tensor:
     if kernel is None:
         return _gelu_tanh_and_mul(x)
     if _support.grad_wanted(x):
-        return _registration._GeluTanhAndMulFunction.apply(x)
+        return _registration._gelu_tanh_and_mul_apply(x)
     return kernel(x)
 
 
@@ -70,7 +70,7 @@ def fatrelu_and_mul(x: Tensor, threshold: float = 0.0) -> Tensor:
     if grad is None:
         return _fatrelu_and_mul(x, threshold)
     if grad:
-        return _registration._FatreluAndMulFunction.apply(x, threshold)
+        return _registration._fatrelu_and_mul_apply(x, threshold)
     with _support.BelowAutograd():
         return _fatrelu_and_mul(x, threshold)
 

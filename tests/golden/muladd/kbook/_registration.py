@@ -100,6 +100,9 @@ class _MuladdFunction(torch.autograd.Function):
     backward = staticmethod(_muladd_backward_)
 
 
+_muladd_apply = _support.function_apply(_MuladdFunction)
+
+
 @torch.library.register_vmap("kbook::muladd")
 def _muladd_vmap(info, in_dims, *args, **kwargs):
     # One call for the batch: batch dimensions in front, the rest aligned at the right.

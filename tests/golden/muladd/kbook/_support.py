@@ -439,6 +439,24 @@ def grad_wanted(*tensors: Tensor | None) -> bool:
     return False
 
 
+def function_apply(function: type[torch.autograd.Function]) -> Callable[..., object]:
+    """`function.apply` for the typed API's plain eager calls with grad, without autograd.Function.apply's
+    Python layer (2 of its 7 us a call on a CPU): that layer binds the arguments of a setup_context
+    (these Functions have none of their own) and hands functorch transforms their own path (a plain call
+    has none). Its one other task, unwrapping functorch tensors whose transform has ended, is done here."""
+    # torch._C._FunctionBase.apply, and the unwrapping; private, as the names above: where the
+    # latter is missing, the Python layer stays.
+    apply = super(torch.autograd.Function, function).apply
+    unwrap = getattr(torch._C._functorch, "unwrap_if_dead", None)
+    if unwrap is None:
+        return function.apply
+
+    def call(*args: object) -> object:
+        return apply(*[unwrap(a) if type(a) is _Tensor else a for a in args])
+
+    return call
+
+
 def batch_in_front(in_dims: tuple, args: tuple) -> tuple:
     """vmap's arguments with each batched Tensor's batch dimension moved in front and size-1
     dimensions after it up to the others' rank, so that broadcasting pairs batch with batch and

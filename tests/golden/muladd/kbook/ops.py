@@ -20,7 +20,7 @@ def muladd(a: Tensor, b: Tensor, c: float) -> Tensor:
     if kernel is None:
         return _muladd(a, b, c)
     if _support.grad_wanted(a, b):
-        return _registration._MuladdFunction.apply(a, b, c)
+        return _registration._muladd_apply(a, b, c)
     return kernel(a, b, c)
 
 

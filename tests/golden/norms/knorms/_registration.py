@@ -169,6 +169,9 @@ class _RmsNormFunction(torch.autograd.Function):
     backward = staticmethod(_rms_norm_backward_)
 
 
+_rms_norm_apply = _support.function_apply(_RmsNormFunction)
+
+
 # DTensor shards knorms::rms_norm as its inputs, never splitting a row.
 _support.shard_as_inputs(
     torch.ops.knorms.rms_norm.default, tensors=(0, 1), outputs=1, rows=True
@@ -404,6 +407,9 @@ class _LayerNormFunction(torch.autograd.Function):
     backward = staticmethod(_layer_norm_backward_)
 
 
+_layer_norm_apply = _support.function_apply(_LayerNormFunction)
+
+
 # DTensor shards knorms::layer_norm as its inputs, never splitting a row.
 _support.shard_as_inputs(
     torch.ops.knorms.layer_norm.default, tensors=(0, 1, 2), outputs=1, rows=True
@@ -568,6 +574,9 @@ class _SoftmaxFunction(torch.autograd.Function):
     backward = staticmethod(_softmax_backward_)
 
 
+_softmax_apply = _support.function_apply(_SoftmaxFunction)
+
+
 # DTensor shards knorms::softmax as its inputs, never splitting a row.
 _support.shard_as_inputs(
     torch.ops.knorms.softmax.default, tensors=(0,), outputs=1, rows=True
@@ -709,6 +718,9 @@ class _LogSoftmaxFunction(torch.autograd.Function):
         return output
 
     backward = staticmethod(_log_softmax_backward_)
+
+
+_log_softmax_apply = _support.function_apply(_LogSoftmaxFunction)
 
 
 # DTensor shards knorms::log_softmax as its inputs, never splitting a row.

@@ -27,7 +27,7 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
     if kernel is None:
         return _rms_norm(x, weight, eps)
     if _support.grad_wanted(x, weight):
-        return _registration._RmsNormFunction.apply(x, weight, eps)
+        return _registration._rms_norm_apply(x, weight, eps)
     return kernel(x, weight, eps)
 
 
@@ -53,7 +53,7 @@ def layer_norm(
     if kernel is None:
         return _layer_norm(x, weight, bias, eps)
     if _support.grad_wanted(x, weight, bias):
-        return _registration._LayerNormFunction.apply(x, weight, bias, eps)
+        return _registration._layer_norm_apply(x, weight, bias, eps)
     return kernel(x, weight, bias, eps)
 
 
@@ -77,7 +77,7 @@ def softmax(x: Tensor) -> Tensor:
     if kernel is None:
         return _softmax(x)
     if _support.grad_wanted(x):
-        return _registration._SoftmaxFunction.apply(x)
+        return _registration._softmax_apply(x)
     return kernel(x)
 
 
@@ -99,7 +99,7 @@ def log_softmax(x: Tensor) -> Tensor:
     if kernel is None:
         return _log_softmax(x)
     if _support.grad_wanted(x):
-        return _registration._LogSoftmaxFunction.apply(x)
+        return _registration._log_softmax_apply(x)
     return kernel(x)
 
 

@@ -84,6 +84,9 @@ class _RowsumFunction(torch.autograd.Function):
     backward = staticmethod(_rowsum_backward)
 
 
+_rowsum_apply = _support.function_apply(_RowsumFunction)
+
+
 @torch.library.register_vmap("krows::rowsum")
 def _rowsum_vmap(info, in_dims, *args, **kwargs):
     # One call for the batch: batch dimensions in front, the rest aligned at the right.
@@ -185,6 +188,9 @@ class _RowmaxFunction(torch.autograd.Function):
         return output
 
     backward = staticmethod(_rowmax_backward_)
+
+
+_rowmax_apply = _support.function_apply(_RowmaxFunction)
 
 
 @torch.library.register_vmap("krows::rowmax")
@@ -336,6 +342,9 @@ class _RowdotFunction(torch.autograd.Function):
         return output
 
     backward = staticmethod(_rowdot_backward)
+
+
+_rowdot_apply = _support.function_apply(_RowdotFunction)
 
 
 @torch.library.register_vmap("krows::rowdot")
@@ -611,6 +620,9 @@ class _ScaleShiftFunction(torch.autograd.Function):
     backward = staticmethod(_scale_shift_backward_)
 
 
+_scale_shift_apply = _support.function_apply(_ScaleShiftFunction)
+
+
 @torch.library.register_vmap("krows::scale_shift")
 def _scale_shift_vmap(info, in_dims, *args, **kwargs):
     # One call for the batch: batch dimensions in front, the rest aligned at the right.
@@ -772,6 +784,9 @@ class _WeightedRowsumFunction(torch.autograd.Function):
         return output
 
     backward = staticmethod(_weighted_rowsum_backward)
+
+
+_weighted_rowsum_apply = _support.function_apply(_WeightedRowsumFunction)
 
 
 @torch.library.register_vmap("krows::weighted_rowsum")

@@ -27,7 +27,7 @@ def rowsum(x: Tensor) -> Tensor:
     if kernel is None:
         return _rowsum(x)
     if _support.grad_wanted(x):
-        return _registration._RowsumFunction.apply(x)
+        return _registration._rowsum_apply(x)
     return kernel(x)
 
 
@@ -38,7 +38,7 @@ def rowmax(x: Tensor) -> Tensor:
     if kernel is None:
         return _rowmax(x)
     if _support.grad_wanted(x):
-        return _registration._RowmaxFunction.apply(x)
+        return _registration._rowmax_apply(x)
     return kernel(x)
 
 
@@ -60,7 +60,7 @@ def rowdot(a: Tensor, b: Tensor, scale: float = 1.0) -> Tensor:
     if kernel is None:
         return _rowdot(a, b, scale)
     if _support.grad_wanted(a, b):
-        return _registration._RowdotFunction.apply(a, b, scale)
+        return _registration._rowdot_apply(a, b, scale)
     return kernel(a, b, scale)
 
 
@@ -95,7 +95,7 @@ def scale_shift(x: Tensor, scale: Tensor, shift: Tensor | None = None) -> Tensor
     if kernel is None:
         return _scale_shift(x, scale, shift)
     if _support.grad_wanted(x, scale, shift):
-        return _registration._ScaleShiftFunction.apply(x, scale, shift)
+        return _registration._scale_shift_apply(x, scale, shift)
     return kernel(x, scale, shift)
 
 
@@ -119,5 +119,5 @@ def weighted_rowsum(x: Tensor, weight: Tensor | None = None) -> Tensor:
     if kernel is None:
         return _weighted_rowsum(x, weight)
     if _support.grad_wanted(x, weight):
-        return _registration._WeightedRowsumFunction.apply(x, weight)
+        return _registration._weighted_rowsum_apply(x, weight)
     return kernel(x, weight)

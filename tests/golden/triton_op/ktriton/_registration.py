@@ -123,6 +123,9 @@ class _MuladdFunction(torch.autograd.Function):
     backward = staticmethod(_muladd_backward_)
 
 
+_muladd_apply = _support.function_apply(_MuladdFunction)
+
+
 @torch.library.register_vmap("ktriton::muladd")
 def _muladd_vmap(info, in_dims, *args, **kwargs):
     # One call for the batch: batch dimensions in front, the rest aligned at the right.
@@ -296,6 +299,9 @@ class _SincosFunction(torch.autograd.Function):
         return output
 
     backward = staticmethod(_sincos_backward)
+
+
+_sincos_apply = _support.function_apply(_SincosFunction)
 
 
 @torch.library.register_vmap("ktriton::sincos")

@@ -23,7 +23,7 @@ def muladd(a: Tensor, b: Tensor, c: float) -> Tensor:
     if kernel is None:
         return _muladd(a, b, c)
     if _support.grad_wanted(a, b):
-        return _registration._MuladdFunction.apply(a, b, c)
+        return _registration._muladd_apply(a, b, c)
     return kernel(a, b, c)
 
 
@@ -43,7 +43,7 @@ def sincos(x: Tensor) -> tuple[Tensor, Tensor]:
     if kernel is None:
         return _sincos(x)
     if _support.grad_wanted(x):
-        return _registration._SincosFunction.apply(x)
+        return _registration._sincos_apply(x)
     return kernel(x)
 
 
