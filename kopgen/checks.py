@@ -20,7 +20,16 @@ import re
 from collections.abc import Iterator
 
 from .errors import Diagnostic, Position
-from .lang.tests import is_tensor_list, sample_setting, sample_shapes, sample_value, tensor_list
+from .expr import evaluate
+from .lang.tests import (
+    SampleShapeError,
+    checked_shape,
+    is_tensor_list,
+    sample_setting,
+    sample_shapes,
+    sample_value,
+    tensor_list,
+)
 from .loader import Mapping, Sequence
 from .model import CustomKernel, Op, Package
 
@@ -47,10 +56,42 @@ def meta_warnings(root: Mapping, package: Package) -> list[Diagnostic]:
     return sorted(found)
 
 
-def _custom_ops(root: Mapping, package: Package) -> Iterator[tuple[Mapping, Op]]:
-    # A package exists only when every op resolved, in the spec's order.
+def sample_errors(root: Mapping, package: Package) -> list[Diagnostic]:
+    """Errors only the tests' samples show (part of validating a spec, torch or not): a Tensor's shape
+    relation (`tests: args: NAME: {shape: EXPR}`) that fails or gives no shape on one of the spec's test
+    shapes, and a sample Tensor too large to draw."""
+    found = []
+    for node, op in _spec_ops(root, package):
+        defaults = root.get("defaults")
+        tests = node.get("tests") or (defaults.get("tests") if defaults is not None else None)
+        for index, given in enumerate(op.shapes):
+            try:
+                for name, shape in sample_shapes(op, given).items():
+                    checked_shape(name, shape)
+            except SampleShapeError as error:
+                relations = tests.get("args") if tests is not None else None
+                relation = relations.get(error.name) if relations is not None else None
+                if relation is not None and relation.get("shape") is not None:
+                    where, what = relation.get("shape").value_position, f"the shape of '{error.name}'"
+                elif tests is not None and tests.get("shapes") is not None:
+                    where, what = tests.get("shapes").items[index].position, f"the test shape of '{error.name}'"
+                else:  # kopgen's default shapes, which are small
+                    where, what = node.position, f"the test shape of '{error.name}'"
+                related = {s.name for s in op.sample_args if s.shape}
+                shapes = ", ".join(f"{name}: {_shape(shape)}" for name, shape in given.items() if name not in related)
+                found.append(Diagnostic(where, f"{what} {error} (test shapes {shapes})"))
+                break  # one set of shapes shows it
+    return found
+
+
+def _spec_ops(root: Mapping, package: Package) -> Iterator[tuple[Mapping, Op]]:
+    """Each op of the spec with its node. A package exists only when every op resolved, in the spec's order."""
     spec_ops = [op for op in package.ops if not op.backward_of]  # less the backward kernels kopgen adds
-    for node, op in zip(root.get("ops").items, spec_ops, strict=True):
+    yield from zip(root.get("ops").items, spec_ops, strict=True)
+
+
+def _custom_ops(root: Mapping, package: Package) -> Iterator[tuple[Mapping, Op]]:
+    for node, op in _spec_ops(root, package):
         if isinstance(op.body, CustomKernel):
             yield node, op
 
@@ -119,7 +160,7 @@ def _evaluate(torch, op: Op, shapes: dict, dtype) -> list[tuple]:
 
 
 def _fake_output(torch, output, scope: dict):
-    shape = eval(output.shape, scope)  # the fake language: sizes, slices, tuples, // and +
+    shape = evaluate(output.shape, scope)  # the fake language: sizes, slices, tuples, // and +
     return torch.empty(shape, dtype=eval(output.dtype, scope), device="meta")
 
 

@@ -9,6 +9,7 @@ YAML node and unknown keys must come with a "did you mean".
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from typing import Any
 
@@ -303,6 +304,9 @@ def _check_scalar(node: Scalar, schema: dict[str, Any], label: str, diagnostics:
     pattern = schema.get("pattern")
     if pattern and not re.match(pattern, node.value):
         diagnostics.error(node.value_position, f"{label} must be an identifier (letters, digits, _), not {node.text!r}")
+    if isinstance(node.value, float) and not math.isfinite(node.value):  # as in JSON, which has neither
+        diagnostics.error(node.position, f"{label} must be a finite number, not {node.text}")
+        return
     if "minimum" in schema and node.value < schema["minimum"]:
         diagnostics.error(node.position, f"{label} must be at least {schema['minimum']}, not {node.text}")
 

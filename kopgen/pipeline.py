@@ -6,7 +6,7 @@ import os
 import stat
 from pathlib import Path
 
-from .checks import meta_warnings, spec_warnings
+from .checks import meta_warnings, sample_errors, spec_warnings
 from .errors import Diagnostic, Diagnostics, Position, SpecError
 from .format import check_format
 from .loader import Mapping, load_yaml
@@ -97,6 +97,8 @@ def _load(text: str, filename: str) -> tuple[Mapping, Package]:
     package = resolve(root, text, diagnostics)
     diagnostics.raise_if_any()
     assert package is not None
+    diagnostics.items += sample_errors(root, package)
+    diagnostics.raise_if_any()
     return root, package
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import math
 from typing import TYPE_CHECKING
 
 from .expr import ExprError, parse_metadata
@@ -23,6 +24,7 @@ _VALUE_TYPES = {
     "bool": ((bool,), "true or false"), "Scalar": ((int, float, bool), "a number"), "str": ((str,), "a string"),
     "ScalarType": ((str,), "a dtype name (float32, int64, ...)"),
 }  # fmt: skip
+_INT64 = (-(2**63), 2**63 - 1)  # what torch takes for an int argument
 # Types whose sample the tests draw or choose without being told: the rest need a default or a `value`.
 _DRAWN = ("Tensor", "int", "SymInt", "float", "bool", "Scalar", "Tensor[]", "Tensor?[]")
 
@@ -154,6 +156,10 @@ def _check_value(resolver: OpResolver, arg: Arg, node: Node) -> None:
             got = describe_scalar(item) if isinstance(item, Scalar) else "a list or mapping"
             what = f"a list of {_plural(noun)}" if is_list else noun
             resolver.error(item.position, f"'{arg.name}' is {declared}: its value must be {what}, not {got}")
+        elif type(item.value) is float and not math.isfinite(item.value):  # the tests print it as a literal
+            resolver.error(item.position, f"'{arg.name}' is {declared}: its value must be a finite number, not {item.text}")
+        elif type(item.value) is int and not _INT64[0] <= item.value <= _INT64[1]:
+            resolver.error(item.position, f"'{arg.name}' is {declared}: its value {item.text} is out of the int64 range")
         elif "ScalarType" in str(declared) and item.value not in TORCH_DTYPES:
             resolver.error(item.position, f"unknown dtype '{item.value}'{did_you_mean(item.value, sorted(TORCH_DTYPES))}")
 

@@ -101,6 +101,30 @@ ops:
     assert "make.drawn(0, dtype=torch.int64, low=0, high=20),\n            make(0, 64),\n" in text
 
 
+def test_a_relation_reads_sizes_through_every_metadata_method(tmp_path):
+    """size(i), dim(), numel() and stride() of the metadata language, on the sample's sizes (they raised
+    AttributeError at generation time before)."""
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text("""\
+kopgen: 1
+package: kmeta
+defaults:
+  backends: {cpu: python}
+ops:
+  - schema: "f(Tensor x, Tensor a, Tensor b, Tensor c) -> Tensor"
+    kernel: custom
+    reference: "x * 2"
+    fake: {shape: x.shape}
+    tests:
+      args:
+        a: {shape: "(x.size(0), x.dim())"}
+        b: {shape: "(1,) * x.dim() + (x.numel(),)"}
+        c: {shape: "x.stride()"}
+""")
+    text = (generate(spec, tmp_path / "repo") / "tests/test_f.py").read_text()
+    assert '"normal": lambda make: (make(8, 6), make(8, 2), make(1, 1, 48), make(6, 1)),' in text
+
+
 def test_the_cuda_graph_test_computes_a_tensor_of_the_ops_dtype(tmp_path):
     """nn.Linear feeds the first Tensor the tests draw in the op's dtype, not int64 positions."""
     spec = tmp_path / "kopgen.yaml"

@@ -9,7 +9,7 @@
 """
 
 from .formula import Formula, FormulaContext, parse_formula
-from .metadata import NOT_DIFFERENTIABLE_DTYPES, fake_source, is_dynamic, parse_metadata
+from .metadata import NOT_DIFFERENTIABLE_DTYPES, evaluate, fake_source, is_dynamic, parse_metadata
 from .pointwise import ARG_KINDS, Pointwise, parse_pointwise
 from .syntax import ExprError
 
@@ -20,6 +20,7 @@ __all__ = [
     "Formula",
     "FormulaContext",
     "Pointwise",
+    "evaluate",
     "fake_source",
     "is_dynamic",
     "parse_formula",

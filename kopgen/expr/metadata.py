@@ -141,3 +141,32 @@ def parse_metadata(text: str, tensors: Iterable[str], ints: Iterable[str], dynam
     checker.check(body)
     ExprError.raise_any(checker.errors)
     return unparse(body)
+
+
+# The most dimensions a shape evaluated at generation time may have: `(1,) * x.dim()` is a shape, and
+# `(1,) * 10**9` must fail at once, not fill the memory of `kopgen check`.
+MAX_DIMS = 64
+
+
+class _Repeated(ast.NodeTransformer):
+    """Each `a * b` as `_times(a, b)`, which bounds a tuple's repetition."""
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        if not isinstance(node.op, ast.Mult):
+            return node
+        return ast.copy_location(ast.Call(ast.Name("_times", ast.Load()), [node.left, node.right], []), node)
+
+
+def _times(a, b):
+    for times, items in ((a, b), (b, a)):
+        if isinstance(items, tuple) and type(times) is int and times * len(items) > MAX_DIMS:
+            raise ValueError(f"a shape of {times * len(items)} dimensions; at most {MAX_DIMS}")
+    return a * b
+
+
+def evaluate(source: str, names: dict) -> object:
+    """A metadata expression that parse_metadata returned, evaluated on plain values (sizes as tuples and
+    ints, dtypes as `names` gives them), with no builtins and tuple repetition bounded (MAX_DIMS)."""
+    tree = ast.fix_missing_locations(_Repeated().visit(ast.parse(source, mode="eval")))
+    return eval(compile(tree, "<metadata>", "eval"), {"__builtins__": {}, "_times": _times}, names)
