@@ -71,7 +71,9 @@ def read_spec(path: str | os.PathLike[str]) -> str:
         column = len(data[line_start : problem.start].decode("utf-8", errors="replace")) + 1
         line = data.count(b"\n", 0, problem.start) + 1
         raise error(f"the spec is not UTF-8 text: byte 0x{data[problem.start]:02x} ({problem.reason})", line, column) from None
-    return text.replace("\r\n", "\n").replace("\r", "\n")  # universal newlines, as open() in text mode reads
+    # universal newlines, as open() in text mode reads; a byte order mark (which some editors write) is no
+    # part of the text: the repo's copy of the spec would carry it after its modeline, mid-file
+    return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
 
 
 def check_spec(path: str | os.PathLike[str], run_meta: bool = False) -> tuple[Package, list[Diagnostic]]:

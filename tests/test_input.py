@@ -89,6 +89,19 @@ def test_a_spec_that_is_not_utf8_is_reported_at_the_byte(tmp_path):
     assert result.output == f"{spec}:2:13: error: the spec is not UTF-8 text: byte 0xff (invalid start byte)\n"
 
 
+def test_a_byte_order_mark_is_left_out_of_the_repos_spec(tmp_path, muladd_spec):
+    """An editor's UTF-8 byte order mark opens the spec; the repo's copy starts with kopgen's modeline,
+    and the mark must not follow it mid-file (PyYAML's pure-Python loader refuses it there)."""
+    import yaml  # kopgen's own dependency
+    spec = tmp_path / "spec.yaml"
+    spec.write_bytes(b"\xef\xbb\xbf" + Path(muladd_spec).read_bytes())
+    result = CliRunner().invoke(main, ["new", str(spec), "-o", str(tmp_path / "repo")])
+    assert result.exit_code == 0, result.output
+    copy = (tmp_path / "repo" / "kopgen.yaml").read_text()
+    assert "\ufeff" not in copy
+    assert yaml.load(copy, Loader=yaml.SafeLoader)["package"] == "kbook"
+
+
 # -- aliases: the node graph of yaml.compose shares nodes; expanding it must stay bounded
 
 
