@@ -21,15 +21,8 @@ from collections.abc import Iterator
 
 from .errors import Diagnostic, Position
 from .expr import evaluate
-from .lang.tests import (
-    SampleShapeError,
-    checked_shape,
-    is_tensor_list,
-    sample_setting,
-    sample_shapes,
-    sample_value,
-    tensor_list,
-)
+from .lang.sample_shapes import SampleShapeError, checked_shape
+from .lang.tests import is_tensor_list, sample_setting, sample_shapes, sample_value, tensor_list
 from .loader import Mapping, Sequence
 from .model import CustomKernel, Op, Package
 
