@@ -14,7 +14,7 @@ own package `khost_LABEL`, and times side by side, in interleaved rounds, on 102
     eager's C++ autograd adds to `a * b + c`.
 
 The stub (what a CUDA launch does in C, nothing of the generated Python): the tensors report GPU 0
-(`Tensor.get_device`, a Python lambda: ~0.1 µs per tensor more than the real C method), the current
+(`Tensor.get_device` and `Tensor.is_cuda`, Python: ~0.1 µs per read more than the real C ones), the current
 GPU and stream are 0, `torch._C._StaticCudaLauncher._launch_kernel` does nothing, and the first launch
 of each specialisation returns a stand-in for Triton's CompiledKernel built from the call's own
 arguments, so `_support.launch` keys, caches and calls its static launcher exactly as on a GPU. The
@@ -77,6 +77,7 @@ def generate(label: str, source: Path, workdir: Path) -> Path:
 def stub_gpu_launch(torch) -> None:
     """What the module docstring says: every tensor on GPU 0, and a CUDA launch that does nothing."""
     torch.Tensor.get_device = lambda self: 0
+    torch.Tensor.is_cuda = property(lambda self: True)  # the launchers' dense path takes CUDA tensors only
     torch._C._cuda_getDevice = torch.cuda.current_device = lambda: 0
     torch._C._cuda_getCurrentRawStream = lambda device: 0
     torch._C._StaticCudaLauncher = types.SimpleNamespace(_launch_kernel=lambda *args: None)

@@ -257,7 +257,7 @@ def row_layout(op: Op) -> list[str]:
     """`n_rows, n_cols, strides`: the tensors the kernel reads and writes, through their strides as rows of
     the written shape, or the inputs copied dense where their leading dimensions do not merge into rows."""
     local = locals_for(op)
-    arguments = [f"{triton.first_written(op)}.shape", *triton._arguments(op)[: len(op.kernel_tensors)]]
+    arguments = [f"{triton.first_written(op)}.shape", *triton.kernel_arguments(op)[: len(op.kernel_tensors)]]
     return [*triton._layout(op, local.layout, "row_layout", arguments, "Leading dimensions that do not merge into one"),
             f"    {local.n_rows}, {local.n_cols}, {local.strides} = {local.layout}"]
 

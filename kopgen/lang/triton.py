@@ -229,7 +229,7 @@ def tiles(op: Op) -> list[str]:
     through its strides, or the inputs copied dense where more than two dimensions are left."""
     local = locals_for(op)
     shape = f"{first_written(op)}.shape"
-    arguments = [shape, local.BLOCK_SIZE, *_arguments(op)[: len(op.kernel_tensors)]]
+    arguments = [shape, local.BLOCK_SIZE, *kernel_arguments(op)[: len(op.kernel_tensors)]]
     return [*_layout(op, local.tiles, "tiles", arguments, "More than two dimensions left once merged"),
             f"    {local.n_rows}, {local.n_cols}, {local.strides}, {local.block_rows}, {local.block_cols} = {local.tiles}"]
 
@@ -283,7 +283,8 @@ def compute_dtype(op: Op, tensor: str = "") -> str:
     return f"{locals_for(op).compute_dtype} = tl.float64 if {tensor}.dtype == torch.float64 else tl.float32"
 
 
-def _arguments(op: Op) -> list[str]:
+def kernel_arguments(op: Op) -> list[str]:
+    """What a launcher passes the kernel: its Tensors (dense copies of written ones), then its scalars."""
     # bools go in as ints: Triton's interpreter (3.6) cannot take a Python bool as a kernel scalar.
     scalars = [f"int({a.name})" if a.kind == "bool" else a.name for a in op.kernel_scalars]
     dense_by_name = {w.name: dense(op, w) for w in op.writes}
@@ -307,7 +308,7 @@ def launch(op: Op, sizes: list[str], constants: list[str], pointers: Sequence[st
     flags = [f"{local.flag(a.name)}={a.name} is not None" for a in op.tested_optionals]
     keywords = [f"{_keyword(local, name)}={value}" for name, value in constants]
     tensors = len(op.kernel_tensors)
-    arguments = [*_arguments(op)[:tensors], *pointers, *_arguments(op)[tensors:],
+    arguments = [*kernel_arguments(op)[:tensors], *pointers, *kernel_arguments(op)[tensors:],
                  *(_size(local, size) for size in sizes), *keywords,
                  f"{local.COMPUTE_DTYPE}={local.compute_dtype}", *flags]
     if op.uses_compiled_triton:

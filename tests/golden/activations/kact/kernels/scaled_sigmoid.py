@@ -47,8 +47,17 @@ def scaled_sigmoid_kernel(
     )
 
 
+# Dense CUDA tensors of one shape, dtype and GPU (the common case): straight to the kernel.
+DENSE_LAUNCHES = _support.DenseLaunches(
+    scaled_sigmoid_kernel, BLOCK_SIZE, 1, ("BLOCK_ROWS", "BLOCK_COLS", "COMPUTE_DTYPE")
+)
+
+
 def scaled_sigmoid_triton(x: Tensor, scale: float = 1.0) -> Tensor:
     """The bare launcher of scaled_sigmoid_kernel; the operator calls it on real tensors."""
+    dense = DENSE_LAUNCHES((x,), (scale,))
+    if dense is not None:
+        return dense
     out = _support.pointwise_output("kact::scaled_sigmoid", x)
     n_elements = out.numel()
     if n_elements == 0:

@@ -57,10 +57,22 @@ def scaled_sigmoid_backward_kernel(
     )
 
 
+# Dense CUDA tensors of one shape, dtype and GPU (the common case): straight to the kernel.
+DENSE_LAUNCHES = _support.DenseLaunches(
+    scaled_sigmoid_backward_kernel,
+    BLOCK_SIZE,
+    1,
+    ("BLOCK_ROWS", "BLOCK_COLS", "COMPUTE_DTYPE"),
+)
+
+
 def scaled_sigmoid_backward_triton(
     grad: Tensor, result: Tensor, scale: float
 ) -> Tensor:
     """The bare launcher of scaled_sigmoid_backward_kernel; the operator calls it on real tensors."""
+    dense = DENSE_LAUNCHES((grad, result), (scale,))
+    if dense is not None:
+        return dense
     out = _support.pointwise_output("kact::scaled_sigmoid_backward", grad, result)
     n_elements = out.numel()
     if n_elements == 0:

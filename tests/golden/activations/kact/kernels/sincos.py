@@ -55,8 +55,17 @@ def sincos_kernel(
     )
 
 
+# Dense CUDA tensors of one shape, dtype and GPU (the common case): straight to the kernel.
+DENSE_LAUNCHES = _support.DenseLaunches(
+    sincos_kernel, BLOCK_SIZE, 2, ("BLOCK_ROWS", "BLOCK_COLS", "COMPUTE_DTYPE")
+)
+
+
 def sincos_triton(x: Tensor) -> tuple[Tensor, Tensor]:
     """The bare launcher of sincos_kernel; the operator calls it on real tensors."""
+    dense = DENSE_LAUNCHES((x,), ())
+    if dense is not None:
+        return dense
     out0 = _support.pointwise_output("kact::sincos", x)
     out1 = _support.pointwise_output("kact::sincos", x)
     n_elements = out0.numel()

@@ -59,8 +59,17 @@ def muladd_kernel(
 muladd_kernel_interpreted = InterpretedFunction(muladd_kernel.fn)
 
 
+# Dense CUDA tensors of one shape, dtype and GPU (the common case): straight to the kernel.
+DENSE_LAUNCHES = _support.DenseLaunches(
+    muladd_kernel, BLOCK_SIZE, 1, ("BLOCK_ROWS", "BLOCK_COLS", "COMPUTE_DTYPE")
+)
+
+
 def muladd_triton(a: Tensor, b: Tensor, c: float) -> Tensor:
     """The bare launcher of muladd_kernel; the operator calls it on real tensors."""
+    dense = DENSE_LAUNCHES((a, b), (c,))
+    if dense is not None:
+        return dense
     out = _support.pointwise_output("kbook::muladd", a, b)
     n_elements = out.numel()
     if n_elements == 0:

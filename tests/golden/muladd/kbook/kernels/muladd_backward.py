@@ -74,8 +74,17 @@ def muladd_backward_kernel(
 muladd_backward_kernel_interpreted = InterpretedFunction(muladd_backward_kernel.fn)
 
 
+# Dense CUDA tensors of one shape, dtype and GPU (the common case): straight to the kernel.
+DENSE_LAUNCHES = _support.DenseLaunches(
+    muladd_backward_kernel, BLOCK_SIZE, 2, ("BLOCK_ROWS", "BLOCK_COLS", "COMPUTE_DTYPE")
+)
+
+
 def muladd_backward_triton(grad: Tensor, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
     """The bare launcher of muladd_backward_kernel; the operator calls it on real tensors."""
+    dense = DENSE_LAUNCHES((grad, a, b), ())
+    if dense is not None:
+        return dense
     out0 = _support.pointwise_output("kbook::muladd_backward", grad, a, b)
     out1 = _support.pointwise_output("kbook::muladd_backward", grad, a, b)
     n_elements = out0.numel()

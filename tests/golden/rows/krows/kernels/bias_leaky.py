@@ -65,10 +65,19 @@ def bias_leaky_kernel(
 bias_leaky_kernel_interpreted = InterpretedFunction(bias_leaky_kernel.fn)
 
 
+# Dense CUDA tensors of one shape, dtype and GPU (the common case): straight to the kernel.
+DENSE_LAUNCHES = _support.DenseLaunches(
+    bias_leaky_kernel, BLOCK_SIZE, 1, ("BLOCK_ROWS", "BLOCK_COLS", "COMPUTE_DTYPE")
+)
+
+
 def bias_leaky_triton(
     x: Tensor, bias: Tensor, *, alpha: float = 0.1, negate: bool = False
 ) -> Tensor:
     """The bare launcher of bias_leaky_kernel; the operator calls it on real tensors."""
+    dense = DENSE_LAUNCHES((x, bias), (alpha, int(negate)))
+    if dense is not None:
+        return dense
     out = _support.pointwise_output("krows::bias_leaky", x, bias)
     n_elements = out.numel()
     if n_elements == 0:

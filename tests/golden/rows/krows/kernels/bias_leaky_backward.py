@@ -70,10 +70,22 @@ bias_leaky_backward_kernel_interpreted = InterpretedFunction(
 )
 
 
+# Dense CUDA tensors of one shape, dtype and GPU (the common case): straight to the kernel.
+DENSE_LAUNCHES = _support.DenseLaunches(
+    bias_leaky_backward_kernel,
+    BLOCK_SIZE,
+    1,
+    ("BLOCK_ROWS", "BLOCK_COLS", "COMPUTE_DTYPE"),
+)
+
+
 def bias_leaky_backward_triton(
     grad: Tensor, x: Tensor, bias: Tensor, alpha: float, negate: bool
 ) -> Tensor:
     """The bare launcher of bias_leaky_backward_kernel; the operator calls it on real tensors."""
+    dense = DENSE_LAUNCHES((grad, x, bias), (alpha, int(negate)))
+    if dense is not None:
+        return dense
     out = _support.pointwise_output("krows::bias_leaky_backward", grad, x, bias)
     n_elements = out.numel()
     if n_elements == 0:

@@ -77,10 +77,22 @@ scale_shift_backward_kernel_interpreted = InterpretedFunction(
 )
 
 
+# Dense CUDA tensors of one shape, dtype and GPU (the common case): straight to the kernel.
+DENSE_LAUNCHES = _support.DenseLaunches(
+    scale_shift_backward_kernel,
+    BLOCK_SIZE,
+    2,
+    ("BLOCK_ROWS", "BLOCK_COLS", "COMPUTE_DTYPE"),
+)
+
+
 def scale_shift_backward_triton(
     grad: Tensor, x: Tensor, scale: Tensor
 ) -> tuple[Tensor, Tensor]:
     """The bare launcher of scale_shift_backward_kernel; the operator calls it on real tensors."""
+    dense = DENSE_LAUNCHES((grad, x, scale), ())
+    if dense is not None:
+        return dense
     out0 = _support.pointwise_output("krows::scale_shift_backward", grad, x, scale)
     out1 = _support.pointwise_output("krows::scale_shift_backward", grad, x, scale)
     n_elements = out0.numel()

@@ -1,0 +1,121 @@
+"""_support.DenseLaunches: a pointwise launcher's dense CUDA tensors straight to the kernel. Here, on CPU
+tensors made to look like tensors of GPU 0, the launches it makes are recorded: the same kernel,
+grid, arguments and constexprs as the general path's, its direct launcher reused once known, and
+nothing for tensors that are not dense, of one shape and dtype. The launches themselves run on the
+GPU machine (docs/gpu.md)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+
+from tests.conftest import ROOT
+
+triton = pytest.importorskip("triton")
+
+NAMES = ("BLOCK_ROWS", "BLOCK_COLS", "COMPUTE_DTYPE")
+
+
+@triton.jit
+def _kernel(a_ptr, b_ptr, out_ptr, c, n_rows, n_cols, s0, s1, s2, s3, s4, s5, BLOCK_ROWS: triton.language.constexpr,
+            BLOCK_COLS: triton.language.constexpr, COMPUTE_DTYPE: triton.language.constexpr):  # fmt: skip
+    pass
+
+
+@pytest.fixture
+def support(monkeypatch):
+    """The golden muladd package's _support.py, loaded on its own, with CPU tensors on "GPU 0" and its
+    general launch recorded."""
+    spec = importlib.util.spec_from_file_location("_dense_support", ROOT / "tests/golden/muladd/kbook/_support.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda tensor: True))
+    monkeypatch.setattr(torch.Tensor, "get_device", lambda tensor: 0)
+    monkeypatch.setattr(module, "_current_gpu", lambda: 0)
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda device: 7, raising=False)
+    module.general = []
+    monkeypatch.setattr(module, "launch", lambda kernel, grid, *args, **constexprs: module.general.append(
+        (kernel, grid, args, constexprs)))  # fmt: skip
+    return module
+
+
+def test_a_dense_call_launches_as_the_general_path(support):
+    a, b = torch.rand(1000), torch.rand(1000)
+    out = support.DenseLaunches(_kernel, 1024, 1, NAMES)((a, b), (0.5,))
+    assert out.shape == (1000,) and out.dtype == torch.float32
+    ((kernel, grid, args, constexprs),) = support.general
+    n_rows, n_cols, strides, block_rows, block_cols = support.tiles(out.shape, 1024, a, b, out)  # the general path's
+    assert kernel is _kernel
+    assert grid == ((n_rows + block_rows - 1) // block_rows * ((n_cols + block_cols - 1) // block_cols),)
+    assert args[:3] == (a, b, out) and args[3:] == (0.5, n_rows, n_cols, *strides)
+    assert constexprs == {"BLOCK_ROWS": block_rows, "BLOCK_COLS": block_cols,
+                          "COMPUTE_DTYPE": triton.language.float32}  # fmt: skip
+
+
+def test_the_direct_launcher_is_reused_once_the_general_path_made_it(support):
+    a, b = torch.rand(1024), torch.rand(1024)
+    direct = []
+    dense = support.DenseLaunches(_kernel, 1024, 1, NAMES)
+    out = dense((a, b), (0.5,))
+    ((_, grid, args, constexprs),) = support.general
+    support._LAUNCHERS[support._launch_key(_kernel, args, constexprs)] = lambda *launch: direct.append(launch)
+    dense((a, b), (0.5,))  # the general path again: this key had no direct launcher when first seen
+    dense = support.DenseLaunches(_kernel, 1024, 1, NAMES)
+    dense((a, b), (0.5,))  # learns the launcher the general path made
+    assert len(support.general) == 3 and not direct
+    out = dense((a, b), (0.5,))
+    assert len(support.general) == 3
+    ((launch_grid, stream, launch_args),) = direct
+    assert (launch_grid, stream) == (grid, 7)
+    assert launch_args[:2] == (a, b) and launch_args[2] is out and launch_args[3:] == args[3:]
+
+
+def test_the_key_follows_what_triton_specialises(support):
+    dense = support.DenseLaunches(_kernel, 1024, 1, NAMES)
+    x = torch.rand(2048)
+    dense((x[:1000], x[:1000]), (0.5,))
+    dense((x[:1024], x[:1024]), (0.5,))  # a multiple of 16 elements
+    dense((x[1:1001], x[:1000]), (0.5,))  # an input off 16-byte alignment
+    dense((x[:1000], x[:1000]), (2,))  # an int scalar (a multiple of 16 once it is 16)
+    dense((x[:1000].double(), x[:1000].double()), (0.5,))
+    dense((x[:1000], x[:1000]), (0.25,))  # the same key as the first
+    assert len(dense.launchers) == 5
+    assert support.general[4][3]["COMPUTE_DTYPE"] == triton.language.float64
+
+
+def test_two_outputs(support):
+    x = torch.rand(3, 5)
+    out0, out1 = support.DenseLaunches(_kernel, 1024, 2, NAMES)((x,), ())
+    ((_, _, args, _),) = support.general
+    assert out0.shape == out1.shape == (3, 5) and out0.data_ptr() != out1.data_ptr()
+    assert args == (x, out0, out1, 1, 15, 0, 1, 0, 1, 0, 1)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: ((torch.rand(4, 8), torch.rand(8)), (0.5,)),  # broadcast
+        lambda: ((torch.rand(8, 4).t(), torch.rand(4, 8)), (0.5,)),  # transposed
+        lambda: ((torch.rand(2, 3), torch.rand(3, 2)), (0.5,)),  # as many elements, another shape
+        lambda: ((torch.rand(8), torch.rand(8).double()), (0.5,)),  # two dtypes
+        lambda: ((torch.rand(0), torch.rand(0)), (0.5,)),  # empty
+        lambda: ((torch.rand(8), torch.rand(8)), (2**40,)),  # an int beyond 32 bits: Triton's own path
+    ],
+    ids=["broadcast", "transposed", "other_shape", "two_dtypes", "empty", "int64_scalar"],
+)
+def test_anything_else_is_the_general_paths(support, make):
+    inputs, scalars = make()
+    assert support.DenseLaunches(_kernel, 1024, 1, NAMES)(inputs, scalars) is None
+    assert not support.general
+
+
+def test_another_gpu_or_a_cpu_tensor_is_the_general_paths(support, monkeypatch):
+    dense = support.DenseLaunches(_kernel, 1024, 1, NAMES)
+    monkeypatch.setattr(support, "_current_gpu", lambda: 1)  # Triton launches on the current GPU
+    assert dense((torch.rand(8), torch.rand(8)), (0.5,)) is None
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda tensor: False))
+    monkeypatch.setattr(support, "_current_gpu", lambda: 0)
+    assert dense((torch.rand(8), torch.rand(8)), (0.5,)) is None
+    assert not support.general
