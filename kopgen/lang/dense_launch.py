@@ -14,12 +14,11 @@ def applies(op: Op) -> bool:
     """Whether the op's launcher takes dense CUDA tensors of one shape, dtype and GPU straight to its kernel
     (_support.DenseLaunches): a pointwise op compiled for CUDA whose kernel takes its inputs as given, then
     outputs of their shape (no `split` halves, no row gradient's columns, nothing mutated, no optional
-    Tensor), launched eagerly (a triton_op's launch is what torch.compile traces)."""
+    Tensor). A triton_op's eager launcher has them, not the launch torch.compile traces."""
     inputs = [a.name for a in op.input_args]
     return (
         isinstance(op.body, PointwiseCompute)
         and op.uses_compiled_triton
-        and not op.is_triton_op
         and not op.is_mutating
         and not split.bind(op)  # halves, or a row gradient's columns
         and python.output_allocator(op) == "pointwise_output"

@@ -448,6 +448,103 @@ def _run_launcher(compiled, tail: tuple, hooks: tuple) -> Callable:
     return run_launch
 
 
+class DenseLaunches:
+    """A pointwise kernel's launches on dense CUDA tensors of one shape, dtype and GPU (the common case).
+
+    The general launcher lays such tensors out as one row of `block`-element blocks, strides fixed, so
+    what Triton specialises their launch on is the dtype, the GPU, each tensor's 16-byte alignment, the
+    element count's being 1 or a multiple of 16, and the scalars' kinds: a key of a few reads, where the
+    general path works out the layout and classifies every argument (5 of its 9 us a call on a CPU,
+    benchmarks/host_path.py). The same kernel, arguments and launch as the general path, which makes
+    the first launch of each key and gives its direct launcher.
+    """
+
+    def __init__(
+        self, kernel, block: int, outputs: int, constexprs: tuple[str, str, str]
+    ):
+        self.kernel, self.block, self.outputs = kernel, block, outputs
+        self.block_rows, self.block_cols, self.compute_dtype = (
+            constexprs  # the kernel's names for them
+        )
+        self.launchers: dict[tuple, Callable | None] = {}
+
+    def __call__(
+        self, inputs: tuple, scalars: tuple
+    ) -> Tensor | tuple[Tensor, ...] | None:
+        """The outputs of the kernel on `inputs` and the op's `scalars`; None where the inputs are not
+        dense CUDA tensors of one shape, dtype and GPU (the current one), nor empty: the general path's."""
+        first = inputs[0]
+        if type(first) is not Tensor or not first.is_cuda:
+            return None
+        n, dtype = first.numel(), first.dtype
+        # What tells a broadcast or another dtype apart first: it leaves at the cheapest read.
+        for t in inputs[1:]:
+            if (
+                type(t) is not Tensor
+                or t.numel() != n
+                or t.dtype is not dtype
+                or t.shape != first.shape
+            ):
+                return None
+        device = first.get_device()
+        if device != _current_gpu() or not 0 < n <= 0x7FFFFFFF:
+            return None
+        key = [dtype, device]
+        for t in inputs:
+            if not t.is_contiguous() or t.get_device() != device:
+                return None
+            key.append(t.data_ptr() & 15 == 0)
+        for value in scalars:
+            kind = type(value)
+            if kind is int and not -0x80000000 <= value <= 0x7FFFFFFF:
+                return None
+            key.append(
+                (1 if value == 1 else 16 if value & 15 == 0 else 0)
+                if kind is int
+                else kind
+            )
+        out = torch.empty_like(first)
+        outputs = (
+            (out,)
+            if self.outputs == 1
+            else (out, *[torch.empty_like(first) for _ in range(self.outputs - 1)])
+        )
+        for o in outputs:
+            key.append(o.data_ptr() & 15 == 0)
+        key.append(1 if n == 1 else 16 if n & 15 == 0 else 0)
+        key = tuple(key)
+        grid = ((n + self.block - 1) // self.block,)
+        args = (
+            *inputs,
+            *outputs,
+            *scalars,
+            1,
+            n,
+            *(0, 1) * (len(inputs) + self.outputs),
+        )
+        launcher = self.launchers.get(key, _NOT_YET)
+        if launcher is not _NOT_YET and launcher is not None:
+            try:
+                launcher(grid, torch._C._cuda_getCurrentRawStream(device), args)
+                return out if self.outputs == 1 else outputs
+            except Exception:  # noqa: BLE001  (as launch: the general path from now on)
+                self.launchers[key] = launcher = None
+        # The general path, as the launcher's own code would call it (the compute dtype as it picks it).
+        constexprs = {
+            self.block_rows: 1,
+            self.block_cols: self.block,
+            self.compute_dtype: triton.language.float64
+            if dtype == torch.float64
+            else triton.language.float32,
+        }
+        launch(self.kernel, grid, *args, **constexprs)
+        if launcher is _NOT_YET:
+            self.launchers[key] = _LAUNCHERS.get(
+                _launch_key(self.kernel, args, constexprs)
+            )
+        return out if self.outputs == 1 else outputs
+
+
 def trace_as_reference(op: str, reference: Callable[..., object]) -> None:
     """Has torch.compile trace `op` as its PyTorch reference, which Inductor fuses with the operations
     around it: Inductor cannot fuse anything into a call of an op.

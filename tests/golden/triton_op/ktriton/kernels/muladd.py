@@ -59,8 +59,17 @@ def muladd_kernel(
 muladd_kernel_interpreted = InterpretedFunction(muladd_kernel.fn)
 
 
+# Dense CUDA tensors of one shape, dtype and GPU (the common case): straight to the kernel.
+DENSE_LAUNCHES = _support.DenseLaunches(
+    muladd_kernel, BLOCK_SIZE, 1, ("BLOCK_ROWS", "BLOCK_COLS", "COMPUTE_DTYPE")
+)
+
+
 def muladd_triton(a: Tensor, b: Tensor, c: float) -> Tensor:
     """The bare launcher of muladd_kernel; the operator's CPU kernel, and its eager CUDA path."""
+    dense = DENSE_LAUNCHES((a, b), (c,))
+    if dense is not None:
+        return dense
     return muladd_launch(
         muladd_kernel if a.is_cuda else muladd_kernel_interpreted, a, b, c
     )

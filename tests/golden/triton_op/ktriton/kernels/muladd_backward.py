@@ -74,8 +74,17 @@ def muladd_backward_kernel(
 muladd_backward_kernel_interpreted = InterpretedFunction(muladd_backward_kernel.fn)
 
 
+# Dense CUDA tensors of one shape, dtype and GPU (the common case): straight to the kernel.
+DENSE_LAUNCHES = _support.DenseLaunches(
+    muladd_backward_kernel, BLOCK_SIZE, 2, ("BLOCK_ROWS", "BLOCK_COLS", "COMPUTE_DTYPE")
+)
+
+
 def muladd_backward_triton(grad: Tensor, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
     """The bare launcher of muladd_backward_kernel; the operator's CPU kernel, and its eager CUDA path."""
+    dense = DENSE_LAUNCHES((grad, a, b), ())
+    if dense is not None:
+        return dense
     return muladd_backward_launch(
         muladd_backward_kernel if grad.is_cuda else muladd_backward_kernel_interpreted,
         grad,

@@ -61,8 +61,17 @@ def sincos_kernel(
 sincos_kernel_interpreted = InterpretedFunction(sincos_kernel.fn)
 
 
+# Dense CUDA tensors of one shape, dtype and GPU (the common case): straight to the kernel.
+DENSE_LAUNCHES = _support.DenseLaunches(
+    sincos_kernel, BLOCK_SIZE, 2, ("BLOCK_ROWS", "BLOCK_COLS", "COMPUTE_DTYPE")
+)
+
+
 def sincos_triton(x: Tensor) -> tuple[Tensor, Tensor]:
     """The bare launcher of sincos_kernel; the operator's CPU kernel, and its eager CUDA path."""
+    dense = DENSE_LAUNCHES((x,), ())
+    if dense is not None:
+        return dense
     return sincos_launch(sincos_kernel if x.is_cuda else sincos_kernel_interpreted, x)
 
 
