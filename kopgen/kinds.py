@@ -244,7 +244,8 @@ def _resolve_fake(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg,
     entries = [] if fake is None else list(fake.items) if isinstance(fake, Sequence) else [fake]
     if [str(r.type) for r in schema.returns] == ["Tensor[]"]:  # a list as long as `fake`'s, as a kernel's outputs are
         if not isinstance(fake, Sequence) or not entries:
-            resolver.error(fake.position, "a `Tensor[]` return needs `fake` as a list, one entry per Tensor it holds: "
+            where = fake.position if fake is not None else resolver.node.get("schema").value_position
+            resolver.error(where, "a `Tensor[]` return needs `fake` as a list, one entry per Tensor it holds: "
                                           "- {shape: x.shape}")
             entries = []
     elif fake is not None and len(entries) != len(schema.returns):

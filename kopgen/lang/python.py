@@ -132,6 +132,12 @@ def api_imports(package: Package) -> list[str]:
     return typing_imports(package.ops)
 
 
+def registration_typing_imports(package: Package) -> list[str]:
+    """_registration.py's `Sequence`, where a triton_op takes a list: its body's annotations are its schema
+    (torch.library.triton_op infers it from them)."""
+    return typing_imports([op for op in package.ops if op.is_triton_op])
+
+
 def _annotations(ops: Sequence[Op]) -> list[str]:
     return [python_annotation(a.schema.type) for op in ops for a in op.args]
 

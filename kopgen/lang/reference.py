@@ -41,9 +41,10 @@ def imports(package: Package) -> list[str]:
     standard = (["import math"] if "math" in modules else []) + typing_imports(package.ops)[:1]
     lines = [*standard, ""] if standard else []
     lines += ["import torch"] if "torch" in modules or annotations_need_torch(package.ops) else []
-    helpers = sorted([f"row_{kind}" for kind in package.reductions] + ["upcast"] + ["split_halves"] * split.any_split(package)
+    upcasts = any(_kind(op).inputs(op) for op in package.ops)
+    helpers = sorted([f"row_{kind}" for kind in package.reductions] + ["upcast"] * upcasts + ["split_halves"] * split.any_split(package)
                      + ["summed_to"] * norm_sums.any_column_sums(package))
-    return [*lines, "from torch import Tensor", "", f"from ._support import {', '.join(helpers)}"]
+    return [*lines, "from torch import Tensor", *(["", f"from ._support import {', '.join(helpers)}"] if helpers else [])]
 
 
 def define_reference(op: Op) -> str:
@@ -90,10 +91,11 @@ def _custom_dtype(op: Op) -> list[str]:
     return [layout.assign(locals_for(op).dtypes, f"({', '.join(dtypes)}{',' * (len(dtypes) == 1)})", 4)]
 
 
-def upcast(op: Op) -> str:
-    """The Tensors the reference computes with, in float32 at least."""
+def upcast(op: Op) -> list[str]:
+    """The Tensors the reference computes with, in float32 at least (none where every Tensor keeps a dtype of
+    its own: `tests: args:` gives each its dtype)."""
     names = [a.name for a in _kind(op).inputs(op)]
-    return wrap(f"{tuple_target(names)} = upcast(", names, ")", 4)
+    return [wrap(f"{tuple_target(names)} = upcast(", names, ")", 4)] if names else []
 
 
 def return_line(op: Op) -> str:

@@ -545,8 +545,10 @@ def _dense_written(op: Op) -> frozenset[str]:
 
 
 def _some_float_output(op: Op) -> bool:
-    """Integer and bool outputs never require grad: an op of only those has no gradient to refuse."""
-    return any(o.dtype.removeprefix("torch.") not in NOT_DIFFERENTIABLE_DTYPES for o in op.body.outputs)
+    """Integer and bool outputs never require grad, nor do Tensors of their own dtype (`tests: args:`, an
+    int64 index): an op of only those has no gradient to refuse."""
+    floating = any(o.dtype.removeprefix("torch.") not in NOT_DIFFERENTIABLE_DTYPES for o in op.body.outputs)
+    return floating and not all(own_dtype(op, a) for a in op.tensor_args)
 
 
 _KINDS = {
