@@ -7,6 +7,7 @@ the other ops are still resolved, so that the user sees every error of the spec 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from . import __version__
 from .backward import mark_not_twice_differentiable, resolve_backward
@@ -34,7 +35,7 @@ from .model import (
 from .names import check_argument_names, check_cpp_names, check_op_name, check_package_names, module_level_names
 from .project import resolve_project
 from .samples import resolve_sample_args
-from .schema import FunctionSchema, SchemaError, parse_schema
+from .schema import Argument, FunctionSchema, ListType, OptionalType, SchemaError, parse_schema
 from .split import half_width_samples
 
 
@@ -191,6 +192,7 @@ class OpResolver:
                         self.error(schema_node.value_position.shifted(0, arg.column), f"{registration}: {problem}")
         if registration is Route.TRITON_OP:
             self.check_triton_op()
+            check_triton_op_arguments(schema, schema_node.value_position, self.error)
         kernels = self.resolve_backends(registration)
         backward = resolve_backward(self, schema, args, body)
         shapes, atol, rtol = self.resolve_tests(args)
@@ -338,6 +340,36 @@ class OpResolver:
         atol = node.get("atol") if node else None
         rtol = node.get("rtol") if node else None
         return tuple(shapes), atol.value if atol else None, rtol.value if rtol else None
+
+
+def check_triton_op_arguments(schema: FunctionSchema, at: Position, error: Callable[[Position, str], None]) -> None:
+    """The arguments a triton_op's schema cannot declare. torch.library.triton_op infers the schema from its
+    body's annotations and defaults (torch 2.10 to 2.13 ignore its `schema=`), and torch.library.infer_schema
+    reads no Layout, MemoryFormat, Generator, str[] or Tensor[]? annotation nor a list default: importing the
+    package raised its ValueError."""
+    for arg in schema.arguments:
+        problem = _triton_op_argument_problem(arg)
+        if problem:
+            error(at.shifted(0, arg.column), f"torch.library.triton_op infers its schema from the Python signature, "
+                                             f"which cannot declare {problem} ('{arg.name}'); use registration "
+                                             "custom_op or library, which take the schema as written")
+
+
+def _triton_op_argument_problem(arg: Argument) -> str | None:
+    """What torch.library.infer_schema cannot read from the Python signature of a triton_op's body, if anything."""
+    optional = isinstance(arg.type, OptionalType)
+    inner = arg.type.elem if optional else arg.type
+    listed = isinstance(inner, ListType)
+    base = inner.elem.elem if listed and isinstance(inner.elem, OptionalType) else inner.elem if listed else inner
+    if str(base) in ("Layout", "MemoryFormat", "Generator"):
+        return f"a {base} argument"
+    if listed and str(base) == "str":
+        return "a str[] argument"
+    if listed and optional and str(inner.elem) == "Tensor":
+        return "an optional list of Tensors, Tensor[]?"
+    if listed and arg.default not in (None, "None"):
+        return f"a list default, {arg.default}"
+    return None
 
 
 def _default_tags(registration: Route) -> tuple[str, ...]:
