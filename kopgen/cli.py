@@ -178,6 +178,8 @@ def update(directory: Path, check: bool, dry_run: bool, force: bool) -> None:
         _fail(error)
     except OutputError as error:
         _repo_error(error)
+    except OSError as error:  # a file of the repo that cannot be read: nothing was written
+        _fail(f"error: {error}", EXIT_FAILED)
     _warn(check_spec(directory / SPEC_PATH)[1])  # the spec is valid: plan_update read it
     if check:
         for path in sorted(plan.writes):

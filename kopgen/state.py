@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +26,11 @@ RECOVER = (
     ".kopgen/backup/N/"
 )
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+# Never in a state kopgen wrote: an update deletes the files of `generated` gone from the render, and must
+# not be led by a corrupt state to the spec, the state, the backups or git's own files.
+_NEVER_RECORDED = ("kopgen.yaml", STATE_PATH, ".kopgen/backup", ".git")
+MAX_NAME_BYTES, MAX_PATH_BYTES = 255, 1024  # no file system takes longer names; kopgen's paths are far shorter
+MAX_STATE_BYTES = 256 * 1024 * 1024  # the texts of the user's files: a few hundred KB; this stops /dev/zero
 
 
 class StateError(OutputError):
@@ -70,7 +77,7 @@ class State:
         if not path.exists() and not path.is_symlink():
             return None
         try:
-            data = json.loads(path.read_bytes().decode("utf-8"))
+            data = json.loads(_read_regular_file(path).decode("utf-8"))
         except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
             raise StateError(f"{type(error).__name__}: {error}") from None
         return cls.from_json(data)
@@ -95,18 +102,21 @@ class State:
         adopted = data.get("adopted", [])
         if not isinstance(adopted, list):
             raise StateError(f"adopted: a list expected, not a {type(adopted).__name__}")
-        _check_table("adopted", dict.fromkeys(adopted, ""), hashes=False)
+        for index, path in enumerate(adopted):  # each checked before it is hashed or split
+            if not isinstance(path, str):
+                raise StateError(f"adopted[{index}]: a relative path expected, not {path!r:.40}")
+            _check_path("adopted", path)
         if not (isinstance(spec_sha256, str) and _SHA256.fullmatch(spec_sha256)):
             raise StateError(f"spec_sha256: a SHA-256 hash expected, not {spec_sha256!r}")
         _check_table("generated", generated, hashes=True)
         _check_table("user_base", user_base, hashes=False)
-        return cls(version, spec_sha256, generated, user_base, adopted)
+        return cls(version, spec_sha256, generated, user_base, list(dict.fromkeys(adopted)))
 
 
 def _is_version(text: str) -> bool:
     try:
         Version(text)
-    except InvalidVersion:
+    except (InvalidVersion, ValueError):  # ValueError: a release number of more than 4300 digits
         return False
     return True
 
@@ -116,9 +126,48 @@ def _check_table(name: str, table: object, hashes: bool) -> None:
     if not isinstance(table, dict):
         raise StateError(f"{name}: an object expected, not a {type(table).__name__}")
     for path, value in table.items():
-        parts = path.split("/")
-        if path.startswith("/") or "\\" in path or any(part in ("", ".", "..") for part in parts):
-            raise StateError(f"{name}: {path!r} is not a relative path inside the repo")
-        if not isinstance(value, str) or (hashes and not _SHA256.fullmatch(value)):
+        _check_path(name, path)  # JSON object keys are always strings
+        if not isinstance(value, str) or (hashes and not _SHA256.fullmatch(value)) or not _is_utf8(value):
             kind = "a SHA-256 hash" if hashes else "a text"
             raise StateError(f"{name}[{path!r}]: {kind} expected, not {value!r:.40}")
+
+
+def _check_path(name: str, path: str) -> None:
+    """A relative POSIX path inside the repo that the file system can take (no NUL, UTF-8)."""
+    parts = path.split("/")
+    if (path.startswith("/") or "\\" in path or "\0" in path or not _is_utf8(path)
+            or any(part in ("", ".", "..") for part in parts)):
+        raise StateError(f"{name}: {path!r:.80} is not a relative path inside the repo")
+    if len(path.encode()) > MAX_PATH_BYTES or any(len(part.encode()) > MAX_NAME_BYTES for part in parts):
+        raise StateError(f"{name}: {path!r:.80}... is longer than a file system takes a path or file name")
+    folded = path.casefold()  # .GIT is .git where the file system ignores case
+    if any(folded == place or folded.startswith(f"{place}/") for place in _NEVER_RECORDED):
+        raise StateError(f"{name}: {path!r} is no file of kopgen's or yours that kopgen records")
+
+
+def _is_utf8(text: str) -> bool:
+    """Whether `text` can be written as UTF-8: JSON's \\ud800 escapes give lone surrogates, which cannot."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _read_regular_file(path: Path) -> bytes:
+    """The bytes of `path`, a regular file of at most MAX_STATE_BYTES; an OSError for anything else
+    (a FIFO would block the read, /dev/zero never end it)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO without a writer: no hang
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError("not a regular file")
+        if info.st_size > MAX_STATE_BYTES:
+            raise OSError(f"{info.st_size / 2**20:.0f} MB, more than {MAX_STATE_BYTES // 2**20} MB")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read(MAX_STATE_BYTES + 1)  # +1: a file that grew since fstat
+    finally:
+        os.close(fd)
+    if len(data) > MAX_STATE_BYTES:
+        raise OSError(f"more than {MAX_STATE_BYTES // 2**20} MB")
+    return data

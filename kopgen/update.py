@@ -16,6 +16,8 @@ stopped at any point leaves every file old or new, and the next `kopgen update` 
 from __future__ import annotations
 
 import difflib
+import errno
+import os
 import re
 import shutil
 import subprocess
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from . import __version__
+from .errors import Diagnostic, Position, SpecError
 from .pipeline import SPEC_PATH, load_spec_text, render_repo, state_of
 from .pipeline import read_spec as read_spec_file
 from .plan import KOPGEN
@@ -68,11 +71,22 @@ def read_file(repo: Path, path: str) -> str | bytes | None:
         raise OutputError(f"{path} is a folder where kopgen writes a file: move it away, then run kopgen update again")
     if full.exists():
         raise OutputError(f"{path} is not a regular file: move it away, then run kopgen update again")
+    if _is_loop(full):  # a dangling link is absent: the write goes where it points, if inside the repo
+        where = next(p for p in [*reversed(PurePosixPath(path).parents[:-1]), path] if _is_loop(repo / p))
+        raise OutputError(f"{where} is a loop of symbolic links: move it away, then run kopgen update again")
     for parent in reversed(PurePosixPath(path).parents[:-1]):
         if (repo / parent).exists() and not (repo / parent).is_dir():
             raise OutputError(f"{parent} is a file where kopgen needs a folder (for {path}): "
                               "move it away, then run kopgen update again")
     return None
+
+
+def _is_loop(path: Path) -> bool:
+    try:
+        os.stat(path)
+    except OSError as error:
+        return error.errno == errno.ELOOP
+    return False
 
 
 def _bad_byte(data: bytes) -> tuple[int, int, int]:
@@ -86,11 +100,30 @@ def _bad_byte(data: bytes) -> tuple[int, int, int]:
 
 
 def read_spec(repo: Path) -> str:
-    """kopgen.yaml's text, read as `kopgen new` reads a spec: a regular UTF-8 file within the size limit."""
-    path = inside(repo, SPEC_PATH)
-    if not path.exists():
-        raise OutputError(f"{repo} has no {SPEC_PATH}")
-    return read_spec_file(repo / SPEC_PATH)
+    """kopgen.yaml's text, read as `kopgen new` reads a spec: a regular UTF-8 file within the size limit, in
+    the repo. Every problem is a SpecError at FILE:1:1, as `kopgen check` reports a file it cannot read."""
+    path = repo / SPEC_PATH
+
+    def error(message: str) -> SpecError:
+        return SpecError([Diagnostic(Position(str(path), 1, 1), message)])
+
+    if path.is_symlink():
+        link = os.readlink(path)
+        try:
+            target = path.resolve(strict=True)
+        except FileNotFoundError:
+            raise error(f"cannot read the spec: it is a symbolic link to {link}, which does not exist") from None
+        except (OSError, RuntimeError) as problem:  # RuntimeError: a loop, before Python 3.13
+            loop = isinstance(problem, RuntimeError) or problem.errno == errno.ELOOP
+            reason = "a loop of symbolic links" if loop else problem.strerror
+            raise error(f"cannot read the spec: it is a symbolic link to {link} ({reason})") from None
+        if not target.is_relative_to(repo.resolve()):
+            raise error(f"cannot read the spec: it is a symbolic link to {target}, outside the repo; kopgen update "
+                        f"reads the repo's own {SPEC_PATH}: copy the spec there")
+    elif not path.exists():
+        raise error(f"cannot read the spec: the repo has no {SPEC_PATH}, which kopgen update regenerates it from: "
+                    "restore it")
+    return read_spec_file(path)
 
 
 def plan_update(repo: Path, force: bool = False) -> UpdatePlan:

@@ -8,6 +8,7 @@ when complete.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tempfile
@@ -138,9 +139,17 @@ def _remove_if_empty(folder: Path) -> None:
 
 
 def inside(root: Path, relative: str) -> Path:
-    """root/relative, resolved; an OutputError if it leaves `root` (`..`, a symbolic link)."""
-    path = (root / relative).resolve()
-    if not path.is_relative_to(root.resolve()):
+    """root/relative, resolved; an OutputError if it leaves `root` (`..`, a symbolic link) or cannot be
+    resolved (a loop of symbolic links)."""
+    try:
+        path, top = (root / relative).resolve(), root.resolve()
+    except (OSError, RuntimeError) as error:  # RuntimeError: a symbolic link loop, before Python 3.13
+        loop = isinstance(error, RuntimeError) or error.errno == errno.ELOOP
+        reason = "a loop of symbolic links" if loop else error.strerror or str(error)
+        raise OutputError(f"cannot resolve {relative} ({reason}): move it away, then run kopgen again") from None
+    if path.is_symlink():  # Python 3.13 resolves a loop without an error, to a link
+        raise OutputError(f"cannot resolve {relative} (a loop of symbolic links): move it away, then run kopgen again")
+    if not path.is_relative_to(top):
         raise OutputError(f"refusing to write outside the repo: {relative} (a symbolic link, or ..?)")
     return path
 
