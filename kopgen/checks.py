@@ -54,8 +54,8 @@ def sample_errors(root: Mapping, package: Package) -> list[Diagnostic]:
     relation (`tests: args: NAME: {shape: EXPR}`) that fails or gives no shape on one of the spec's test
     shapes, and a sample Tensor too large to draw."""
     found = []
+    defaults = root.get("defaults")
     for node, op in _spec_ops(root, package):
-        defaults = root.get("defaults")
         tests = node.get("tests") or (defaults.get("tests") if defaults is not None else None)
         for index, given in enumerate(op.shapes):
             try:

@@ -11,7 +11,7 @@ from .expr.metadata import TORCH_DTYPES
 from .expr.syntax import did_you_mean
 from .loader import Mapping, Node, Scalar, Sequence, describe_scalar
 from .model import Arg, Body, CustomKernel, SampleArg
-from .schema import ListType, OptionalType
+from .schema import INT64, ListType, OptionalType
 
 if TYPE_CHECKING:
     from .resolve import OpResolver
@@ -24,7 +24,6 @@ _VALUE_TYPES = {
     "bool": ((bool,), "true or false"), "Scalar": ((int, float, bool), "a number"), "str": ((str,), "a string"),
     "ScalarType": ((str,), "a dtype name (float32, int64, ...)"),
 }  # fmt: skip
-_INT64 = (-(2**63), 2**63 - 1)  # what torch takes for an int argument
 # Types whose sample the tests draw or choose without being told: the rest need a default or a `value`.
 _DRAWN = ("Tensor", "int", "SymInt", "float", "bool", "Scalar", "Tensor[]", "Tensor?[]")
 
@@ -158,7 +157,7 @@ def _check_value(resolver: OpResolver, arg: Arg, node: Node) -> None:
             resolver.error(item.position, f"'{arg.name}' is {declared}: its value must be {what}, not {got}")
         elif type(item.value) is float and not math.isfinite(item.value):  # the tests print it as a literal
             resolver.error(item.position, f"'{arg.name}' is {declared}: its value must be a finite number, not {item.text}")
-        elif type(item.value) is int and not _INT64[0] <= item.value <= _INT64[1]:
+        elif type(item.value) is int and not INT64[0] <= item.value <= INT64[1]:
             resolver.error(item.position, f"'{arg.name}' is {declared}: its value {item.text} is out of the int64 range")
         elif "ScalarType" in str(declared) and item.value not in TORCH_DTYPES:
             resolver.error(item.position, f"unknown dtype '{item.value}'{did_you_mean(item.value, sorted(TORCH_DTYPES))}")

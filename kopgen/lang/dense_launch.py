@@ -36,23 +36,24 @@ def definition(op: Op) -> list[str]:
     if not applies(op):
         return []
     local = locals_for(op)
-    names = tuple_text([literal(local.BLOCK_ROWS), literal(local.BLOCK_COLS), literal(local.COMPUTE_DTYPE)])
+    names = python.tuple_expression([literal(local.BLOCK_ROWS), literal(local.BLOCK_COLS), literal(local.COMPUTE_DTYPE)])
     arguments = [triton.kernel(op), local.BLOCK_SIZE, str(len(op.output_names)), names]
     return ["# Dense CUDA tensors of one shape, dtype and GPU (the common case): straight to the kernel.",
             wrap(f"{local.DENSE_LAUNCHES} = _support.DenseLaunches(", arguments, ")"), "", ""]
 
 
 def first_lines(op: Op) -> list[str]:
-    """The launcher's first lines where it has DenseLaunches: their outputs, where the tensors are dense."""
+    """The eager launcher's first lines where it has DenseLaunches: their outputs, where the tensors are dense."""
     if not applies(op):
         return []
     local = locals_for(op)
     scalars = triton.kernel_arguments(op)[len(op.kernel_tensors):]
-    call = wrap(f"{local.dense} = {local.DENSE_LAUNCHES}(", [tuple_text([a.name for a in op.input_args]),
-                                                             tuple_text(scalars)], ")", 4)
+    call = wrap(f"{local.dense} = {local.DENSE_LAUNCHES}(", [python.tuple_expression([a.name for a in op.input_args]),
+                                                             python.tuple_expression(scalars)], ")", 4)
     return [f"    {call}", f"    if {local.dense} is not None:", f"        return {local.dense}"]
 
 
-def tuple_text(items: list[str]) -> str:
-    """`(a,)`, `(a, b)` or `()`."""
-    return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+def launch_lines(op: Op) -> list[str]:
+    """The same lines at the top of the launch body, where that is the eager launcher: not a triton_op's,
+    whose eager launcher has them (_launcher_triton_op.py.j2) and whose launch torch.compile traces."""
+    return [] if op.is_triton_op else first_lines(op)

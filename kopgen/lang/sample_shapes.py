@@ -9,6 +9,7 @@ import math
 from typing import NamedTuple
 
 from ..expr import evaluate
+from ..expr.metadata import MAX_DIMS
 from ..model import Arg, Op
 
 # The most elements a sample Tensor of the generated tests may have: test shapes are small, and a relation
@@ -50,9 +51,9 @@ def checked_shape(name: str, shape) -> tuple[int, ...]:
         raise SampleShapeError(name, f"gives {shape!r}, not a tuple of sizes")
     if any(n < 0 for n in shape):
         raise SampleShapeError(name, f"gives {shape}, a negative size")
-    if len(shape) > 64 or math.prod(shape) > MAX_SAMPLE_ELEMENTS:
+    if len(shape) > MAX_DIMS or math.prod(shape) > MAX_SAMPLE_ELEMENTS:
         raise SampleShapeError(name, f"gives a shape of {len(shape)} dimensions and {math.prod(shape)} elements; "
-                                     f"a sample has at most 64 and {MAX_SAMPLE_ELEMENTS}")  # fmt: skip
+                                     f"a sample has at most {MAX_DIMS} and {MAX_SAMPLE_ELEMENTS}")  # fmt: skip
     return shape
 
 

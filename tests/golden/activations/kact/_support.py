@@ -263,24 +263,36 @@ def _launch_key(kernel, args: tuple, constexprs: dict) -> tuple | None:
     key = [id(kernel), -1, *constexprs.items()]
     device = -1
     for arg in args:
-        kind = type(arg)
-        if kind is int:
-            if not -0x80000000 <= arg <= 0x7FFFFFFF:
-                return None
-            key.append(1 if arg == 1 else 16 if arg & 15 == 0 else 0)
-        elif isinstance(arg, Tensor):
+        if isinstance(arg, Tensor):
             # Each tensor's own GPU: tensors on two GPUs (or a CPU one) take Triton's path on their
             # first call, which reports them, and so never have a launcher.
             device = arg.get_device()
             key += (arg.dtype, arg.data_ptr() & 15 == 0, device)
-        elif arg is None or kind is float or kind is bool:
-            key.append(kind)
-        else:
+            continue
+        part = _scalar_key(arg)
+        if part is _UNUSUAL:
             return None
+        key.append(part)
     if device < 0:
         return None
     key[1] = device
     return tuple(key)
+
+
+_UNUSUAL = object()
+
+
+def _scalar_key(value) -> object:
+    """What Triton specialises a scalar argument on: an int's being 1 or a multiple of 16, another
+    scalar's type; _UNUSUAL for what keeps Triton's path (an int beyond 32 bits, any other object)."""
+    kind = type(value)
+    if kind is int:
+        if not -0x80000000 <= value <= 0x7FFFFFFF:
+            return _UNUSUAL
+        return 1 if value == 1 else 16 if value & 15 == 0 else 0
+    if value is None or kind is float or kind is bool:
+        return kind
+    return _UNUSUAL
 
 
 def _direct_launcher(compiled, n_args: int, constexprs: dict) -> Callable | None:
@@ -414,14 +426,10 @@ class DenseLaunches:
                 return None
             key.append(t.data_ptr() & 15 == 0)
         for value in scalars:
-            kind = type(value)
-            if kind is int and not -0x80000000 <= value <= 0x7FFFFFFF:
+            part = _scalar_key(value)
+            if part is _UNUSUAL:
                 return None
-            key.append(
-                (1 if value == 1 else 16 if value & 15 == 0 else 0)
-                if kind is int
-                else kind
-            )
+            key.append(part)
         out = torch.empty_like(first)
         outputs = (
             (out,)
@@ -430,7 +438,7 @@ class DenseLaunches:
         )
         for o in outputs:
             key.append(o.data_ptr() & 15 == 0)
-        key.append(1 if n == 1 else 16 if n & 15 == 0 else 0)
+        key.append(_scalar_key(n))
         key = tuple(key)
         grid = ((n + self.block - 1) // self.block,)
         args = (
