@@ -69,8 +69,10 @@ def generate(label: str, source: Path, workdir: Path) -> Path:
     spec, repo = workdir / f"{label}.yaml", workdir / f"repo_{label}"
     spec.write_text(SPEC.format(label=label))
     env = {"PYTHONPATH": str(source), "PATH": "/usr/bin:/bin"}
+    # Run in workdir: `python -m` puts the working folder first on sys.path, ahead of PYTHONPATH, and
+    # from a checkout that would import its kopgen for every label.
     subprocess.run([sys.executable, "-m", "kopgen", "new", str(spec), "-o", str(repo)], check=True, env=env,
-                   stdout=subprocess.DEVNULL)  # fmt: skip
+                   cwd=workdir, stdout=subprocess.DEVNULL)  # fmt: skip
     return repo
 
 

@@ -73,7 +73,7 @@ PYTHON_LOCALS = (
     *("COLUMN_SUMS", "column_sums", "partials", "partials_ptr", "sums"),
     *("program", "step", "steps", "n_programs", "CONST_STEPS"),  # ... each program taking steps of blocks
     "keyset",  # ... and its autograd kernel's dispatch keys
-    *("DENSE_LAUNCHES", "dense"),  # a pointwise launcher's launches of dense tensors, and their outputs
+    *("DENSE_LAUNCHES", "dense"),  # a launcher's launches of dense tensors (pointwise, row reduction), their outputs
 )
 # C++ and CUDA: the host functions (csrc/ops.cpp, cuda/ops.cpp) and launchers (cuda/kernels.cu).
 CPP_LOCALS = ("call", "launch", "guard")  # guard: a custom kernel's CUDA device guard

@@ -1,8 +1,8 @@
-"""_support.DenseLaunches: a pointwise launcher's dense CUDA tensors straight to the kernel. Here, on CPU
-tensors made to look like tensors of GPU 0, the launches it makes are recorded: the same kernel,
-grid, arguments and constexprs as the general path's, its direct launcher reused once known, and
-nothing for tensors that are not dense, of one shape and dtype. The launches themselves run on the
-GPU machine (docs/gpu.md)."""
+"""_support.DenseLaunches, DenseRows and DenseHalves: a pointwise, row reduction or split launcher's dense
+CUDA tensors straight to the kernel. Here, on CPU tensors made to look like tensors of GPU 0, the
+launches they make are recorded: the same kernel, grid, arguments and constexprs as the general path's,
+the direct launcher reused once known, and nothing for tensors that are not dense, of one shape and
+dtype. The launches themselves run on the GPU machine (docs/gpu.md)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,24 @@ def _kernel(a_ptr, b_ptr, out_ptr, c, n_rows, n_cols, s0, s1, s2, s3, s4, s5, BL
 def support(monkeypatch):
     """The golden muladd package's _support.py, loaded on its own, with CPU tensors on "GPU 0" and its
     general launch recorded."""
-    spec = importlib.util.spec_from_file_location("_dense_support", ROOT / "tests/golden/muladd/kbook/_support.py")
+    return _recorded_support(monkeypatch, "muladd/kbook")
+
+
+@pytest.fixture
+def rows_support(monkeypatch):
+    """The same of the golden rows package (row reductions on Triton)."""
+    return _recorded_support(monkeypatch, "rows/krows")
+
+
+@pytest.fixture
+def gated_support(monkeypatch):
+    """The same of the golden gated package (split ops on Triton)."""
+    return _recorded_support(monkeypatch, "gated/kgated")
+
+
+def _recorded_support(monkeypatch, package: str):
+    path = ROOT / "tests/golden" / package / "_support.py"
+    spec = importlib.util.spec_from_file_location(f"_dense_support_{package.split('/')[0]}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda tensor: True))
@@ -119,3 +136,104 @@ def test_another_gpu_or_a_cpu_tensor_is_the_general_paths(support, monkeypatch):
     monkeypatch.setattr(support, "_current_gpu", lambda: 0)
     assert dense((torch.rand(8), torch.rand(8)), (0.5,)) is None
     assert not support.general
+
+
+ROW_NAMES = ("BLOCK_ROWS", "BLOCK_COLS", "CONST_COLS", "COMPUTE_DTYPE")
+
+
+@triton.jit
+def _row_kernel(a_ptr, b_ptr, out_ptr, scale, n_rows, n_cols, s0, s1, s2, s3, BLOCK_ROWS: triton.language.constexpr,
+                BLOCK_COLS: triton.language.constexpr, CONST_COLS: triton.language.constexpr,
+                COMPUTE_DTYPE: triton.language.constexpr):  # fmt: skip
+    pass
+
+
+@pytest.mark.parametrize("shape", [(6, 1000), (2, 3, 4096), (5, 70000)], ids=str)
+def test_rows_launch_as_the_general_path(rows_support, shape):
+    a, b = torch.rand(shape), torch.rand(shape)
+    out = rows_support.DenseRows(_row_kernel, ROW_NAMES)((a, b), (2.0,))
+    assert out.shape == shape[:-1] and out.dtype == torch.float32
+    ((kernel, grid, args, constexprs),) = rows_support.general
+    # The general path's layout and block, as the launcher works them out (templates/package/kernels/_reduction.py.j2)
+    n_rows, n_cols, strides = rows_support.row_layout(torch.Size(shape), a, b)
+    block_rows, block_cols, num_warps = rows_support.row_blocks(n_rows, n_cols, 4)
+    assert kernel is _row_kernel and grid == ((n_rows + block_rows - 1) // block_rows,)
+    assert args[:2] == (a, b) and args[2] is out and args[3:] == (2.0, n_rows, n_cols, *strides)
+    assert constexprs == {"BLOCK_ROWS": block_rows, "BLOCK_COLS": block_cols, "CONST_COLS": None,
+                          "COMPUTE_DTYPE": triton.language.float32, "num_warps": num_warps}  # fmt: skip
+
+
+def test_rows_reuse_the_direct_launcher_and_key_on_the_row_length(rows_support):
+    dense = rows_support.DenseRows(_row_kernel, ROW_NAMES)
+    a = torch.rand(8, 1024)
+    dense((a, a), (2.0,))
+    ((_, grid, _, _),) = rows_support.general
+    direct = []
+    dense.launchers[next(iter(dense.launchers))] = lambda *launch: direct.append(launch)
+    out = dense((a, a), (3.0,))
+    assert len(rows_support.general) == 1 and direct[0][0] == grid and direct[0][2][2] is out
+    dense((torch.rand(8, 1000), torch.rand(8, 1000)), (2.0,))  # not a multiple of 16
+    dense((torch.rand(8, 65536), torch.rand(8, 65536)), (2.0,))  # another block
+    assert len(dense.launchers) == 3 and len(rows_support.general) == 3
+
+
+@pytest.mark.parametrize(
+    "inputs",
+    [
+        (torch.rand(8), torch.rand(8)),  # one row: its output has no dimension
+        (torch.rand(4, 8), torch.rand(8)),  # broadcast
+        (torch.rand(8, 4).t(), torch.rand(4, 8)),  # transposed
+        (torch.rand(4, 0), torch.rand(4, 0)),  # empty rows
+    ],
+    ids=["one_row", "broadcast", "transposed", "empty"],
+)
+def test_other_rows_are_the_general_paths(rows_support, inputs):
+    assert rows_support.DenseRows(_row_kernel, ROW_NAMES)(inputs, (2.0,)) is None
+    assert not rows_support.general
+
+
+@triton.jit
+def _split_kernel(gate_ptr, up_ptr, out_ptr, n_rows, n_cols, s0, s1, s2, s3, s4, s5,
+                  BLOCK_ROWS: triton.language.constexpr, BLOCK_COLS: triton.language.constexpr,
+                  COMPUTE_DTYPE: triton.language.constexpr):  # fmt: skip
+    pass
+
+
+@pytest.mark.parametrize("shape", [(6, 2000), (2, 3, 16), (4096, 8192)], ids=str)
+def test_halves_launch_as_the_general_path(gated_support, shape):
+    x = torch.rand(shape)
+    out = gated_support.DenseHalves(_split_kernel, 1024, 1, NAMES)((x,), ())
+    assert out.shape == (*shape[:-1], shape[-1] // 2)
+    ((kernel, grid, args, constexprs),) = gated_support.general
+    gate, up = gated_support.split_halves("kgated::silu_and_mul", x)
+    n_rows, n_cols, strides, block_rows, block_cols = gated_support.tiles(out.shape, 1024, gate, up, out)
+    assert kernel is _split_kernel
+    assert grid == ((n_rows + block_rows - 1) // block_rows * ((n_cols + block_cols - 1) // block_cols),)
+    assert [t.data_ptr() for t in args[:2]] == [gate.data_ptr(), up.data_ptr()] and args[2] is out
+    assert args[3:] == (n_rows, n_cols, *strides)
+    assert constexprs == {"BLOCK_ROWS": block_rows, "BLOCK_COLS": block_cols,
+                          "COMPUTE_DTYPE": triton.language.float32}  # fmt: skip
+
+
+def test_halves_pass_the_second_half_by_its_address_to_the_direct_launcher(gated_support):
+    dense = gated_support.DenseHalves(_split_kernel, 1024, 1, NAMES)
+    x = torch.rand(8, 64)
+    dense((x,), ())
+    ((_, grid, args, _),) = gated_support.general
+    direct = []
+    dense.launchers[next(iter(dense.launchers))] = lambda *launch: direct.append(launch)
+    out = dense((x,), ())
+    ((launch_grid, _, launch_args),) = direct
+    assert launch_grid == grid and launch_args[0] is x and launch_args[1] == x.data_ptr() + 32 * 4
+    assert launch_args[2] is out and launch_args[3:] == args[3:]
+    dense((torch.rand(8, 62),), ())  # a half width not a multiple of 16, the second half off 16 bytes
+    assert len(dense.launchers) == 2
+
+
+@pytest.mark.parametrize(
+    "x", [torch.rand(8), torch.rand(1, 64), torch.rand(8, 2), torch.rand(8, 7), torch.rand(8, 64).t()],
+    ids=["one_row", "one_row_of_two_dims", "halves_of_one", "odd_width", "transposed"],
+)
+def test_other_halves_are_the_general_paths(gated_support, x):
+    assert gated_support.DenseHalves(_split_kernel, 1024, 1, NAMES)((x,), ()) is None
+    assert not gated_support.general

@@ -1,54 +1,98 @@
-"""A pointwise launcher's dense path: dense CUDA tensors of one shape, dtype and GPU (the common case)
-launched straight to the kernel by _support.DenseLaunches (_support/launch.py.j2), before the general
-path works out their layout and classifies every argument for the launch key."""
+"""A launcher's dense path: dense CUDA tensors of one shape, dtype and GPU (the common case) launched
+straight to the kernel by _support.DenseLaunches (a pointwise op's) or _support.DenseRows (a row
+reduction's; _support/launch.py.j2), before the general path works out their layout and classifies
+every argument for the launch key."""
 
 from __future__ import annotations
 
-from ..model import Op, PointwiseCompute
+from ..model import Op, PointwiseCompute, RowReduction
 from ..names import locals_for
+from ..split import GatedSplit
 from . import python, split, triton
 from .layout import literal, wrap
 
 
 def applies(op: Op) -> bool:
-    """Whether the op's launcher takes dense CUDA tensors of one shape, dtype and GPU straight to its kernel
-    (_support.DenseLaunches): a pointwise op compiled for CUDA whose kernel takes its inputs as given, then
-    outputs of their shape (no `split` halves, no row gradient's columns, nothing mutated, no optional
-    Tensor). A triton_op's eager launcher has them, not the launch torch.compile traces."""
+    """Whether the op's launcher takes dense CUDA tensors of one shape, dtype and GPU straight to its kernel,
+    compiled for CUDA, nothing mutated, no optional Tensor: a pointwise op (_support.DenseLaunches) or a row
+    reduction (_support.DenseRows) whose kernel takes its inputs as given, then its outputs; a split op
+    (_support.DenseHalves) whose kernel takes the halves of its one Tensor, then its outputs. A triton_op's
+    eager launcher has them, not the launch torch.compile traces."""
+    return _pointwise_applies(op) or _reduction_applies(op) or _split_applies(op)
+
+
+def _takes_inputs_as_given(op: Op) -> bool:
     inputs = [a.name for a in op.input_args]
     return (
-        isinstance(op.body, PointwiseCompute)
-        and op.uses_compiled_triton
+        op.uses_compiled_triton
         and not op.is_mutating
         and not split.bind(op)  # halves, or a row gradient's columns
-        and python.output_allocator(op) == "pointwise_output"
         and not any(t.optional for t in op.kernel_tensors)
         and [t.name for t in op.kernel_tensors] == [*inputs, *op.output_names]
     )
+
+
+def _pointwise_applies(op: Op) -> bool:
+    return (isinstance(op.body, PointwiseCompute) and _takes_inputs_as_given(op)
+            and python.output_allocator(op) == "pointwise_output")
+
+
+def _reduction_applies(op: Op) -> bool:
+    return isinstance(op.body, RowReduction) and _takes_inputs_as_given(op)
+
+
+def _split_applies(op: Op) -> bool:
+    """A split op (not a split op's backward kernel) whose only Tensor argument is the one split."""
+    if type(op.body) is not GatedSplit or not op.uses_compiled_triton or op.is_mutating:
+        return False
+    halves = [h.name for h in op.body.halves]
+    return ([a.name for a in op.input_args] == halves
+            and not any(t.optional for t in op.kernel_tensors)
+            and [t.name for t in op.kernel_tensors] == [*halves, *op.output_names]
+            and python.output_allocator(op) == "pointwise_output")
 
 
 def any_applies(ops) -> bool:
     return any(applies(op) for op in ops)
 
 
+def any_reduction_applies(ops) -> bool:
+    return any(_reduction_applies(op) for op in ops)
+
+
+def any_split_applies(ops) -> bool:
+    return any(_split_applies(op) for op in ops)
+
+
 def definition(op: Op) -> list[str]:
-    """The module-level DenseLaunches of the op's kernel, before its launcher (none where it has none)."""
-    if not applies(op):
-        return []
+    """The module-level DenseLaunches or DenseRows of the op's kernel, before its launcher (none where it has none)."""
     local = locals_for(op)
-    names = python.tuple_expression([literal(local.BLOCK_ROWS), literal(local.BLOCK_COLS), literal(local.COMPUTE_DTYPE)])
-    arguments = [triton.kernel(op), local.BLOCK_SIZE, str(len(op.output_names)), names]
+    if _pointwise_applies(op):
+        names = [local.BLOCK_ROWS, local.BLOCK_COLS, local.COMPUTE_DTYPE]
+        arguments = [triton.kernel(op), local.BLOCK_SIZE, str(len(op.output_names))]
+        helper = "DenseLaunches"
+    elif _split_applies(op):
+        names = [local.BLOCK_ROWS, local.BLOCK_COLS, local.COMPUTE_DTYPE]
+        arguments = [triton.kernel(op), local.BLOCK_SIZE, str(len(op.output_names))]
+        helper = "DenseHalves"
+    elif _reduction_applies(op):
+        names = [local.BLOCK_ROWS, local.BLOCK_COLS, local.CONST_COLS, local.COMPUTE_DTYPE]
+        arguments, helper = [triton.kernel(op)], "DenseRows"
+    else:
+        return []
+    arguments.append(python.tuple_expression([literal(name) for name in names]))
     return ["# Dense CUDA tensors of one shape, dtype and GPU (the common case): straight to the kernel.",
-            wrap(f"{local.DENSE_LAUNCHES} = _support.DenseLaunches(", arguments, ")"), "", ""]
+            wrap(f"{local.DENSE_LAUNCHES} = _support.{helper}(", arguments, ")"), "", ""]
 
 
 def first_lines(op: Op) -> list[str]:
-    """The eager launcher's first lines where it has DenseLaunches: their outputs, where the tensors are dense."""
+    """The eager launcher's first lines where it has a dense path: its outputs, where the tensors are dense."""
     if not applies(op):
         return []
     local = locals_for(op)
     scalars = triton.kernel_arguments(op)[len(op.kernel_tensors):]
-    call = wrap(f"{local.dense} = {local.DENSE_LAUNCHES}(", [python.tuple_expression([a.name for a in op.input_args]),
+    inputs = [op.body.source.name] if _split_applies(op) else [a.name for a in op.input_args]
+    call = wrap(f"{local.dense} = {local.DENSE_LAUNCHES}(", [python.tuple_expression(inputs),
                                                              python.tuple_expression(scalars)], ")", 4)
     return [f"    {call}", f"    if {local.dense} is not None:", f"        return {local.dense}"]
 

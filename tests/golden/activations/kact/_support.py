@@ -390,13 +390,10 @@ class DenseLaunches:
     the first launch of each key and gives its direct launcher.
     """
 
-    def __init__(
-        self, kernel, block: int, outputs: int, constexprs: tuple[str, str, str]
-    ):
+    def __init__(self, kernel, block: int, outputs: int, constexprs: tuple[str, ...]):
         self.kernel, self.block, self.outputs = kernel, block, outputs
-        self.block_rows, self.block_cols, self.compute_dtype = (
-            constexprs  # the kernel's names for them
-        )
+        # The kernel's names for its block and compute dtype.
+        self.constexprs = constexprs
         self.launchers: dict[tuple, Callable | None] = {}
 
     def __call__(
@@ -404,32 +401,10 @@ class DenseLaunches:
     ) -> Tensor | tuple[Tensor, ...] | None:
         """The outputs of the kernel on `inputs` and the op's `scalars`; None where the inputs are not
         dense CUDA tensors of one shape, dtype and GPU (the current one), nor empty: the general path's."""
+        key = _dense_key(inputs, scalars)
+        if key is None:
+            return None
         first = inputs[0]
-        if type(first) is not Tensor or not first.is_cuda:
-            return None
-        n, dtype = first.numel(), first.dtype
-        # What tells a broadcast or another dtype apart first: it leaves at the cheapest read.
-        for t in inputs[1:]:
-            if (
-                type(t) is not Tensor
-                or t.numel() != n
-                or t.dtype is not dtype
-                or t.shape != first.shape
-            ):
-                return None
-        device = first.get_device()
-        if device != _current_gpu() or not 0 < n <= 0x7FFFFFFF:
-            return None
-        key = [dtype, device]
-        for t in inputs:
-            if not t.is_contiguous() or t.get_device() != device:
-                return None
-            key.append(t.data_ptr() & 15 == 0)
-        for value in scalars:
-            part = _scalar_key(value)
-            if part is _UNUSUAL:
-                return None
-            key.append(part)
         out = torch.empty_like(first)
         outputs = (
             (out,)
@@ -438,38 +413,68 @@ class DenseLaunches:
         )
         for o in outputs:
             key.append(o.data_ptr() & 15 == 0)
+        n = first.numel()
         key.append(_scalar_key(n))
-        key = tuple(key)
         grid = ((n + self.block - 1) // self.block,)
-        args = (
-            *inputs,
-            *outputs,
-            *scalars,
-            1,
-            n,
-            *(0, 1) * (len(inputs) + self.outputs),
-        )
-        launcher = self.launchers.get(key, _NOT_YET)
-        if launcher is not _NOT_YET and launcher is not None:
-            try:
-                launcher(grid, torch._C._cuda_getCurrentRawStream(device), args)
-                return out if self.outputs == 1 else outputs
-            except Exception:  # noqa: BLE001  (as launch: the general path from now on)
-                self.launchers[key] = launcher = None
-        # The general path, as the launcher's own code would call it (the compute dtype as it picks it).
-        constexprs = {
-            self.block_rows: 1,
-            self.block_cols: self.block,
-            self.compute_dtype: triton.language.float64
-            if dtype == torch.float64
-            else triton.language.float32,
-        }
-        launch(self.kernel, grid, *args, **constexprs)
-        if launcher is _NOT_YET:
-            self.launchers[key] = _LAUNCHERS.get(
-                _launch_key(self.kernel, args, constexprs)
-            )
+        strides = (0, 1) * (len(inputs) + self.outputs)
+        args = (*inputs, *outputs, *scalars, 1, n, *strides)
+        key = tuple(key)
+        try:
+            self.launchers[key](grid, torch._C._cuda_getCurrentRawStream(key[1]), args)
+        except Exception:  # noqa: BLE001  (a key's first launch, or one that keeps the general path)
+            _dense_general_launch(self, key, grid, args, (1, self.block))
         return out if self.outputs == 1 else outputs
+
+
+def _dense_key(inputs: tuple, scalars: tuple) -> list | None:
+    """The start of a dense launch's key: the dtype, the GPU, each input's 16-byte alignment and each
+    scalar's kind; None where the inputs are not dense CUDA tensors of one shape, dtype and GPU (the
+    current one), nor empty, or a scalar is unusual."""
+    first = inputs[0]
+    if type(first) is not Tensor or not first.is_cuda:
+        return None
+    n, dtype = first.numel(), first.dtype
+    # What tells a broadcast or another dtype apart first: it leaves at the cheapest read.
+    for t in inputs[1:]:
+        if (
+            type(t) is not Tensor
+            or t.numel() != n
+            or t.dtype is not dtype
+            or t.shape != first.shape
+        ):
+            return None
+    device = first.get_device()
+    if device != _current_gpu() or not 0 < n <= 0x7FFFFFFF:
+        return None
+    key = [dtype, device]
+    for t in inputs:
+        if not t.is_contiguous() or t.get_device() != device:
+            return None
+        key.append(t.data_ptr() & 15 == 0)
+    for value in scalars:
+        part = _scalar_key(value)
+        if part is _UNUSUAL:
+            return None
+        key.append(part)
+    return key
+
+
+def _dense_general_launch(
+    dense, key: tuple, grid: tuple, args: tuple, constants: tuple, **options
+) -> None:
+    """`dense.kernel` launched on `args` through the general path, as the launcher's own code would call it
+    (`constants`: the values of `dense.constexprs` but the compute dtype, which follows the first tensor's):
+    a key's first launch, which records its direct launcher, or a key whose launcher is None or failed,
+    which keeps the general path from now on (as launch)."""
+    language = triton.language
+    dtype = language.float64 if key[0] == torch.float64 else language.float32
+    constexprs = dict(zip(dense.constexprs, (*constants, dtype))) | options
+    first = key not in dense.launchers
+    dense.launchers[key] = None
+    launch(dense.kernel, grid, *args, **constexprs)
+    if first:
+        made = _launch_key(dense.kernel, args, constexprs)
+        dense.launchers[key] = _LAUNCHERS.get(made)
 
 
 def trace_as_reference(op: str, reference: Callable[..., object]) -> None:

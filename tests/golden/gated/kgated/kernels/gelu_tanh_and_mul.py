@@ -58,8 +58,20 @@ def gelu_tanh_and_mul_kernel(
     )
 
 
+# Dense CUDA tensors of one shape, dtype and GPU (the common case): straight to the kernel.
+DENSE_LAUNCHES = _support.DenseHalves(
+    gelu_tanh_and_mul_kernel,
+    BLOCK_SIZE,
+    1,
+    ("BLOCK_ROWS", "BLOCK_COLS", "COMPUTE_DTYPE"),
+)
+
+
 def gelu_tanh_and_mul_triton(x: Tensor) -> Tensor:
     """The bare launcher of gelu_tanh_and_mul_kernel; the operator calls it on real tensors."""
+    dense = DENSE_LAUNCHES((x,), ())
+    if dense is not None:
+        return dense
     gate, up = _support.split_halves("kgated::gelu_tanh_and_mul", x)
     out = _support.pointwise_output("kgated::gelu_tanh_and_mul", gate, up)
     n_elements = out.numel()

@@ -57,8 +57,17 @@ def rowdot_kernel(
     tl.store(out_ptr + rows, out.to(out_ptr.dtype.element_ty), mask=row_mask)
 
 
+# Dense CUDA tensors of one shape, dtype and GPU (the common case): straight to the kernel.
+DENSE_LAUNCHES = _support.DenseRows(
+    rowdot_kernel, ("BLOCK_ROWS", "BLOCK_COLS", "CONST_COLS", "COMPUTE_DTYPE")
+)
+
+
 def rowdot_triton(a: Tensor, b: Tensor, scale: float = 1.0) -> Tensor:
     """The bare launcher of rowdot_kernel; the operator calls it on real tensors."""
+    dense = DENSE_LAUNCHES((a, b), (scale,))
+    if dense is not None:
+        return dense
     out = _support.reduction_output("krows::rowdot", a, b)
     n_rows = out.numel()
     if n_rows == 0:

@@ -59,8 +59,17 @@ def rowmax_kernel(
 rowmax_kernel_interpreted = InterpretedFunction(rowmax_kernel.fn)
 
 
+# Dense CUDA tensors of one shape, dtype and GPU (the common case): straight to the kernel.
+DENSE_LAUNCHES = _support.DenseRows(
+    rowmax_kernel, ("BLOCK_ROWS", "BLOCK_COLS", "CONST_COLS", "COMPUTE_DTYPE")
+)
+
+
 def rowmax_triton(x: Tensor) -> Tensor:
     """The bare launcher of rowmax_kernel; the operator calls it on real tensors."""
+    dense = DENSE_LAUNCHES((x,), ())
+    if dense is not None:
+        return dense
     out = _support.reduction_output("krows::rowmax", x)
     n_rows = out.numel()
     if n_rows == 0:

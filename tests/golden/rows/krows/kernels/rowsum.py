@@ -53,8 +53,17 @@ def rowsum_kernel(
 rowsum_kernel_interpreted = InterpretedFunction(rowsum_kernel.fn)
 
 
+# Dense CUDA tensors of one shape, dtype and GPU (the common case): straight to the kernel.
+DENSE_LAUNCHES = _support.DenseRows(
+    rowsum_kernel, ("BLOCK_ROWS", "BLOCK_COLS", "CONST_COLS", "COMPUTE_DTYPE")
+)
+
+
 def rowsum_triton(x: Tensor) -> Tensor:
     """The bare launcher of rowsum_kernel; the operator calls it on real tensors."""
+    dense = DENSE_LAUNCHES((x,), ())
+    if dense is not None:
+        return dense
     out = _support.reduction_output("krows::rowsum", x)
     n_rows = out.numel()
     if n_rows == 0:

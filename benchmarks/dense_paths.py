@@ -1,0 +1,120 @@
+"""Row reductions and split ops on a Triton route, per call: kopgen now beside kopgen at a git revision
+(before their launchers took dense CUDA tensors straight to the kernel), eager PyTorch and the device copy.
+
+    python benchmarks/dense_paths.py --before REV [--device cuda] [--workdir DIR] [--quick]
+    python benchmarks/dense_paths.py --before REV --generate-only --workdir DIR   (then run where kopgen is absent)
+
+Generates rowsum and rowmax (`reduce`) and silu_and_mul (`split` + `compute`) on custom_op with Triton
+kernels, as package kdense_now (this checkout) and kdense_before (kopgen at REV), installs both into DIR
+and times, in interleaved rounds (the median), back-to-back calls with the device synchronised at the
+end: what a caller sees when the host path is longer than the kernel. GB/s counts the bytes each op
+must move (the input read once, the output written once); the copy reads and writes x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import tempfile
+from pathlib import Path
+
+import routes
+from timing import host_seconds_per_call, interleaved_medians
+
+SPEC = """\
+kopgen: 1
+package: kdense_{label}
+defaults:
+  registration: custom_op
+  backends: {{cpu: triton, cuda: triton}}
+  dtypes: [float32, bfloat16]
+ops:
+  - schema: "rowsum(Tensor x) -> Tensor"
+    reduce: {{op: sum}}
+  - schema: "rowmax(Tensor x) -> Tensor"
+    reduce: {{op: max}}
+  - schema: "silu_and_mul(Tensor x) -> Tensor"
+    split: {{x: [gate, up]}}
+    compute: "silu(gate) * up"
+"""
+ROW_SHAPES = [(4096, 4096), (16384, 1024), (1024, 65536)]
+SPLIT_HIDDEN = [1024, 4096, 8192]
+
+
+def generate(workdir: Path, before: str) -> None:
+    routes.generate(workdir, {"now": SPEC.format(label="now")})
+    routes.generate_at(workdir, "before", SPEC.format(label="before"), before)
+
+
+def eager_silu_and_mul(torch):
+    def silu_and_mul(x):
+        gate, up = x.chunk(2, -1)
+        return torch.nn.functional.silu(gate) * up
+
+    return silu_and_mul
+
+
+def table(torch, title: str, fns: dict, x, moved: int, sync, rounds: int, calls: int) -> None:
+    want = fns["eager"](x.double()).to(x.dtype) if x.dtype != torch.bfloat16 else fns["eager"](x)
+    for name, fn in fns.items():
+        if name != "copy":
+            torch.testing.assert_close(fn(x), want, atol=2e-2, rtol=2e-2, msg=lambda m, n=name: f"{n}: {m}")
+    medians = interleaved_medians(list(fns), lambda n: host_seconds_per_call(fns[n], (x,), sync, calls), rounds)
+    print(f"\n{title}: us per call, GB/s of the bytes it must move, ratio to eager")
+    for name, seconds in medians.items():
+        bytes_ = 2 * x.numel() * x.element_size() if name == "copy" else moved
+        print(f"  {name:<10}{seconds * 1e6:9.1f} us{bytes_ / seconds / 1e9:9.0f} GB/s"
+              f"{seconds / medians['eager']:8.2f}x")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", required=True, metavar="REV", help="the kopgen revision to compare with")
+    parser.add_argument("--device", default=None, help="cuda (default where available) or cpu")
+    parser.add_argument("--workdir", type=Path, default=None, help="where packages are built (kept, reused)")
+    parser.add_argument("--quick", action="store_true", help="small sizes and few rounds (a smoke test)")
+    parser.add_argument("--generate-only", action="store_true", help="generate the repos into DIR and stop")
+    args = parser.parse_args()
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="kopgen-dense-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    generate(workdir, args.before)
+    if args.generate_only:
+        return
+    sys.path[:0] = [str(site) for site in routes.install(workdir, {"now": "", "before": ""})]
+
+    import torch
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    now, before = (importlib.import_module(f"kdense_{label}") for label in ("now", "before"))
+    rounds, calls = (3, 2) if args.quick else (15, 50)
+    row_shapes = [(64, 256)] if args.quick else ROW_SHAPES
+    hiddens = [64] if args.quick else SPLIT_HIDDEN
+    print(f"torch {torch.__version__} on {torch.cuda.get_device_name() if device == 'cuda' else 'cpu'}; "
+          f"median of {rounds} rounds of {calls} calls; before = kopgen at {args.before}")
+
+    def sync():
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    def copy(x):
+        return torch.empty_like(x).copy_(x)
+
+    for dtype in (torch.float32, torch.bfloat16):
+        for rows, cols in row_shapes:
+            x = torch.randn(rows, cols, device=device, dtype=dtype)
+            moved = (x.numel() + rows) * x.element_size()
+            for op, eager in (("rowsum", lambda x: x.sum(-1)), ("rowmax", lambda x: x.amax(-1))):
+                fns = {"now": getattr(now, op), "before": getattr(before, op), "eager": eager, "copy": copy}
+                table(torch, f"{op} {str(dtype)[6:]} [{rows}, {cols}]", fns, x, moved, sync, rounds, calls)
+        for hidden in hiddens:
+            x = torch.randn(4096 if not args.quick else 64, 2 * hidden, device=device, dtype=dtype)
+            moved = x.numel() * x.element_size() * 3 // 2
+            fns = {"now": now.silu_and_mul, "before": before.silu_and_mul, "eager": eager_silu_and_mul(torch),
+                   "copy": copy}  # fmt: skip
+            table(torch, f"silu_and_mul {str(dtype)[6:]} x [{x.shape[0]}, {2 * hidden}]", fns, x, moved, sync,
+                  rounds, calls)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
