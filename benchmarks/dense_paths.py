@@ -1,10 +1,12 @@
-"""Row reductions and split ops on a Triton route, per call: kopgen now beside kopgen at a git revision
-(before their launchers took dense CUDA tensors straight to the kernel), eager PyTorch and the device copy.
+"""Row reductions, split ops and a broadcast pointwise op on a Triton route, per call: kopgen now beside kopgen
+at a git revision (before their launchers took dense CUDA tensors straight to the kernel), eager PyTorch and
+the device copy.
 
     python benchmarks/dense_paths.py --before REV [--device cuda] [--workdir DIR] [--quick]
     python benchmarks/dense_paths.py --before REV --generate-only --workdir DIR   (then run where kopgen is absent)
 
-Generates rowsum and rowmax (`reduce`) and silu_and_mul (`split` + `compute`) on custom_op with Triton
+Generates rowsum and rowmax (`reduce`), silu_and_mul (`split` + `compute`) and muladd (`a * b + c`, timed on
+x[4096, 4096] with y of the same shape and with w[4096] broadcast along the rows) on custom_op with Triton
 kernels, as package kdense_now (this checkout) and kdense_before (kopgen at REV), installs both into DIR
 and times, in interleaved rounds (the median), back-to-back calls with the device synchronised at the
 end: what a caller sees when the host path is longer than the kernel. GB/s counts the bytes each op
@@ -37,6 +39,8 @@ ops:
   - schema: "silu_and_mul(Tensor x) -> Tensor"
     split: {{x: [gate, up]}}
     compute: "silu(gate) * up"
+  - schema: "muladd(Tensor a, Tensor b, float c) -> Tensor"
+    compute: "a * b + c"
 """
 ROW_SHAPES = [(4096, 4096), (16384, 1024), (1024, 65536)]
 SPLIT_HIDDEN = [1024, 4096, 8192]
@@ -107,6 +111,14 @@ def main() -> None:
             for op, eager in (("rowsum", lambda x: x.sum(-1)), ("rowmax", lambda x: x.amax(-1))):
                 fns = {"now": getattr(now, op), "before": getattr(before, op), "eager": eager, "copy": copy}
                 table(torch, f"{op} {str(dtype)[6:]} [{rows}, {cols}]", fns, x, moved, sync, rounds, calls)
+        x = torch.randn(row_shapes[0], device=device, dtype=dtype)
+        w = torch.randn(x.shape[1:], device=device, dtype=dtype)
+        for label, y in (("y", torch.randn_like(x)), (f"w[{x.shape[1]}]", w)):
+            moved = (2 * x.numel() + y.numel()) * x.element_size()
+            fns = {"now": lambda x, y=y: now.muladd(x, y, 0.5), "before": lambda x, y=y: before.muladd(x, y, 0.5),
+                   "eager": lambda x, y=y: x * y + 0.5, "copy": copy}  # fmt: skip
+            title = f"muladd {str(dtype)[6:]} x{list(x.shape)} * {label} + 0.5"
+            table(torch, title, fns, x, moved, sync, rounds, calls)
         for hidden in hiddens:
             x = torch.randn(4096 if not args.quick else 64, 2 * hidden, device=device, dtype=dtype)
             moved = x.numel() * x.element_size() * 3 // 2

@@ -111,16 +111,51 @@ def test_two_outputs(support):
 
 
 @pytest.mark.parametrize(
+    "shapes", [((64, 1000), (1000,)), ((3, 5, 16), (5, 16), (3, 5, 16)), ((7, 3000), (3000,)), ((4096,), (8, 4096))],
+    ids=str,
+)
+def test_inputs_broadcast_along_rows_launch_as_the_general_path(support, shapes):
+    """Inputs of the full shape beside inputs of its last dimensions (a weight, a bias): rows of those."""
+    inputs = tuple(torch.rand(shape) for shape in shapes)[:2]
+    out = support.DenseLaunches(_kernel, 1024, 1, NAMES)(inputs, (0.5,))
+    full = torch.broadcast_shapes(*(t.shape for t in inputs))
+    assert out.shape == full and out.is_contiguous()
+    ((kernel, grid, args, constexprs),) = support.general
+    n_rows, n_cols, strides, block_rows, block_cols = support.tiles(full, 1024, *inputs, out)  # the general path's
+    assert kernel is _kernel
+    assert grid == ((n_rows + block_rows - 1) // block_rows * ((n_cols + block_cols - 1) // block_cols),)
+    assert args[:2] == inputs and args[2] is out and args[3:] == (0.5, n_rows, n_cols, *strides)
+    assert constexprs == {"BLOCK_ROWS": block_rows, "BLOCK_COLS": block_cols,
+                          "COMPUTE_DTYPE": triton.language.float32}  # fmt: skip
+
+
+def test_broadcast_rows_key_on_which_input_is_broadcast(support):
+    dense = support.DenseLaunches(_kernel, 1024, 1, NAMES)
+    x, w = torch.rand(8, 64), torch.rand(64)
+    dense((x, w), (0.5,))
+    dense((w, x), (0.5,))  # the other input broadcast
+    dense((x, torch.rand(8, 64)), (0.5,))  # dense: the other path
+    dense((torch.rand(8, 60), torch.rand(60)), (0.5,))  # a row length not a multiple of 16
+    dense((x, w), (0.25,))  # the first key again
+    assert len(dense.launchers) == 4 and len(support.general) == 5
+
+
+@pytest.mark.parametrize(
     "make",
     [
-        lambda: ((torch.rand(4, 8), torch.rand(8)), (0.5,)),  # broadcast
+        lambda: ((torch.rand(1, 8), torch.rand(8)), (0.5,)),  # broadcast to one row
+        lambda: ((torch.rand(4, 8), torch.rand(4, 1)), (0.5,)),  # broadcast along a row
+        lambda: ((torch.rand(4, 8), torch.rand(1, 8)), (0.5,)),  # a leading one, not only the last dimensions
+        lambda: ((torch.rand(4, 8), torch.rand(8).double()), (0.5,)),  # broadcast, another dtype
+        lambda: ((torch.rand(4, 8), torch.rand(16)[::2]), (0.5,)),  # broadcast, strided
         lambda: ((torch.rand(8, 4).t(), torch.rand(4, 8)), (0.5,)),  # transposed
         lambda: ((torch.rand(2, 3), torch.rand(3, 2)), (0.5,)),  # as many elements, another shape
         lambda: ((torch.rand(8), torch.rand(8).double()), (0.5,)),  # two dtypes
         lambda: ((torch.rand(0), torch.rand(0)), (0.5,)),  # empty
         lambda: ((torch.rand(8), torch.rand(8)), (2**40,)),  # an int beyond 32 bits: Triton's own path
     ],
-    ids=["broadcast", "transposed", "other_shape", "two_dtypes", "empty", "int64_scalar"],
+    ids=["one_row", "along_a_row", "leading_one", "broadcast_two_dtypes", "broadcast_strided", "transposed",
+         "other_shape", "two_dtypes", "empty", "int64_scalar"],
 )
 def test_anything_else_is_the_general_paths(support, make):
     inputs, scalars = make()

@@ -437,7 +437,7 @@ class DenseLaunches:
         dense CUDA tensors of one shape, dtype and GPU (the current one), nor empty: the general path's."""
         key = _dense_key(inputs, scalars)
         if key is None:
-            return None
+            return self._broadcast_rows(inputs, scalars)
         first = inputs[0]
         out = torch.empty_like(first)
         outputs = (
@@ -457,6 +457,80 @@ class DenseLaunches:
             self.launchers[key](grid, torch._C._cuda_getCurrentRawStream(key[1]), args)
         except Exception:  # noqa: BLE001  (a key's first launch, or one that keeps the general path)
             _dense_general_launch(self, key, grid, args, (1, self.block))
+        return out if self.outputs == 1 else outputs
+
+    def _broadcast_rows(
+        self, inputs: tuple, scalars: tuple
+    ) -> Tensor | tuple[Tensor, ...] | None:
+        """The outputs where some inputs have the full shape and the others its last dimensions (a weight,
+        a bias), all dense CUDA tensors of one dtype on the current GPU: rows of those dimensions, the
+        broadcast inputs read again for each row (row stride 0), as the general path's tiles lays them
+        out. None for anything else, and for one row or rows of one element (tiles drops that dimension)."""
+        full = inputs[0]
+        if type(full) is not Tensor or not full.is_cuda:
+            return None
+        for t in inputs:
+            if type(t) is not Tensor:
+                return None
+            if t.dim() > full.dim():
+                full = t
+        shape, n = full.shape, full.numel()
+        n_cols = 0
+        for t in inputs:
+            if t.shape == shape:
+                continue
+            if n_cols == 0:
+                n_cols = t.numel()  # every broadcast input: the same last dimensions
+                tail = shape[full.dim() - t.dim() :]
+            if t.shape != tail or not t.dim():
+                return None
+        n_rows = n // n_cols if n_cols else 0
+        if n_rows < 2 or n_cols < 2:
+            return None
+        device, dtype = full.get_device(), full.dtype
+        if device != _current_gpu() or n > 0x7FFFFFFF:
+            return None
+        key = [dtype, device]
+        broadcast = []
+        for t in inputs:
+            if (
+                t.dtype is not dtype
+                or not t.is_contiguous()
+                or t.get_device() != device
+            ):
+                return None
+            broadcast.append(t.numel() != n)
+            key.append(t.data_ptr() & 15 == 0)
+        key.append(tuple(broadcast))
+        for value in scalars:
+            part = _scalar_key(value)
+            if part is _UNUSUAL:
+                return None
+            key.append(part)
+        out = torch.empty_like(full)
+        outputs = (
+            (out,)
+            if self.outputs == 1
+            else (out, *[torch.empty_like(full) for _ in range(self.outputs - 1)])
+        )
+        for o in outputs:
+            key.append(o.data_ptr() & 15 == 0)
+        # tiles' blocks for these rows: whole rows of up to `block` elements, as many rows as fit.
+        block_cols = min(self.block, _power_of_2(n_cols))
+        block_rows = min(self.block // block_cols, _power_of_2(n_rows))
+        key += (_scalar_key(n_rows), _scalar_key(n_cols), block_rows)
+        key = tuple(key)
+        rows_up = (n_rows + block_rows - 1) // block_rows
+        grid = (rows_up * ((n_cols + block_cols - 1) // block_cols),)
+        strides = [part for b in broadcast for part in (0 if b else n_cols, 1)]
+        strides += (n_cols, 1) * self.outputs
+        args = (*inputs, *outputs, *scalars, n_rows, n_cols, *strides)
+        stream = torch._C._cuda_getCurrentRawStream(device)
+        try:
+            self.launchers[key](grid, stream, args)
+        except Exception:  # noqa: BLE001  (as __call__)
+            constants = (block_rows, block_cols)
+            _dense_general_launch(self, key, grid, args, constants)
         return out if self.outputs == 1 else outputs
 
 
