@@ -537,7 +537,8 @@ def parse_schema(text: str, problems: list[SchemaError] | None = None) -> Functi
 
 _PY_TYPES = {
     "Tensor": "Tensor", "int": "int", "SymInt": "int", "float": "float", "bool": "bool",
-    "str": "str", "ScalarType": "torch.dtype", "Scalar": "float",  # any real number: int (and bool) are floats to a type checker (PEP 484)
+    "str": "str", "ScalarType": "torch.dtype",
+    "Scalar": "torch.types.Number",  # int, float or bool: what torch.library.infer_schema reads as Scalar (a triton_op's schema)
     "Device": "torch.device", "Layout": "torch.layout", "MemoryFormat": "torch.memory_format",
     "Generator": "torch.Generator",
 }  # fmt: skip

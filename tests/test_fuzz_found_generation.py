@@ -188,6 +188,9 @@ IMPORTED = {
     "kl": spec_text("f(Tensor x, int[] dims, float[]? ws=None) -> Tensor", "triton_op", "{args: {dims: {value: [1, 2]}}}",
                     package="kl"),
     "kv": OWN_DTYPE,
+    # A triton_op's schema is what infer_schema reads from its body's annotations: Scalar was annotated
+    # float, and registered as float.
+    "ksc": spec_text("f(Tensor x, Scalar s=2, Scalar? t=None) -> Tensor", "triton_op", package="ksc"),
 }
 
 CHECK_IMPORTS = """\
@@ -195,7 +198,7 @@ import sys
 import torch
 for repo in sys.argv[1:]:
     sys.path.insert(0, repo)
-import kl, kstr, kv
+import kl, ksc, kstr, kv
 import kv.reference
 x = torch.arange(6.0)
 assert str(torch.ops.kstr.f.default._schema) == 'kstr::f(Tensor x, str mode="a") -> Tensor'
@@ -204,6 +207,8 @@ assert str(torch.ops.kl.f.default._schema).startswith("kl::f(Tensor x, SymInt[] 
 assert torch.equal(kl.f(x, [1, 2]), x)
 i = torch.arange(6)
 assert torch.equal(kv.f(i), i * 2) and torch.equal(kv.reference.f(i), i * 2)
+assert str(torch.ops.ksc.f.default._schema) == "ksc::f(Tensor x, Scalar s=2, Scalar? t=None) -> Tensor"
+assert torch.equal(ksc.f(x, 3), x)
 print("ok")
 """
 
@@ -217,3 +222,25 @@ def test_the_generated_packages_import_and_run_on_cpu(tmp_path):
     result = subprocess.run([sys.executable, "-c", CHECK_IMPORTS, *repos], capture_output=True, text=True,
                             cwd=tmp_path, check=False, timeout=300)  # fmt: skip
     assert result.returncode == 0 and "ok" in result.stdout, result.stdout + result.stderr
+
+
+# -- a Device default: torch.device('cpu') in single quotes (ruff format), a call in a default (ruff's B008)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    ['f(Tensor x, Device dev="cpu") -> Tensor',
+     'a_longer_name(Tensor input, Device target_device="cuda:0", Scalar scale=1, bool keep=False) -> Tensor'],
+    ids=["one_line", "split"],
+)
+def test_a_device_default_passes_ruff(tmp_path, schema):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(spec_text(schema).replace('reference: "x"', f'reference: "{schema.split("(Tensor ")[1].split(",")[0]}"')
+                    .replace("x.shape", f'{schema.split("(Tensor ")[1].split(",")[0]}.shape'))  # fmt: skip
+    repo = generate(spec, tmp_path / "repo")
+    files = sorted(str(path.relative_to(repo)) for path in repo.rglob("*.py"))
+    assert any('torch.device("c' in (repo / f).read_text() for f in files)
+    for command in (["check", "."], ["format", "--check", "--diff", *files]):
+        result = subprocess.run([sys.executable, "-m", "ruff", *command[:1], "--no-cache", "--isolated", *command[1:]],
+                                cwd=repo, capture_output=True, text=True, check=False)  # fmt: skip
+        assert result.returncode == 0, result.stdout + result.stderr

@@ -48,7 +48,11 @@ def _string(text: str) -> str:
 
 
 def requote(source: str) -> str:
-    """A Python literal (a schema default) with ruff's quotes: `'mean'` becomes `"mean"`."""
+    """A Python literal (a schema default) with ruff's quotes: `'mean'` becomes `"mean"`, and a Device's
+    `torch.device('cpu')` `torch.device("cpu")`."""
+    device = "torch.device("
+    if source.startswith(device) and source.endswith(")"):
+        return f"{device}{requote(source[len(device) : -1])})"
     value = ast.literal_eval(source) if source[:1] in "'\"(" else None
     return literal(value) if isinstance(value, (str, tuple)) else source
 
@@ -60,14 +64,28 @@ def wrap(head: str, items: Sequence[str], tail: str = ")", indent: int = 0, expl
     one per line."""
     if not head.startswith("def "):
         return statement(f"{head}{', '.join(items)}{',' if explode and items else ''}{tail}", indent)
+    return _device_defaults_allowed(_define(head, items, tail, indent, explode))
+
+
+def _define(head: str, items: Sequence[str], tail: str, indent: int, explode: bool) -> str:
     one_line = f"{head}{', '.join(items)}{tail}"
     if indent + len(one_line) <= LINE_LENGTH and not explode:
         return one_line
     pad, inner = " " * indent, " " * (indent + 4)
     joined = ", ".join(items)
-    if not explode and indent + 4 + len(joined) <= LINE_LENGTH:
+    # (A comment among the parameters splits them one a line: a Device default's pragma does.)
+    if not explode and indent + 4 + len(joined) <= LINE_LENGTH and "torch.device(" not in joined:
         return f"{head}\n{inner}{joined}\n{pad}{tail}"
     return head + "\n" + "".join(f"{inner}{item},\n" for item in items) + pad + tail
+
+
+def _device_defaults_allowed(define: str) -> str:
+    """A `def` whose defaults include a schema's `Device` default (`torch.device("cpu")`): ruff's B008 (on by
+    default) forbids calls in defaults, and does not know that a torch.device is immutable; each line with
+    one says so (ruff format leaves such pragma comments out of a line's length)."""
+    if "torch.device(" not in define:
+        return define
+    return "\n".join(line + "  # noqa: B008" if "torch.device(" in line else line for line in define.split("\n"))
 
 
 def operand(expression: str) -> str:
