@@ -1,13 +1,13 @@
-"""Row reductions, split ops and a broadcast pointwise op on a Triton route, per call: kopgen now beside kopgen
-at a git revision (before their launchers took dense CUDA tensors straight to the kernel), eager PyTorch and
+"""Row reductions, split ops, row normalisations and a broadcast pointwise op on a Triton route, per call:
+kopgen now beside kopgen at a git revision (before their launchers took dense CUDA tensors straight to the kernel), eager PyTorch and
 the device copy.
 
     python benchmarks/dense_paths.py --before REV [--device cuda] [--workdir DIR] [--quick]
     python benchmarks/dense_paths.py --before REV --generate-only --workdir DIR   (then run where kopgen is absent)
 
-Generates rowsum and rowmax (`reduce`), silu_and_mul (`split` + `compute`) and muladd (`a * b + c`, timed on
-x[4096, 4096] with y of the same shape and with w[4096] broadcast along the rows) on custom_op with Triton
-kernels, as package kdense_now (this checkout) and kdense_before (kopgen at REV), installs both into DIR
+Generates rowsum and rowmax (`reduce`), silu_and_mul (`split` + `compute`), rms_norm, layer_norm and softmax
+(`normalize`, as examples/norms.yaml) and muladd (`a * b + c`, timed on x[4096, 4096] with y of the same shape
+and with w[4096] broadcast along the rows) on custom_op with Triton kernels, as package kdense_now (this checkout) and kdense_before (kopgen at REV), installs both into DIR
 and times, in interleaved rounds (the median), back-to-back calls with the device synchronised at the
 end: what a caller sees when the host path is longer than the kernel. GB/s counts the bytes each op
 must move (the input read once, the output written once); the copy reads and writes x.
@@ -41,6 +41,20 @@ ops:
     compute: "silu(gate) * up"
   - schema: "muladd(Tensor a, Tensor b, float c) -> Tensor"
     compute: "a * b + c"
+  - schema: "rms_norm(Tensor x, Tensor weight, float eps=1e-6) -> Tensor"
+    normalize:
+      stats: {{rstd: "rsqrt(mean(x * x) + eps)"}}
+      compute: "x * rstd * weight"
+  - schema: "layer_norm(Tensor x, Tensor weight, Tensor? bias=None, float eps=1e-5) -> Tensor"
+    normalize:
+      stats:
+        mu: "mean(x)"
+        rstd: "rsqrt(mean((x - mu) * (x - mu)) + eps)"
+      compute: "(x - mu) * rstd * weight + (bias if present(bias) else 0.0)"
+  - schema: "softmax(Tensor x) -> Tensor"
+    normalize:
+      stats: {{x_max: "max(x)", sum_exp: "sum(exp(x - x_max))"}}
+      compute: "exp(x - x_max) / sum_exp"
 """
 ROW_SHAPES = [(4096, 4096), (16384, 1024), (1024, 65536)]
 SPLIT_HIDDEN = [1024, 4096, 8192]
@@ -104,6 +118,7 @@ def main() -> None:
     def copy(x):
         return torch.empty_like(x).copy_(x)
 
+    functional = torch.nn.functional
     for dtype in (torch.float32, torch.bfloat16):
         for rows, cols in row_shapes:
             x = torch.randn(rows, cols, device=device, dtype=dtype)
@@ -126,6 +141,21 @@ def main() -> None:
                    "copy": copy}  # fmt: skip
             table(torch, f"silu_and_mul {str(dtype)[6:]} x [{x.shape[0]}, {2 * hidden}]", fns, x, moved, sync,
                   rounds, calls)  # fmt: skip
+        for hidden in hiddens:
+            x = torch.randn(4096 if not args.quick else 64, hidden, device=device, dtype=dtype)
+            w, b = (torch.randn(hidden, device=device, dtype=dtype) for _ in range(2))
+            moved = (2 * x.numel() + 2 * hidden) * x.element_size()
+            for op, eager in (
+                ("rms_norm", lambda x, w=w: functional.rms_norm(x, x.shape[-1:], w.to(x.dtype), 1e-6)),
+                ("layer_norm", lambda x, w=w, b=b: functional.layer_norm(x, x.shape[-1:], w.to(x.dtype), b.to(x.dtype),
+                                                                         1e-5)),
+                ("softmax", lambda x: torch.softmax(x, -1)),
+            ):
+                ours = {"rms_norm": lambda m, x, w=w: m.rms_norm(x, w), "layer_norm": lambda m, x, w=w, b=b: m.layer_norm(x, w, b),
+                        "softmax": lambda m, x: m.softmax(x)}[op]  # fmt: skip
+                fns = {"now": lambda x, o=ours: o(now, x), "before": lambda x, o=ours: o(before, x), "eager": eager,
+                       "copy": copy}  # fmt: skip
+                table(torch, f"{op} {str(dtype)[6:]} x [{x.shape[0]}, {hidden}]", fns, x, moved, sync, rounds, calls)
 
 
 if __name__ == "__main__":

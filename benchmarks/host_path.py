@@ -3,7 +3,7 @@
     python benchmarks/host_path.py [--rounds N] [--calls N] [LABEL=KOPGEN_SOURCE ...]
 
 Generates muladd(a, b, c) = a * b + c (custom_op, Triton kernels on both devices, with its backward),
-a row sum and silu_and_mul once per kopgen source folder given (default: this checkout), each as its
+a row sum, silu_and_mul and rms_norm once per kopgen source folder given (default: this checkout), each as its
 own package `khost_LABEL`, and times side by side, in interleaved rounds, on 1024 float32 CPU elements:
   - the typed API without grad and with grad, and the bare launcher, of each package;
   - `_support.tiles` alone on the dense case (the layout of the launcher's tensors);
@@ -61,6 +61,13 @@ ops:
     dtypes: [float32]
     split: {{x: [gate, up]}}
     compute: "silu(gate) * up"
+  - schema: "rms_norm(Tensor x, Tensor weight, float eps=1e-6) -> Tensor"
+    registration: custom_op
+    backends: {{cpu: triton, cuda: triton}}
+    dtypes: [float32]
+    normalize:
+      stats: {{rstd: "rsqrt(mean(x * x) + eps)"}}
+      compute: "x * rstd * weight"
 """
 
 
@@ -90,6 +97,8 @@ def compiled_stand_in(kernel, args: tuple, constexprs: dict):
     from torch import Tensor
 
     def kind(value) -> str:
+        if value is None:  # an absent pointer: Triton makes it a constant
+            return "constexpr"
         return "*fp32" if isinstance(value, Tensor) else {int: "i32", float: "fp32"}[type(value)]
 
     constexprs = {name: value for name, value in constexprs.items() if name in kernel.arg_names}
@@ -105,7 +114,7 @@ def load(repo: Path, label: str):
     """The package khost_LABEL of `repo`, its launchers made to launch their JIT kernels (stubbed)."""
     sys.path.insert(0, str(repo))
     package = importlib.import_module(f"khost_{label}")
-    for op in ("muladd", "rowsum", "silu_and_mul"):
+    for op in ("muladd", "rowsum", "silu_and_mul", "rms_norm"):
         kernels = importlib.import_module(f"khost_{label}.kernels.{op}")
         jit = getattr(kernels, f"{op}_kernel")
         setattr(kernels, f"{op}_kernel_interpreted", jit)
@@ -150,6 +159,7 @@ def package_candidates(torch, label: str, repo: Path, a, b, ga, gb) -> dict:
     # rows: no kernel runs, and the host work is the same but for allocating the output (CPU memory
     # of 64 MiB costs an mmap a call here, the CUDA caching allocator a lookup).
     x, w, rows, halves = torch.rand(256, 4096), torch.rand(4096), torch.rand(1024, 1024), torch.rand(4, 512)
+    normed = torch.rand(64, 4096)
     return {
         (f"{label}: API", "no grad"): (package.muladd, (a, b, 0.5)),
         (f"{label}: API", "grad"): (package.muladd, (ga, gb, 0.5)),
@@ -159,6 +169,7 @@ def package_candidates(torch, label: str, repo: Path, a, b, ga, gb) -> dict:
         (f"{label}: API rowsum x[256, 4096]", "no grad"): (package.rowsum, (x,)),
         (f"{label}: API rowsum [1024, 1024]", "no grad"): (package.rowsum, (rows,)),
         (f"{label}: API silu_and_mul [4, 512]", "no grad"): (package.silu_and_mul, (halves,)),
+        (f"{label}: API rms_norm x[64, 4096], w", "no grad"): (package.rms_norm, (normed, w)),
     }
 
 

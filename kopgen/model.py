@@ -161,6 +161,7 @@ class Write:
 #   "kernels": kernels/<op>.py (the user's, created once, where `user_writes_kernel`);
 #   "triton": its Triton kernel and launcher, which the "kernels" template includes;
 #   "support": its helpers in _support.py, once per package that has an op of the kind.
+#   "dense": its launcher's dense path in _support.py, where an op of the kind has one (lang/dense_launch.py).
 # plan.py and the lang modules choose by the body's type: a new kind is a new type here, its
 # templates and its translations (a row in each lang module's table of kinds).
 
@@ -171,7 +172,11 @@ class PointwiseCompute:
 
     writes: tuple[Write, ...]
     templates: ClassVar[Mapping[str, str]] = MappingProxyType(
-        {"kernels": "package/kernels/op.py.j2", "triton": "package/kernels/_pointwise.py.j2"}
+        {
+            "kernels": "package/kernels/op.py.j2",
+            "triton": "package/kernels/_pointwise.py.j2",
+            "dense": "package/_support/dense_pointwise.py.j2",
+        }
     )
     user_writes_kernel: ClassVar[bool] = False
 
@@ -196,6 +201,7 @@ class RowReduction:
             "kernels": "package/kernels/op.py.j2",
             "triton": "package/kernels/_reduction.py.j2",
             "support": "package/_support/rows.py.j2",
+            "dense": "package/_support/dense_rows.py.j2",
         }
     )
     user_writes_kernel: ClassVar[bool] = False

@@ -64,6 +64,7 @@ class RowNormalization:
             "triton": "package/kernels/_normalization.py.j2",
             "support": "package/_support/norms.py.j2",
             "rows": "package/_support/rows.py.j2",  # row_layout and the row references, shared with RowReduction
+            "dense": "package/_support/dense_norms.py.j2",
         }
     )
     user_writes_kernel: ClassVar[bool] = False

@@ -37,7 +37,11 @@ class GatedSplit(PointwiseCompute):
     source: Arg  # the argument split (`x`)
     halves: tuple[Arg, Arg]  # its halves (`gate`, `up`), as arguments of the source's type and index
     templates: ClassVar[Mapping[str, str]] = MappingProxyType(
-        {**PointwiseCompute.templates, "support": "package/_support/split.py.j2"}
+        {
+            **PointwiseCompute.templates,
+            "support": "package/_support/split.py.j2",
+            "dense": "package/_support/dense_halves.py.j2",
+        }
     )
 
     def kernel_args(self, tensor_args: tuple[Arg, ...]) -> tuple[Arg, ...]:

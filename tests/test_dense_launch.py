@@ -272,3 +272,83 @@ def test_halves_pass_the_second_half_by_its_address_to_the_direct_launcher(gated
 def test_other_halves_are_the_general_paths(gated_support, x):
     assert gated_support.DenseHalves(_split_kernel, 1024, 1, NAMES)((x,), ()) is None
     assert not gated_support.general
+
+
+@pytest.fixture
+def norms_support(monkeypatch):
+    """The same of the golden norms package (row normalisations on Triton)."""
+    return _recorded_support(monkeypatch, "norms/knorms")
+
+
+NORM_NAMES = ("BLOCK_ROWS", "BLOCK_COLS", "CONST_COLS", "ONE_PASS", "SAVE_STATS", "COMPUTE_DTYPE")
+
+
+@triton.jit
+def _norm_kernel(x_ptr, w_ptr, b_ptr, out_ptr, mu_ptr, rstd_ptr, eps, n_rows, n_cols, s0, s1, s2, s3, s4, s5, s6, s7,
+                 BLOCK_ROWS: triton.language.constexpr, BLOCK_COLS: triton.language.constexpr,
+                 CONST_COLS: triton.language.constexpr, ONE_PASS: triton.language.constexpr,
+                 SAVE_STATS: triton.language.constexpr, COMPUTE_DTYPE: triton.language.constexpr,
+                 HAS_b: triton.language.constexpr):  # fmt: skip
+    pass
+
+
+@pytest.mark.parametrize(
+    ("shape", "weight", "bias", "save_stats"),
+    [((6, 1000), "row", "row", True), ((2, 3, 4096), "row", None, False), ((5, 9000), "full", None, True),
+     ((64, 512), "full", "full", False), ((4, 16), None, None, True)],
+    ids=["row_weight_and_bias", "row_weight_no_bias", "long_rows_full_weight", "full_inputs", "absent_inputs"],
+)  # fmt: skip
+def test_norms_launch_as_the_general_path(norms_support, shape, weight, bias, save_stats):
+    x = torch.rand(shape)
+
+    def like(kind):
+        return None if kind is None else torch.rand(shape[-1:] if kind == "row" else shape)
+
+    inputs = (x, like(weight), like(bias))
+    out, mu, rstd = norms_support.DenseNorms(_norm_kernel, 2, NORM_NAMES, ((2, "HAS_b"),))(inputs, (1e-5,), save_stats)
+    assert out.shape == shape and out.is_contiguous()
+    assert (mu is None) is (rstd is None) is (not save_stats)
+    if save_stats:
+        assert mu.shape == rstd.shape == (*shape[:-1], 1) and rstd.dtype == torch.float32
+    ((kernel, grid, args, constexprs),) = norms_support.general
+    # The general path's layout and block, as the launcher works them out (kernels/_normalization.py.j2)
+    n_rows, n_cols, strides = norms_support.row_layout(torch.Size(shape), *inputs, out)
+    block_rows, block_cols, one_pass, num_warps = norms_support.norm_blocks(n_rows, n_cols, 4)
+    assert kernel is _norm_kernel and grid == ((n_rows + block_rows - 1) // block_rows,)
+    assert args[:4] == (*inputs, out) and args[4:6] == (mu, rstd)
+    assert args[6:] == (1e-5, n_rows, n_cols, *strides)
+    assert constexprs == {"BLOCK_ROWS": block_rows, "BLOCK_COLS": block_cols, "CONST_COLS": None, "ONE_PASS": one_pass,
+                          "SAVE_STATS": save_stats, "COMPUTE_DTYPE": triton.language.float32, "num_warps": num_warps,
+                          "HAS_b": bias is not None}  # fmt: skip
+
+
+def test_norms_reuse_the_direct_launcher_and_key_on_the_inputs_kinds(norms_support):
+    dense = norms_support.DenseNorms(_norm_kernel, 2, NORM_NAMES, ((2, "HAS_b"),))
+    x, w = torch.rand(8, 256), torch.rand(256)
+    dense((x, w, None), (1e-5,), False)
+    ((_, grid, _, _),) = norms_support.general
+    direct = []
+    dense.launchers[next(iter(dense.launchers))] = lambda *launch: direct.append(launch)
+    out, _, _ = dense((x, w, None), (1e-6,), False)
+    assert len(norms_support.general) == 1 and direct[0][0] == grid and direct[0][2][3] is out
+    dense((x, w, None), (1e-5,), True)  # saving the statistics
+    dense((x, w, w), (1e-5,), False)  # a bias
+    dense((x, torch.rand(8, 256), None), (1e-5,), False)  # a weight of the full shape
+    assert len(dense.launchers) == 4
+
+
+@pytest.mark.parametrize(
+    "inputs",
+    [
+        (torch.rand(256), torch.rand(256), None),  # one row
+        (torch.rand(8, 1), torch.rand(1), None),  # rows of one element
+        (torch.rand(8, 256), torch.rand(1, 256), None),  # a weight of two dimensions
+        (torch.rand(8, 256), torch.rand(256).double(), None),  # another dtype
+        (torch.rand(8, 256).t().contiguous().t(), torch.rand(256), None),  # x strided
+        (torch.rand(8, 256), torch.rand(512)[::2], None),  # the weight strided
+    ],
+    ids=["one_row", "rows_of_one", "weight_2d", "two_dtypes", "x_strided", "weight_strided"],
+)
+def test_other_norm_inputs_are_the_general_paths(norms_support, inputs):
+    assert norms_support.DenseNorms(_norm_kernel, 2, NORM_NAMES, ((2, "HAS_b"),))(inputs, (1e-5,), False) is None
+    assert not norms_support.general

@@ -1,14 +1,15 @@
-"""A launcher's dense path: dense CUDA tensors of one shape, dtype and GPU (the common case) launched
-straight to the kernel by _support.DenseLaunches (a pointwise op's) or _support.DenseRows (a row
-reduction's; _support/launch.py.j2), before the general path works out their layout and classifies
-every argument for the launch key."""
+"""A launcher's dense path: dense CUDA tensors (the common case) launched straight to the kernel by
+_support.DenseLaunches (a pointwise op's), DenseRows (a row reduction's), DenseHalves (a split op's;
+_support/launch.py.j2) or DenseNorms (a row normalisation's; _support/norms.py.j2), before the general
+path works out their layout and classifies every argument for the launch key."""
 
 from __future__ import annotations
 
 from ..model import Op, PointwiseCompute, RowReduction
+from ..model_kinds import RowNormalization
 from ..names import locals_for
 from ..split import GatedSplit
-from . import python, split, triton
+from . import norms, python, split, triton
 from .layout import literal, wrap
 
 
@@ -18,16 +19,16 @@ def applies(op: Op) -> bool:
     reduction (_support.DenseRows) whose kernel takes its inputs as given, then its outputs; a split op
     (_support.DenseHalves) whose kernel takes the halves of its one Tensor, then its outputs. A triton_op's
     eager launcher has them, not the launch torch.compile traces."""
-    return _pointwise_applies(op) or _reduction_applies(op) or _split_applies(op)
+    return _pointwise_applies(op) or _reduction_applies(op) or _split_applies(op) or _norm_applies(op)
 
 
-def _takes_inputs_as_given(op: Op) -> bool:
+def _takes_inputs_as_given(op: Op, optionals: bool = False) -> bool:
     inputs = [a.name for a in op.input_args]
     return (
         op.uses_compiled_triton
         and not op.is_mutating
         and not split.bind(op)  # halves, or a row gradient's columns
-        and not any(t.optional for t in op.kernel_tensors)
+        and (optionals or not any(t.optional for t in op.kernel_tensors))
         and [t.name for t in op.kernel_tensors] == [*inputs, *op.output_names]
     )
 
@@ -52,16 +53,20 @@ def _split_applies(op: Op) -> bool:
             and python.output_allocator(op) == "pointwise_output")
 
 
+def _norm_applies(op: Op) -> bool:
+    """A row normalisation's forward (not a backward kernel's, with its saved statistics or column sums);
+    not on triton_op, whose launch torch.compile traces."""
+    return (isinstance(op.body, RowNormalization) and not op.body.row_stats and not op.body.column_sums
+            and not op.is_triton_op and _takes_inputs_as_given(op, optionals=True) and len(op.output_names) == 1)
+
+
 def any_applies(ops) -> bool:
     return any(applies(op) for op in ops)
 
 
-def any_reduction_applies(ops) -> bool:
-    return any(_reduction_applies(op) for op in ops)
-
-
-def any_split_applies(ops) -> bool:
-    return any(_split_applies(op) for op in ops)
+def templates(ops) -> list[str]:
+    """The _support templates of the ops' dense paths: each kind's "dense" template, where an op of it has one."""
+    return list(dict.fromkeys(op.body.templates["dense"] for op in ops if applies(op)))
 
 
 def definition(op: Op) -> list[str]:
@@ -75,6 +80,16 @@ def definition(op: Op) -> list[str]:
         names = [local.BLOCK_ROWS, local.BLOCK_COLS, local.COMPUTE_DTYPE]
         arguments = [triton.kernel(op), local.BLOCK_SIZE, str(len(op.output_names))]
         helper = "DenseHalves"
+    elif _norm_applies(op):
+        saves = [local.SAVE_STATS] if norms.saved_stats(op) else []
+        names = [local.BLOCK_ROWS, local.BLOCK_COLS, local.CONST_COLS, local.ONE_PASS, *saves, local.COMPUTE_DTYPE]
+        inputs = [a.name for a in op.input_args]
+        flags = [python.tuple_expression([str(inputs.index(a.name)), literal(local.flag(a.name))])
+                 for a in op.tested_optionals]
+        arguments = [triton.kernel(op), str(len(norms.saved_stats(op))),
+                     python.tuple_expression([literal(name) for name in names]), python.tuple_expression(flags)]
+        return ["# Dense CUDA tensors (a weight or bias of one row beside them): straight to the kernel.",
+                wrap(f"{local.DENSE_LAUNCHES} = _support.DenseNorms(", arguments, ")"), "", ""]
     elif _reduction_applies(op):
         names = [local.BLOCK_ROWS, local.BLOCK_COLS, local.CONST_COLS, local.COMPUTE_DTYPE]
         arguments, helper = [triton.kernel(op)], "DenseRows"
@@ -92,8 +107,9 @@ def first_lines(op: Op) -> list[str]:
     local = locals_for(op)
     scalars = triton.kernel_arguments(op)[len(op.kernel_tensors):]
     inputs = [op.body.source.name] if _split_applies(op) else [a.name for a in op.input_args]
+    saving = [local.save_stats] if _norm_applies(op) and norms.saved_stats(op) else []
     call = wrap(f"{local.dense} = {local.DENSE_LAUNCHES}(", [python.tuple_expression(inputs),
-                                                             python.tuple_expression(scalars)], ")", 4)
+                                                             python.tuple_expression(scalars), *saving], ")", 4)
     return [f"    {call}", f"    if {local.dense} is not None:", f"        return {local.dense}"]
 
 

@@ -379,6 +379,57 @@ def _run_launcher(compiled, tail: tuple, hooks: tuple) -> Callable:
     return run_launch
 
 
+def _dense_key(inputs: tuple, scalars: tuple) -> list | None:
+    """The start of a dense launch's key: the dtype, the GPU, each input's 16-byte alignment and each
+    scalar's kind; None where the inputs are not dense CUDA tensors of one shape, dtype and GPU (the
+    current one), nor empty, or a scalar is unusual."""
+    first = inputs[0]
+    if type(first) is not Tensor or not first.is_cuda:
+        return None
+    n, dtype = first.numel(), first.dtype
+    # What tells a broadcast or another dtype apart first: it leaves at the cheapest read.
+    for t in inputs[1:]:
+        if (
+            type(t) is not Tensor
+            or t.numel() != n
+            or t.dtype is not dtype
+            or t.shape != first.shape
+        ):
+            return None
+    device = first.get_device()
+    if device != _current_gpu() or not 0 < n <= 0x7FFFFFFF:
+        return None
+    key = [dtype, device]
+    for t in inputs:
+        if not t.is_contiguous() or t.get_device() != device:
+            return None
+        key.append(t.data_ptr() & 15 == 0)
+    for value in scalars:
+        part = _scalar_key(value)
+        if part is _UNUSUAL:
+            return None
+        key.append(part)
+    return key
+
+
+def _dense_general_launch(
+    dense, key: tuple, grid: tuple, args: tuple, constants: tuple, **options
+) -> None:
+    """`dense.kernel` launched on `args` through the general path, as the launcher's own code would call it
+    (`constants`: the values of `dense.constexprs` but the compute dtype, which follows the first tensor's):
+    a key's first launch, which records its direct launcher, or a key whose launcher is None or failed,
+    which keeps the general path from now on (as launch)."""
+    language = triton.language
+    dtype = language.float64 if key[0] == torch.float64 else language.float32
+    constexprs = dict(zip(dense.constexprs, (*constants, dtype))) | options
+    first = key not in dense.launchers
+    dense.launchers[key] = None
+    launch(dense.kernel, grid, *args, **constexprs)
+    if first:
+        made = _launch_key(dense.kernel, args, constexprs)
+        dense.launchers[key] = _LAUNCHERS.get(made)
+
+
 class DenseLaunches:
     """A pointwise kernel's launches on dense CUDA tensors of one shape, dtype and GPU (the common case).
 
@@ -498,57 +549,6 @@ class DenseLaunches:
             constants = (block_rows, block_cols)
             _dense_general_launch(self, key, grid, args, constants)
         return out if self.outputs == 1 else outputs
-
-
-def _dense_key(inputs: tuple, scalars: tuple) -> list | None:
-    """The start of a dense launch's key: the dtype, the GPU, each input's 16-byte alignment and each
-    scalar's kind; None where the inputs are not dense CUDA tensors of one shape, dtype and GPU (the
-    current one), nor empty, or a scalar is unusual."""
-    first = inputs[0]
-    if type(first) is not Tensor or not first.is_cuda:
-        return None
-    n, dtype = first.numel(), first.dtype
-    # What tells a broadcast or another dtype apart first: it leaves at the cheapest read.
-    for t in inputs[1:]:
-        if (
-            type(t) is not Tensor
-            or t.numel() != n
-            or t.dtype is not dtype
-            or t.shape != first.shape
-        ):
-            return None
-    device = first.get_device()
-    if device != _current_gpu() or not 0 < n <= 0x7FFFFFFF:
-        return None
-    key = [dtype, device]
-    for t in inputs:
-        if not t.is_contiguous() or t.get_device() != device:
-            return None
-        key.append(t.data_ptr() & 15 == 0)
-    for value in scalars:
-        part = _scalar_key(value)
-        if part is _UNUSUAL:
-            return None
-        key.append(part)
-    return key
-
-
-def _dense_general_launch(
-    dense, key: tuple, grid: tuple, args: tuple, constants: tuple, **options
-) -> None:
-    """`dense.kernel` launched on `args` through the general path, as the launcher's own code would call it
-    (`constants`: the values of `dense.constexprs` but the compute dtype, which follows the first tensor's):
-    a key's first launch, which records its direct launcher, or a key whose launcher is None or failed,
-    which keeps the general path from now on (as launch)."""
-    language = triton.language
-    dtype = language.float64 if key[0] == torch.float64 else language.float32
-    constexprs = dict(zip(dense.constexprs, (*constants, dtype))) | options
-    first = key not in dense.launchers
-    dense.launchers[key] = None
-    launch(dense.kernel, grid, *args, **constexprs)
-    if first:
-        made = _launch_key(dense.kernel, args, constexprs)
-        dense.launchers[key] = _LAUNCHERS.get(made)
 
 
 def trace_as_reference(op: str, reference: Callable[..., object]) -> None:

@@ -413,125 +413,55 @@ def _run_launcher(compiled, tail: tuple, hooks: tuple) -> Callable:
     return run_launch
 
 
-class DenseLaunches:
-    """A pointwise kernel's launches on dense CUDA tensors of one shape, dtype and GPU (the common case).
-
-    The general launcher lays such tensors out as one row of `block`-element blocks, strides fixed, so
-    what Triton specialises their launch on is the dtype, the GPU, each tensor's 16-byte alignment, the
-    element count's being 1 or a multiple of 16, and the scalars' kinds: a key of a few reads, where the
-    general path works out the layout and classifies every argument (5 of its 9 us a call on a CPU,
-    benchmarks/host_path.py). The same kernel, arguments and launch as the general path, which makes
-    the first launch of each key and gives its direct launcher.
-    """
-
-    def __init__(self, kernel, block: int, outputs: int, constexprs: tuple[str, ...]):
-        self.kernel, self.block, self.outputs = kernel, block, outputs
-        # The kernel's names for its block and compute dtype.
-        self.constexprs = constexprs
-        self.launchers: dict[tuple, Callable | None] = {}
-
-    def __call__(
-        self, inputs: tuple, scalars: tuple
-    ) -> Tensor | tuple[Tensor, ...] | None:
-        """The outputs of the kernel on `inputs` and the op's `scalars`; None where the inputs are not
-        dense CUDA tensors of one shape, dtype and GPU (the current one), nor empty: the general path's."""
-        key = _dense_key(inputs, scalars)
-        if key is None:
-            return self._broadcast_rows(inputs, scalars)
-        first = inputs[0]
-        out = torch.empty_like(first)
-        outputs = (
-            (out,)
-            if self.outputs == 1
-            else (out, *[torch.empty_like(first) for _ in range(self.outputs - 1)])
-        )
-        for o in outputs:
-            key.append(o.data_ptr() & 15 == 0)
-        n = first.numel()
-        key.append(_scalar_key(n))
-        grid = ((n + self.block - 1) // self.block,)
-        strides = (0, 1) * (len(inputs) + self.outputs)
-        args = (*inputs, *outputs, *scalars, 1, n, *strides)
-        key = tuple(key)
-        try:
-            self.launchers[key](grid, torch._C._cuda_getCurrentRawStream(key[1]), args)
-        except Exception:  # noqa: BLE001  (a key's first launch, or one that keeps the general path)
-            _dense_general_launch(self, key, grid, args, (1, self.block))
-        return out if self.outputs == 1 else outputs
-
-    def _broadcast_rows(
-        self, inputs: tuple, scalars: tuple
-    ) -> Tensor | tuple[Tensor, ...] | None:
-        """The outputs where some inputs have the full shape and the others its last dimensions (a weight,
-        a bias), all dense CUDA tensors of one dtype on the current GPU: rows of those dimensions, the
-        broadcast inputs read again for each row (row stride 0), as the general path's tiles lays them
-        out. None for anything else, and for one row or rows of one element (tiles drops that dimension)."""
-        full = inputs[0]
-        if type(full) is not Tensor or not full.is_cuda:
+def _dense_key(inputs: tuple, scalars: tuple) -> list | None:
+    """The start of a dense launch's key: the dtype, the GPU, each input's 16-byte alignment and each
+    scalar's kind; None where the inputs are not dense CUDA tensors of one shape, dtype and GPU (the
+    current one), nor empty, or a scalar is unusual."""
+    first = inputs[0]
+    if type(first) is not Tensor or not first.is_cuda:
+        return None
+    n, dtype = first.numel(), first.dtype
+    # What tells a broadcast or another dtype apart first: it leaves at the cheapest read.
+    for t in inputs[1:]:
+        if (
+            type(t) is not Tensor
+            or t.numel() != n
+            or t.dtype is not dtype
+            or t.shape != first.shape
+        ):
             return None
-        for t in inputs:
-            if type(t) is not Tensor:
-                return None
-            if t.dim() > full.dim():
-                full = t
-        shape, n = full.shape, full.numel()
-        n_cols = 0
-        for t in inputs:
-            if t.shape == shape:
-                continue
-            if n_cols == 0:
-                n_cols = t.numel()  # every broadcast input: the same last dimensions
-                tail = shape[full.dim() - t.dim() :]
-            if t.shape != tail or not t.dim():
-                return None
-        n_rows = n // n_cols if n_cols else 0
-        if n_rows < 2 or n_cols < 2:
+    device = first.get_device()
+    if device != _current_gpu() or not 0 < n <= 0x7FFFFFFF:
+        return None
+    key = [dtype, device]
+    for t in inputs:
+        if not t.is_contiguous() or t.get_device() != device:
             return None
-        device, dtype = full.get_device(), full.dtype
-        if device != _current_gpu() or n > 0x7FFFFFFF:
+        key.append(t.data_ptr() & 15 == 0)
+    for value in scalars:
+        part = _scalar_key(value)
+        if part is _UNUSUAL:
             return None
-        key = [dtype, device]
-        broadcast = []
-        for t in inputs:
-            if (
-                t.dtype is not dtype
-                or not t.is_contiguous()
-                or t.get_device() != device
-            ):
-                return None
-            broadcast.append(t.numel() != n)
-            key.append(t.data_ptr() & 15 == 0)
-        key.append(tuple(broadcast))
-        for value in scalars:
-            part = _scalar_key(value)
-            if part is _UNUSUAL:
-                return None
-            key.append(part)
-        out = torch.empty_like(full)
-        outputs = (
-            (out,)
-            if self.outputs == 1
-            else (out, *[torch.empty_like(full) for _ in range(self.outputs - 1)])
-        )
-        for o in outputs:
-            key.append(o.data_ptr() & 15 == 0)
-        # tiles' blocks for these rows: whole rows of up to `block` elements, as many rows as fit.
-        block_cols = min(self.block, _power_of_2(n_cols))
-        block_rows = min(self.block // block_cols, _power_of_2(n_rows))
-        key += (_scalar_key(n_rows), _scalar_key(n_cols), block_rows)
-        key = tuple(key)
-        rows_up = (n_rows + block_rows - 1) // block_rows
-        grid = (rows_up * ((n_cols + block_cols - 1) // block_cols),)
-        strides = [part for b in broadcast for part in (0 if b else n_cols, 1)]
-        strides += (n_cols, 1) * self.outputs
-        args = (*inputs, *outputs, *scalars, n_rows, n_cols, *strides)
-        stream = torch._C._cuda_getCurrentRawStream(device)
-        try:
-            self.launchers[key](grid, stream, args)
-        except Exception:  # noqa: BLE001  (as __call__)
-            constants = (block_rows, block_cols)
-            _dense_general_launch(self, key, grid, args, constants)
-        return out if self.outputs == 1 else outputs
+        key.append(part)
+    return key
+
+
+def _dense_general_launch(
+    dense, key: tuple, grid: tuple, args: tuple, constants: tuple, **options
+) -> None:
+    """`dense.kernel` launched on `args` through the general path, as the launcher's own code would call it
+    (`constants`: the values of `dense.constexprs` but the compute dtype, which follows the first tensor's):
+    a key's first launch, which records its direct launcher, or a key whose launcher is None or failed,
+    which keeps the general path from now on (as launch)."""
+    language = triton.language
+    dtype = language.float64 if key[0] == torch.float64 else language.float32
+    constexprs = dict(zip(dense.constexprs, (*constants, dtype))) | options
+    first = key not in dense.launchers
+    dense.launchers[key] = None
+    launch(dense.kernel, grid, *args, **constexprs)
+    if first:
+        made = _launch_key(dense.kernel, args, constexprs)
+        dense.launchers[key] = _LAUNCHERS.get(made)
 
 
 class DenseHalves:
@@ -593,57 +523,6 @@ class DenseHalves:
             args = (*x.chunk(2, -1), *outputs, *scalars, *sizes)
             _dense_general_launch(self, key, grid, args, (block_rows, block_cols))
         return out if self.outputs == 1 else outputs
-
-
-def _dense_key(inputs: tuple, scalars: tuple) -> list | None:
-    """The start of a dense launch's key: the dtype, the GPU, each input's 16-byte alignment and each
-    scalar's kind; None where the inputs are not dense CUDA tensors of one shape, dtype and GPU (the
-    current one), nor empty, or a scalar is unusual."""
-    first = inputs[0]
-    if type(first) is not Tensor or not first.is_cuda:
-        return None
-    n, dtype = first.numel(), first.dtype
-    # What tells a broadcast or another dtype apart first: it leaves at the cheapest read.
-    for t in inputs[1:]:
-        if (
-            type(t) is not Tensor
-            or t.numel() != n
-            or t.dtype is not dtype
-            or t.shape != first.shape
-        ):
-            return None
-    device = first.get_device()
-    if device != _current_gpu() or not 0 < n <= 0x7FFFFFFF:
-        return None
-    key = [dtype, device]
-    for t in inputs:
-        if not t.is_contiguous() or t.get_device() != device:
-            return None
-        key.append(t.data_ptr() & 15 == 0)
-    for value in scalars:
-        part = _scalar_key(value)
-        if part is _UNUSUAL:
-            return None
-        key.append(part)
-    return key
-
-
-def _dense_general_launch(
-    dense, key: tuple, grid: tuple, args: tuple, constants: tuple, **options
-) -> None:
-    """`dense.kernel` launched on `args` through the general path, as the launcher's own code would call it
-    (`constants`: the values of `dense.constexprs` but the compute dtype, which follows the first tensor's):
-    a key's first launch, which records its direct launcher, or a key whose launcher is None or failed,
-    which keeps the general path from now on (as launch)."""
-    language = triton.language
-    dtype = language.float64 if key[0] == torch.float64 else language.float32
-    constexprs = dict(zip(dense.constexprs, (*constants, dtype))) | options
-    first = key not in dense.launchers
-    dense.launchers[key] = None
-    launch(dense.kernel, grid, *args, **constexprs)
-    if first:
-        made = _launch_key(dense.kernel, args, constexprs)
-        dense.launchers[key] = _LAUNCHERS.get(made)
 
 
 def trace_as_reference(op: str, reference: Callable[..., object]) -> None:

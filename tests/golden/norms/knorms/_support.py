@@ -595,6 +595,155 @@ def _run_launcher(compiled, tail: tuple, hooks: tuple) -> Callable:
     return run_launch
 
 
+def _dense_key(inputs: tuple, scalars: tuple) -> list | None:
+    """The start of a dense launch's key: the dtype, the GPU, each input's 16-byte alignment and each
+    scalar's kind; None where the inputs are not dense CUDA tensors of one shape, dtype and GPU (the
+    current one), nor empty, or a scalar is unusual."""
+    first = inputs[0]
+    if type(first) is not Tensor or not first.is_cuda:
+        return None
+    n, dtype = first.numel(), first.dtype
+    # What tells a broadcast or another dtype apart first: it leaves at the cheapest read.
+    for t in inputs[1:]:
+        if (
+            type(t) is not Tensor
+            or t.numel() != n
+            or t.dtype is not dtype
+            or t.shape != first.shape
+        ):
+            return None
+    device = first.get_device()
+    if device != _current_gpu() or not 0 < n <= 0x7FFFFFFF:
+        return None
+    key = [dtype, device]
+    for t in inputs:
+        if not t.is_contiguous() or t.get_device() != device:
+            return None
+        key.append(t.data_ptr() & 15 == 0)
+    for value in scalars:
+        part = _scalar_key(value)
+        if part is _UNUSUAL:
+            return None
+        key.append(part)
+    return key
+
+
+def _dense_general_launch(
+    dense, key: tuple, grid: tuple, args: tuple, constants: tuple, **options
+) -> None:
+    """`dense.kernel` launched on `args` through the general path, as the launcher's own code would call it
+    (`constants`: the values of `dense.constexprs` but the compute dtype, which follows the first tensor's):
+    a key's first launch, which records its direct launcher, or a key whose launcher is None or failed,
+    which keeps the general path from now on (as launch)."""
+    language = triton.language
+    dtype = language.float64 if key[0] == torch.float64 else language.float32
+    constexprs = dict(zip(dense.constexprs, (*constants, dtype))) | options
+    first = key not in dense.launchers
+    dense.launchers[key] = None
+    launch(dense.kernel, grid, *args, **constexprs)
+    if first:
+        made = _launch_key(dense.kernel, args, constexprs)
+        dense.launchers[key] = _LAUNCHERS.get(made)
+
+
+class DenseNorms:
+    """A row normalisation's launches on a dense CUDA tensor with rows (two dimensions or more, the common
+    case), beside inputs of its shape or of its last dimension (a weight, a bias: one row read by every
+    row), all dense, of one dtype on the current GPU; an optional input may be absent. What Triton
+    specialises the launch on is then the dtype, the GPU, each input's kind (full, one row, absent) and
+    16-byte alignment, the scalars' kinds, the row count's and row length's being 1 or a multiple of 16
+    and the block norm_blocks picks, where the general path works out the broadcast shape and the rows'
+    layout and classifies every argument (`benchmarks/host_path.py`). The same kernel, arguments and
+    launch as the general path (row_layout's strides: those of every tensor dense where no input is
+    one row, else 0 for a row read by every row and for an absent input).
+    """
+
+    def __init__(
+        self,
+        kernel,
+        stats: int,
+        constexprs: tuple[str, ...],
+        flags: tuple[tuple[int, str], ...],
+    ):
+        # The statistics it can save for backward: how many.
+        self.kernel, self.stats = kernel, stats
+        # The kernel's names for its block, row length, one pass, saving and compute dtype.
+        self.constexprs = constexprs
+        self.flags = flags  # each optional input's position and its HAS_ flag
+        self.launchers: dict[tuple, Callable | None] = {}
+
+    def __call__(
+        self, inputs: tuple, scalars: tuple, save_stats: bool = False
+    ) -> Tensor | tuple[Tensor | None, ...] | None:
+        """The output (and the statistics, None where not saved, for an op that saves them); None where
+        the inputs are not as the class says: the general path's."""
+        x = inputs[0]
+        if type(x) is not Tensor or not x.is_cuda or x.dim() < 2:
+            return None
+        shape, n, dtype = x.shape, x.numel(), x.dtype
+        n_cols = shape[-1]
+        n_rows = n // n_cols if n_cols else 0
+        device = x.get_device()
+        # (row_layout drops a dimension of one: one row, or rows of one element, read otherwise.)
+        if n_rows < 2 or n_cols < 2 or device != _current_gpu() or n > 0x7FFFFFFF:
+            return None
+        key = [dtype, device, save_stats]
+        kinds = []  # each input: 2 of the full shape, 1 one row, 0 absent
+        for t in inputs:
+            if t is None:
+                kinds.append(0)
+                continue
+            if (
+                type(t) is not Tensor
+                or t.dtype is not dtype
+                or not t.is_contiguous()
+                or t.get_device() != device
+            ):
+                return None
+            if t.shape == shape:
+                kinds.append(2)
+            elif t.dim() == 1 and t.shape[0] == n_cols:
+                kinds.append(1)
+            else:
+                return None
+            key.append(t.data_ptr() & 15 == 0)
+        key.append(tuple(kinds))
+        for value in scalars:
+            part = _scalar_key(value)
+            if part is _UNUSUAL:
+                return None
+            key.append(part)
+        out = torch.empty_like(x)
+        stat_dtype = torch.float64 if dtype == torch.float64 else torch.float32
+        stats = [
+            x.new_empty(*shape[:-1], 1, dtype=stat_dtype) if save_stats else None
+            for _ in range(self.stats)
+        ]
+        key.append(out.data_ptr() & 15 == 0)
+        blocks = norm_blocks(n_rows, n_cols, x.element_size())
+        block_rows, block_cols, one_pass, num_warps = blocks
+        key += (_scalar_key(n_rows), _scalar_key(n_cols), blocks)
+        key = tuple(key)
+        grid = ((n_rows + block_rows - 1) // block_rows,)
+        if 1 in kinds:  # row_layout's strided rows
+            steps = {2: (n_cols, 1), 1: (0, 1), 0: (0, 0)}
+            strides = [s for kind in kinds for s in steps[kind]] + [n_cols, 1]
+        else:  # row_layout's dense rows, an absent input's too
+            strides = (n_cols, 1) * (len(inputs) + 1)
+        args = (*inputs, out, *stats, *scalars, n_rows, n_cols, *strides)
+        stream = torch._C._cuda_getCurrentRawStream(device)
+        try:
+            self.launchers[key](grid, stream, args)
+        except Exception:  # noqa: BLE001  (as DenseLaunches)
+            saving = (save_stats,) if self.stats else ()
+            constants = (block_rows, block_cols, None, one_pass, *saving)
+            flags = {name: inputs[at] is not None for at, name in self.flags}
+            _dense_general_launch(
+                self, key, grid, args, constants, num_warps=num_warps, **flags
+            )
+        return (out, *stats) if self.stats else out
+
+
 def trace_as_reference(op: str, reference: Callable[..., object]) -> None:
     """Has torch.compile trace `op` as its PyTorch reference, which Inductor fuses with the operations
     around it: Inductor cannot fuse anything into a call of an op.

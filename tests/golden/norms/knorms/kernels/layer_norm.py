@@ -154,6 +154,22 @@ def layer_norm_kernel(
             )
 
 
+# Dense CUDA tensors (a weight or bias of one row beside them): straight to the kernel.
+DENSE_LAUNCHES = _support.DenseNorms(
+    layer_norm_kernel,
+    2,
+    (
+        "BLOCK_ROWS",
+        "BLOCK_COLS",
+        "CONST_COLS",
+        "ONE_PASS",
+        "SAVE_STATS",
+        "COMPUTE_DTYPE",
+    ),
+    ((2, "HAS_bias"),),
+)
+
+
 def layer_norm_triton(
     x: Tensor, weight: Tensor, bias: Tensor | None = None, eps: float = 1e-5
 ) -> Tensor:
@@ -177,6 +193,9 @@ def _layer_norm_triton(
     eps: float = 1e-5,
 ) -> tuple[Tensor, Tensor | None, Tensor | None]:
     """Launches layer_norm_kernel: the output, and each row's mu, rstd where save_stats (else None)."""
+    dense = DENSE_LAUNCHES((x, weight, bias), (eps,), save_stats)
+    if dense is not None:
+        return dense
     out = _support.normalization_output("knorms::layer_norm", x, weight, bias)
     mu = _support.norm_stat(out) if save_stats else None
     rstd = _support.norm_stat(out) if save_stats else None

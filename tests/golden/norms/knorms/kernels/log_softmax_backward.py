@@ -102,8 +102,20 @@ def log_softmax_backward_kernel(
             )
 
 
+# Dense CUDA tensors (a weight or bias of one row beside them): straight to the kernel.
+DENSE_LAUNCHES = _support.DenseNorms(
+    log_softmax_backward_kernel,
+    0,
+    ("BLOCK_ROWS", "BLOCK_COLS", "CONST_COLS", "ONE_PASS", "COMPUTE_DTYPE"),
+    (),
+)
+
+
 def log_softmax_backward_triton(grad: Tensor, result: Tensor) -> Tensor:
     """The bare launcher of log_softmax_backward_kernel; the operator calls it on real tensors."""
+    dense = DENSE_LAUNCHES((grad, result), ())
+    if dense is not None:
+        return dense
     out = _support.normalization_output("knorms::log_softmax_backward", grad, result)
     if out.numel() == 0:
         return out

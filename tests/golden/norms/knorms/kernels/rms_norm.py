@@ -113,6 +113,22 @@ def rms_norm_kernel(
 rms_norm_kernel_interpreted = InterpretedFunction(rms_norm_kernel.fn)
 
 
+# Dense CUDA tensors (a weight or bias of one row beside them): straight to the kernel.
+DENSE_LAUNCHES = _support.DenseNorms(
+    rms_norm_kernel,
+    1,
+    (
+        "BLOCK_ROWS",
+        "BLOCK_COLS",
+        "CONST_COLS",
+        "ONE_PASS",
+        "SAVE_STATS",
+        "COMPUTE_DTYPE",
+    ),
+    (),
+)
+
+
 def rms_norm_triton(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
     """The bare launcher of rms_norm_kernel; the operator calls it on real tensors."""
     return _rms_norm_triton(False, x, weight, eps)[0]
@@ -130,6 +146,9 @@ def _rms_norm_triton(
     save_stats: bool, x: Tensor, weight: Tensor, eps: float = 1e-6
 ) -> tuple[Tensor, Tensor | None]:
     """Launches rms_norm_kernel: the output, and each row's rstd where save_stats (else None)."""
+    dense = DENSE_LAUNCHES((x, weight), (eps,), save_stats)
+    if dense is not None:
+        return dense
     out = _support.normalization_output("knorms::rms_norm", x, weight)
     rstd = _support.norm_stat(out) if save_stats else None
     if out.numel() == 0:

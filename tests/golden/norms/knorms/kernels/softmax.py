@@ -116,8 +116,20 @@ def softmax_kernel(
 softmax_kernel_interpreted = InterpretedFunction(softmax_kernel.fn)
 
 
+# Dense CUDA tensors (a weight or bias of one row beside them): straight to the kernel.
+DENSE_LAUNCHES = _support.DenseNorms(
+    softmax_kernel,
+    0,
+    ("BLOCK_ROWS", "BLOCK_COLS", "CONST_COLS", "ONE_PASS", "COMPUTE_DTYPE"),
+    (),
+)
+
+
 def softmax_triton(x: Tensor) -> Tensor:
     """The bare launcher of softmax_kernel; the operator calls it on real tensors."""
+    dense = DENSE_LAUNCHES((x,), ())
+    if dense is not None:
+        return dense
     out = _support.normalization_output("knorms::softmax", x)
     if out.numel() == 0:
         return out

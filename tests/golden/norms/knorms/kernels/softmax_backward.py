@@ -116,8 +116,20 @@ def softmax_backward_kernel(
 softmax_backward_kernel_interpreted = InterpretedFunction(softmax_backward_kernel.fn)
 
 
+# Dense CUDA tensors (a weight or bias of one row beside them): straight to the kernel.
+DENSE_LAUNCHES = _support.DenseNorms(
+    softmax_backward_kernel,
+    0,
+    ("BLOCK_ROWS", "BLOCK_COLS", "CONST_COLS", "ONE_PASS", "COMPUTE_DTYPE"),
+    (),
+)
+
+
 def softmax_backward_triton(grad: Tensor, result: Tensor) -> Tensor:
     """The bare launcher of softmax_backward_kernel; the operator calls it on real tensors."""
+    dense = DENSE_LAUNCHES((grad, result), ())
+    if dense is not None:
+        return dense
     out = _support.normalization_output("knorms::softmax_backward", grad, result)
     if out.numel() == 0:
         return out
