@@ -670,6 +670,7 @@ class DenseNorms:
         # The kernel's names for its block, row length, one pass, saving and compute dtype.
         self.constexprs = constexprs
         self.flags = flags  # each optional input's position and its HAS_ flag
+        self.no_stats = (None,) * stats
         self.launchers: dict[tuple, Callable | None] = {}
 
     def __call__(
@@ -688,10 +689,13 @@ class DenseNorms:
         if n_rows < 2 or n_cols < 2 or device != _current_gpu() or n > 0x7FFFFFFF:
             return None
         key = [dtype, device, save_stats]
-        kinds = []  # each input: 2 of the full shape, 1 one row, 0 absent
+        # row_layout's strides where an input is one row: 0 for it (and for an absent input) between rows.
+        strided = []
+        one_row = False
         for t in inputs:
             if t is None:
-                kinds.append(0)
+                key.append(None)
+                strided += (0, 0)
                 continue
             if (
                 type(t) is not Tensor
@@ -701,33 +705,36 @@ class DenseNorms:
             ):
                 return None
             if t.shape == shape:
-                kinds.append(2)
+                strided += (n_cols, 1)
             elif t.dim() == 1 and t.shape[0] == n_cols:
-                kinds.append(1)
+                strided += (0, 1)
+                one_row = True
             else:
                 return None
             key.append(t.data_ptr() & 15 == 0)
-        key.append(tuple(kinds))
+        # The inputs' kinds where one is a row (full: n_cols, 1; a row: 0, 1; absent: 0, 0).
+        key.append(one_row and tuple([s == 0 for s in strided]))
         for value in scalars:
             part = _scalar_key(value)
             if part is _UNUSUAL:
                 return None
             key.append(part)
         out = torch.empty_like(x)
-        stat_dtype = torch.float64 if dtype == torch.float64 else torch.float32
-        stats = [
-            x.new_empty(*shape[:-1], 1, dtype=stat_dtype) if save_stats else None
-            for _ in range(self.stats)
-        ]
+        if save_stats:
+            stat_dtype = torch.float64 if dtype == torch.float64 else torch.float32
+            stats = [
+                x.new_empty(*shape[:-1], 1, dtype=stat_dtype) for _ in range(self.stats)
+            ]
+        else:
+            stats = self.no_stats
         key.append(out.data_ptr() & 15 == 0)
         blocks = norm_blocks(n_rows, n_cols, x.element_size())
         block_rows, block_cols, one_pass, num_warps = blocks
         key += (_scalar_key(n_rows), _scalar_key(n_cols), blocks)
         key = tuple(key)
         grid = ((n_rows + block_rows - 1) // block_rows,)
-        if 1 in kinds:  # row_layout's strided rows
-            steps = {2: (n_cols, 1), 1: (0, 1), 0: (0, 0)}
-            strides = [s for kind in kinds for s in steps[kind]] + [n_cols, 1]
+        if one_row:  # row_layout's strided rows
+            strides = (*strided, n_cols, 1)
         else:  # row_layout's dense rows, an absent input's too
             strides = (n_cols, 1) * (len(inputs) + 1)
         args = (*inputs, out, *stats, *scalars, n_rows, n_cols, *strides)
