@@ -1,7 +1,8 @@
-"""A launcher's dense path: dense CUDA tensors (the common case) launched straight to the kernel by
-_support.DenseLaunches (a pointwise op's), DenseRows (a row reduction's), DenseHalves (a split op's;
-_support/launch.py.j2) or DenseNorms (a row normalisation's; _support/norms.py.j2), before the general
-path works out their layout and classifies every argument for the launch key."""
+"""A Triton launcher's dense path: the common case, dense CUDA tensors (beside a weight or bias of one row
+where the kind allows it), launched straight to the kernel by its kind's helper in _support.py, before the
+general path works out the layout and classifies every argument for the launch key. Each kind's helper is its
+own template (the kind's "dense" role): DenseLaunches (pointwise ops), DenseRows (row reductions),
+DenseHalves (split ops), DenseNorms (row normalisations); launch.py.j2 holds what they share."""
 
 from __future__ import annotations
 
@@ -14,11 +15,10 @@ from .layout import literal, wrap
 
 
 def applies(op: Op) -> bool:
-    """Whether the op's launcher takes dense CUDA tensors of one shape, dtype and GPU straight to its kernel,
-    compiled for CUDA, nothing mutated, no optional Tensor: a pointwise op (_support.DenseLaunches) or a row
-    reduction (_support.DenseRows) whose kernel takes its inputs as given, then its outputs; a split op
-    (_support.DenseHalves) whose kernel takes the halves of its one Tensor, then its outputs. A triton_op's
-    eager launcher has them, not the launch torch.compile traces."""
+    """Whether the op's launcher has a dense path: a kernel compiled for CUDA, nothing written in place, and
+    a pointwise op or row reduction whose kernel takes its inputs as given (none optional), then its
+    outputs; a split op whose kernel takes the halves of its one Tensor; a row normalisation's forward. A
+    triton_op's eager launcher has it, not the launch torch.compile traces."""
     return _pointwise_applies(op) or _reduction_applies(op) or _split_applies(op) or _norm_applies(op)
 
 
@@ -70,34 +70,35 @@ def templates(ops) -> list[str]:
 
 
 def definition(op: Op) -> list[str]:
-    """The module-level DenseLaunches or DenseRows of the op's kernel, before its launcher (none where it has none)."""
+    """The module-level helper of the op's dense path, before its launcher (none where it has none)."""
     local = locals_for(op)
-    if _pointwise_applies(op):
-        names = [local.BLOCK_ROWS, local.BLOCK_COLS, local.COMPUTE_DTYPE]
-        arguments = [triton.kernel(op), local.BLOCK_SIZE, str(len(op.output_names))]
-        helper = "DenseLaunches"
-    elif _split_applies(op):
-        names = [local.BLOCK_ROWS, local.BLOCK_COLS, local.COMPUTE_DTYPE]
-        arguments = [triton.kernel(op), local.BLOCK_SIZE, str(len(op.output_names))]
-        helper = "DenseHalves"
+    kernel = triton.kernel(op)
+    comment = "# Dense CUDA tensors of one shape, dtype and GPU (the common case): straight to the kernel."
+    if _pointwise_applies(op) or _split_applies(op):
+        helper = "DenseLaunches" if _pointwise_applies(op) else "DenseHalves"
+        names = _names(local.BLOCK_ROWS, local.BLOCK_COLS, local.COMPUTE_DTYPE)
+        arguments = [kernel, local.BLOCK_SIZE, str(len(op.output_names)), names]
+    elif _reduction_applies(op):
+        helper = "DenseRows"
+        arguments = [kernel, _names(local.BLOCK_ROWS, local.BLOCK_COLS, local.CONST_COLS, local.COMPUTE_DTYPE)]
     elif _norm_applies(op):
-        saves = [local.SAVE_STATS] if norms.saved_stats(op) else []
-        names = [local.BLOCK_ROWS, local.BLOCK_COLS, local.CONST_COLS, local.ONE_PASS, *saves, local.COMPUTE_DTYPE]
+        helper = "DenseNorms"
+        comment = "# Dense CUDA tensors (a weight or bias of one row beside them): straight to the kernel."
+        stats = norms.saved_stats(op)
+        saves = [local.SAVE_STATS] if stats else []
+        names = _names(local.BLOCK_ROWS, local.BLOCK_COLS, local.CONST_COLS, local.ONE_PASS, *saves, local.COMPUTE_DTYPE)
         inputs = [a.name for a in op.input_args]
         flags = [python.tuple_expression([str(inputs.index(a.name)), literal(local.flag(a.name))])
-                 for a in op.tested_optionals]
-        arguments = [triton.kernel(op), str(len(norms.saved_stats(op))),
-                     python.tuple_expression([literal(name) for name in names]), python.tuple_expression(flags)]
-        return ["# Dense CUDA tensors (a weight or bias of one row beside them): straight to the kernel.",
-                wrap(f"{local.DENSE_LAUNCHES} = _support.DenseNorms(", arguments, ")"), "", ""]
-    elif _reduction_applies(op):
-        names = [local.BLOCK_ROWS, local.BLOCK_COLS, local.CONST_COLS, local.COMPUTE_DTYPE]
-        arguments, helper = [triton.kernel(op)], "DenseRows"
+                 for a in op.tested_optionals]  # each optional input's position and its HAS_ constexpr
+        arguments = [kernel, str(len(stats)), names, python.tuple_expression(flags)]
     else:
         return []
-    arguments.append(python.tuple_expression([literal(name) for name in names]))
-    return ["# Dense CUDA tensors of one shape, dtype and GPU (the common case): straight to the kernel.",
-            wrap(f"{local.DENSE_LAUNCHES} = _support.{helper}(", arguments, ")"), "", ""]
+    return [comment, wrap(f"{local.DENSE_LAUNCHES} = _support.{helper}(", arguments, ")"), "", ""]
+
+
+def _names(*constexprs: str) -> str:
+    """The kernel's names of the constexprs a helper passes on its general path's first launch, as a tuple."""
+    return python.tuple_expression([literal(name) for name in constexprs])
 
 
 def first_lines(op: Op) -> list[str]:
