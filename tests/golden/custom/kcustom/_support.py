@@ -125,9 +125,15 @@ def _strided_tiles(
         block_rows = min(64, _power_of_2(n_rows))
         block_cols = min(64, _power_of_2(n_cols))
     else:
-        block_cols = min(block, _power_of_2(n_cols))
-        block_rows = min(block // block_cols, _power_of_2(n_rows))
+        block_rows, block_cols = _row_tiles(block, n_rows, n_cols)
     return n_rows, n_cols, _pairs(row_strides, col_strides), block_rows, block_cols
+
+
+def _row_tiles(block: int, n_rows: int, n_cols: int) -> tuple[int, int]:
+    """The tiles of rows read along their length (no tensor transposed): whole rows of up to `block`
+    elements, as many rows as fit."""
+    block_cols = min(block, _power_of_2(n_cols))
+    return min(block // block_cols, _power_of_2(n_rows)), block_cols
 
 
 def _dims(

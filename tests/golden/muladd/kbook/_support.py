@@ -123,9 +123,15 @@ def _strided_tiles(
         block_rows = min(64, _power_of_2(n_rows))
         block_cols = min(64, _power_of_2(n_cols))
     else:
-        block_cols = min(block, _power_of_2(n_cols))
-        block_rows = min(block // block_cols, _power_of_2(n_rows))
+        block_rows, block_cols = _row_tiles(block, n_rows, n_cols)
     return n_rows, n_cols, _pairs(row_strides, col_strides), block_rows, block_cols
+
+
+def _row_tiles(block: int, n_rows: int, n_cols: int) -> tuple[int, int]:
+    """The tiles of rows read along their length (no tensor transposed): whole rows of up to `block`
+    elements, as many rows as fit."""
+    block_cols = min(block, _power_of_2(n_cols))
+    return min(block // block_cols, _power_of_2(n_rows)), block_cols
 
 
 def _dims(
@@ -381,12 +387,23 @@ def _dense_key(inputs: tuple, scalars: tuple) -> list | None:
         if not t.is_contiguous() or t.get_device() != device:
             return None
         key.append(t.data_ptr() & 15 == 0)
+    return key if _key_scalars(key, scalars) else None
+
+
+def _key_scalars(key: list, scalars: tuple) -> bool:
+    """Each scalar's kind appended to a dense launch's `key`; False where one is unusual (Triton's path)."""
     for value in scalars:
         part = _scalar_key(value)
         if part is _UNUSUAL:
-            return None
+            return False
         key.append(part)
-    return key
+    return True
+
+
+def _with_outputs(out: Tensor, count: int) -> tuple[Tensor, ...]:
+    """`out` and a kernel's other outputs, `count` in all, each like it (a call's cost kept off the common
+    case of one output, which the helpers write inline)."""
+    return (out, *[torch.empty_like(out) for _ in range(count - 1)])
 
 
 def _dense_general_launch(
@@ -434,11 +451,7 @@ class DenseLaunches:
             return self._broadcast_rows(inputs, scalars)
         first = inputs[0]
         out = torch.empty_like(first)
-        outputs = (
-            (out,)
-            if self.outputs == 1
-            else (out, *[torch.empty_like(first) for _ in range(self.outputs - 1)])
-        )
+        outputs = (out,) if self.outputs == 1 else _with_outputs(out, self.outputs)
         for o in outputs:
             key.append(o.data_ptr() & 15 == 0)
         n = first.numel()
@@ -496,22 +509,13 @@ class DenseLaunches:
             broadcast.append(t.numel() != n)
             key.append(t.data_ptr() & 15 == 0)
         key.append(tuple(broadcast))
-        for value in scalars:
-            part = _scalar_key(value)
-            if part is _UNUSUAL:
-                return None
-            key.append(part)
+        if not _key_scalars(key, scalars):
+            return None
         out = torch.empty_like(full)
-        outputs = (
-            (out,)
-            if self.outputs == 1
-            else (out, *[torch.empty_like(full) for _ in range(self.outputs - 1)])
-        )
+        outputs = (out,) if self.outputs == 1 else _with_outputs(out, self.outputs)
         for o in outputs:
             key.append(o.data_ptr() & 15 == 0)
-        # tiles' blocks for these rows: whole rows of up to `block` elements, as many rows as fit.
-        block_cols = min(self.block, _power_of_2(n_cols))
-        block_rows = min(self.block // block_cols, _power_of_2(n_rows))
+        block_rows, block_cols = _row_tiles(self.block, n_rows, n_cols)
         key += (_scalar_key(n_rows), _scalar_key(n_cols), block_rows)
         key = tuple(key)
         rows_up = (n_rows + block_rows - 1) // block_rows
