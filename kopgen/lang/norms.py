@@ -114,7 +114,7 @@ def kernel_body(op: Op) -> list[str]:
              f"        {pad}# The rows fit in the block: read once, each statistic reduced from it, then written.",
              f"        {pad}{local.cols} = tl.arange(0, {local.BLOCK_COLS}).to(tl.int64)",
              f"        {pad}{local.mask} = {local.row_mask}[:, None] & ({local.cols} < {local.n_cols})[None, :]",
-             *loads(op, None, inner), *one_pass_stats(op, inner), *(f"        {pad}{line}" for line in store(op, inner)),
+             *one_pass(op, inner), *(f"        {pad}{line}" for line in store(op, inner)),
              f"    {pad}else:",
              f"        {pad}# Longer rows: a loop over the columns per statistic, then one that writes. The compiled kernel",
              f"        {pad}# loops to the row length at run time (CONST_COLS is None); Triton 3.6's interpreter cannot.",
@@ -122,19 +122,31 @@ def kernel_body(op: Op) -> list[str]:
     return lines + (norm_sums.column_sum_tail(op) if summed else [])
 
 
-def loads(op: Op, names: set[str] | None, indent: int) -> list[str]:
+def one_pass(op: Op, indent: int) -> list[str]:
+    """A block of whole rows: the Tensors the statistics read, loaded; the statistics; then the other Tensors
+    (a weight, a bias), as a hand-written kernel orders them. Loaded first, they were held through the
+    statistics' reductions: bfloat16 layer_norm at hidden 8192 took 49.8 us, 37.7 loaded after; float32 66.1
+    and 68.8 (H200, rows 4096, `.gpu/r72` in docs/performance.md)."""
+    read = {name for stat in op.body.stats for name in (*stat.reduced.names, *(stat.outer.names if stat.outer else ()))}
+    others = {a.name for a in op.read_args} - read
+    return [*loads(op, read, indent, row_stats=True), *one_pass_stats(op, indent), *loads(op, others, indent)]
+
+
+def loads(op: Op, names: set[str] | None, indent: int, row_stats: bool | None = None) -> list[str]:
     """The Tensors the kernel reads (those of `names` only, where given), loaded into the compute dtype;
-    a backward kernel's saved statistics as columns, one value per row (row_stat_loads)."""
+    a backward kernel's saved statistics as columns, one value per row (row_stat_loads), where `row_stats`
+    (by default where `names` is not given)."""
     lines = triton.loads(op, indent)
-    row_stats = op.body.row_stats
+    saved = op.body.row_stats
     kept, i = [], 0
     # triton.loads gives one line per plain Tensor and four per optional one, in read_args' order.
     for arg in op.read_args:
         size = 4 if arg.is_optional else 1
-        if (names is None or arg.name in names) and arg.name not in row_stats:
+        if (names is None or arg.name in names) and arg.name not in saved:
             kept += lines[i : i + size]
         i += size
-    return (row_stat_loads(op, indent) if names is None else []) + kept
+    with_row_stats = names is None if row_stats is None else row_stats
+    return (row_stat_loads(op, indent) if with_row_stats else []) + kept
 
 
 def row_stat_loads(op: Op, indent: int) -> list[str]:

@@ -192,6 +192,38 @@ void norms_case(int op, int64_t rows, int64_t cols, int offset, bool per_row, bo
   }
 }
 
+// Every lane of a row normalises with the same statistics, bit for bit (a merge of lanes' partial results
+// that depended on which lane of a shuffle computes it would break this): a row whose second half mirrors
+// its first, with w all ones, gives the same output at mirrored columns, which other lanes (and warps)
+// compute.
+template <typename T>
+void layer_norm_lanes_agree(int64_t rows, int64_t cols) {
+  std::vector<T> x = random_values<T>(rows * cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols / 2; ++c) {
+      x[r * cols + cols - 1 - c] = x[r * cols + c];
+    }
+  }
+  const std::vector<T> w(cols, from_compute<T>(compute_t<T>(1)));
+  std::vector<T> out(rows * cols);
+  const void* inputs[3] = {x.data(), w.data(), nullptr};
+  void* outputs[1] = {out.data()};
+  const int64_t row_strides[3] = {cols, 0, 0};
+  const int64_t output_offsets[1] = {0};
+  const Launch launch{Type<T>::dtype, rows, cols, inputs, outputs, nullptr, true, 1, nullptr,
+                      nullptr, row_strides, output_offsets, cols};
+  kernels::layer_norm(launch, 1e-5, false);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols / 2; ++c) {
+      const double got = as_double(out[r * cols + cols - 1 - c]);
+      const double want = as_double(out[r * cols + c]);
+      if (got != want) {
+        return fail("layer_norm, mirrored row", rows, cols, 0, r * cols + cols - 1 - c, got, want);
+      }
+    }
+  }
+}
+
 // rms_norm's backward kernel: the gradient of x (rows x cols, `offset` elements past an aligned
 // start) and of w and b (each one row read by all rows), summed over the rows by the kernel into
 // `partial_rows` partial rows at most (blocks), or, where partial_rows is 0, written at every element.
@@ -325,6 +357,9 @@ void check_all() {
   norms_case<T>(0, 9, 64, 0, true, false);
   norms_case<T>(0, 3, 5000, 0, false, false);
   norms_case<T>(0, 9, 1024, 0, true, false);
+  for (const auto& [rows, cols] : norm_shapes) {
+    layer_norm_lanes_agree<T>(rows, cols);
+  }
   rows_case<T>(2, 3, 5000, 0, false);
   // rms_norm's backward kernel with w's gradient summed over the rows: a warp a row (several rows a
   // block), several warps a row, looped beyond the block (9000 columns); fewer blocks than the rows

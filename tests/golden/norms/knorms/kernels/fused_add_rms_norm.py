@@ -50,12 +50,6 @@ def fused_add_rms_norm_kernel(
             + cols[None, :] * residual_col_stride,
             mask=mask,
         ).to(COMPUTE_DTYPE)
-        weight = tl.load(
-            weight_ptr
-            + rows[:, None] * weight_row_stride
-            + cols[None, :] * weight_col_stride,
-            mask=mask,
-        ).to(COMPUTE_DTYPE)
         # rstd = rsqrt(mean((x + residual) * (x + residual)) + eps)
         rstd = tl.reduce(
             tl.where(mask, ((x + residual) * (x + residual)).to(COMPUTE_DTYPE), 0.0),
@@ -64,6 +58,12 @@ def fused_add_rms_norm_kernel(
         )[:, None]
         rstd = rstd / n_cols
         rstd = tl.rsqrt(rstd + eps).to(COMPUTE_DTYPE)
+        weight = tl.load(
+            weight_ptr
+            + rows[:, None] * weight_row_stride
+            + cols[None, :] * weight_col_stride,
+            mask=mask,
+        ).to(COMPUTE_DTYPE)
         tl.store(
             x_ptr + rows[:, None] * x_row_stride + cols[None, :] * x_col_stride,
             ((x + residual) * rstd * weight).to(x_ptr.dtype.element_ty),

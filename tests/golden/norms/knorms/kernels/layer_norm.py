@@ -50,21 +50,6 @@ def layer_norm_kernel(
             x_ptr + rows[:, None] * x_row_stride + cols[None, :] * x_col_stride,
             mask=mask,
         ).to(COMPUTE_DTYPE)
-        weight = tl.load(
-            weight_ptr
-            + rows[:, None] * weight_row_stride
-            + cols[None, :] * weight_col_stride,
-            mask=mask,
-        ).to(COMPUTE_DTYPE)
-        if HAS_bias:
-            bias = tl.load(
-                bias_ptr
-                + rows[:, None] * bias_row_stride
-                + cols[None, :] * bias_col_stride,
-                mask=mask,
-            ).to(COMPUTE_DTYPE)
-        else:  # not given: a placeholder, which the present(bias) branches never choose
-            bias = 0.0
         # mu = mean(x)
         mu = tl.reduce(
             tl.where(mask, x.to(COMPUTE_DTYPE), 0.0), 1, tl.standard._sum_combine
@@ -82,6 +67,21 @@ def layer_norm_kernel(
         rstd = tl.rsqrt(rstd + eps).to(COMPUTE_DTYPE)
         if SAVE_STATS:
             tl.store(rstd_ptr + rows[:, None], rstd, mask=row_mask[:, None])
+        weight = tl.load(
+            weight_ptr
+            + rows[:, None] * weight_row_stride
+            + cols[None, :] * weight_col_stride,
+            mask=mask,
+        ).to(COMPUTE_DTYPE)
+        if HAS_bias:
+            bias = tl.load(
+                bias_ptr
+                + rows[:, None] * bias_row_stride
+                + cols[None, :] * bias_col_stride,
+                mask=mask,
+            ).to(COMPUTE_DTYPE)
+        else:  # not given: a placeholder, which the present(bias) branches never choose
+            bias = 0.0
         out = (x - mu) * rstd * weight + tl.where(HAS_bias, bias, 0.0)
         tl.store(
             out_ptr + rows[:, None] * out_row_stride + cols[None, :] * out_col_stride,

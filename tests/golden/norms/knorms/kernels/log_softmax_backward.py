@@ -44,16 +44,16 @@ def log_softmax_backward_kernel(
             + cols[None, :] * grad_col_stride,
             mask=mask,
         ).to(COMPUTE_DTYPE)
+        # sum0 = sum(grad)
+        sum0 = tl.reduce(
+            tl.where(mask, grad.to(COMPUTE_DTYPE), 0.0), 1, tl.standard._sum_combine
+        )[:, None]
         result = tl.load(
             result_ptr
             + rows[:, None] * result_row_stride
             + cols[None, :] * result_col_stride,
             mask=mask,
         ).to(COMPUTE_DTYPE)
-        # sum0 = sum(grad)
-        sum0 = tl.reduce(
-            tl.where(mask, grad.to(COMPUTE_DTYPE), 0.0), 1, tl.standard._sum_combine
-        )[:, None]
         out = grad - tl.exp(result) * sum0
         tl.store(
             out_ptr + rows[:, None] * out_row_stride + cols[None, :] * out_col_stride,

@@ -46,12 +46,6 @@ def rms_norm_kernel(
             x_ptr + rows[:, None] * x_row_stride + cols[None, :] * x_col_stride,
             mask=mask,
         ).to(COMPUTE_DTYPE)
-        weight = tl.load(
-            weight_ptr
-            + rows[:, None] * weight_row_stride
-            + cols[None, :] * weight_col_stride,
-            mask=mask,
-        ).to(COMPUTE_DTYPE)
         # rstd = rsqrt(mean(x * x) + eps)
         rstd = tl.reduce(
             tl.where(mask, (x * x).to(COMPUTE_DTYPE), 0.0), 1, tl.standard._sum_combine
@@ -60,6 +54,12 @@ def rms_norm_kernel(
         rstd = tl.rsqrt(rstd + eps).to(COMPUTE_DTYPE)
         if SAVE_STATS:
             tl.store(rstd_ptr + rows[:, None], rstd, mask=row_mask[:, None])
+        weight = tl.load(
+            weight_ptr
+            + rows[:, None] * weight_row_stride
+            + cols[None, :] * weight_col_stride,
+            mask=mask,
+        ).to(COMPUTE_DTYPE)
         out = x * rstd * weight
         tl.store(
             out_ptr + rows[:, None] * out_row_stride + cols[None, :] * out_col_stride,
