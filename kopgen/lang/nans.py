@@ -9,6 +9,7 @@ from __future__ import annotations
 from ..model import Op, Package, RowReduction
 from ..names import locals_for
 from . import python
+from .layout import wrap
 
 
 def combined(kind: str, total: str, values: str) -> str:
@@ -19,27 +20,57 @@ def combined(kind: str, total: str, values: str) -> str:
     return f"{total} + {values}"
 
 
-def nan_wins(op: Op, kind: str, reduced: str, block: str, indent: int, keep_dims: bool = False) -> list[str]:
-    """After `reduced` = tl.reduce(`block`, 1, ...) by max or min: NaN where the row of `block` holds one, as
-    torch.amax and torch.amin give. tl.max's combine function drops a NaN (maxnumf compiled, NumPy's nanmax
-    in the interpreter); a combine function of our own would make the interpreter reduce element by element
-    in Python. Triton has no isnan of its own: a NaN is the value unequal to itself (ruff's PLR0124)."""
+def reduced(op: Op, kind: str, target: str, block: str, combine: str, indent: int, keep_dims: bool = False) -> list[str]:
+    """`target` = `block` reduced over its rows' columns by `combine` (tl.reduce with tl.<f>'s own combine
+    function, which Triton's interpreter runs in-process: it cannot call the @triton.jit tl.<f>). By max or
+    min, NaN where the row holds one, as torch.amax and torch.amin give: tl.max's combine function drops a
+    NaN (maxnumf compiled, NumPy's nanmax in the interpreter). The compiled kernel (CONST_COLS is None)
+    reduces with a combine function of its own that keeps one (helpers); the interpreter would call that
+    element by element in Python (a row of 8192: 14 s, not 25 ms), so there the NaNs are counted in a
+    second reduction. (On an H200 that second reduction took bfloat16 softmax at hidden 8192 from 34.9 to
+    40.2 us, docs/performance.md.) Triton has no isnan of its own: a NaN is the value unequal to itself."""
+    pad, local = " " * indent, locals_for(op)
+    columns = "[:, None]" * keep_dims
     if kind not in ("max", "min"):
-        return []
-    pad, nans = " " * indent, locals_for(op).nans
-    nan_rows = f"{nans}{'[:, None]' * keep_dims} > 0"
-    return [f"{pad}# tl.{kind}'s combine function drops a NaN; torch.a{kind} gives NaN for a row holding one.",
-            f"{pad}{nans} = ({block} != {block}).to(tl.int32)  # noqa: PLR0124",
-            pad + python.layout.assign(nans, f"tl.reduce({nans}, 1, tl.standard._sum_combine)", indent),
-            pad + python.layout.assign(reduced, f'tl.where({nan_rows}, float("nan"), {reduced})', indent)]
+        return [pad + wrap(f"{target} = tl.reduce(", [block, "1", combine], f"){columns}", indent)]
+    nans = local.nans
+    nan_rows = f"{nans}{columns} > 0"
+    return [f"{pad}if {local.CONST_COLS} is None:  # compiled: a combine function that keeps a NaN",
+            f"{pad}    " + wrap(f"{target} = tl.reduce(", [block, "1", _KEEPING_NAN[kind]], f"){columns}", indent + 4),
+            f"{pad}else:  # interpreted: tl.{kind}'s combine function, then the NaNs counted",
+            f"{pad}    " + wrap(f"{target} = tl.reduce(", [block, "1", combine], f"){columns}", indent + 4),
+            f"{pad}    {nans} = ({block} != {block}).to(tl.int32)  # noqa: PLR0124",
+            f"{pad}    " + python.layout.assign(nans, f"tl.reduce({nans}, 1, tl.standard._sum_combine)", indent + 4),
+            f"{pad}    " + python.layout.assign(target, f'tl.where({nan_rows}, float("nan"), {target})', indent + 4)]
+
+
+# A compiled kernel's combine function by max or min that keeps a NaN, as torch.amax and torch.amin.
+_KEEPING_NAN = {"max": "_max_keeping_nan", "min": "_min_keeping_nan"}
+
+
+def helpers(op: Op) -> list[str]:
+    """The module's combine functions that keep a NaN (`reduced`), for the reductions by max and min its kernel
+    has; each line after two blank lines, none where it has none."""
+    body = op.body
+    kinds = {s.reduction.kind for s in getattr(body, "stats", ())}
+    if isinstance(body, RowReduction):
+        kinds.add(body.reduction.kind)
+    lines = []
+    for kind in ("max", "min"):
+        if kind in kinds:
+            lines += ["", "", "@triton.jit", f"def {_KEEPING_NAN[kind]}(a, b):",
+                      f"    # The compiled kernels' combine function: a NaN wins, as in torch.a{kind}.",
+                      f"    return tl.{kind}imum(a, b, propagate_nan=tl.PropagateNan.ALL)"]
+    return lines
 
 
 # The contract's check of a row reduction by max or min (after two blank lines), in a package that has one.
 NAN_ROWS = '''
 
 class NanRows(Contract):
-    """A row reduction by max or min: a row holding a NaN gives NaN, as torch.amax and torch.amin
-    do (std::max(total, value) and tl.maximum's default drop one arriving as `value`)."""
+    """A row reduction by max or min (or a normalisation reading one): a row holding a NaN gives NaN, as
+    torch.amax and torch.amin do (std::max(total, value) and tl.maximum's default drop one arriving as
+    `value`)."""
 
     def test_a_nan_wins(self, device, dtype):
         """The normal sample's rows five times as long (a C++ loop's lanes get columns, not only
@@ -67,8 +98,11 @@ def widened(arg):
 
 
 def checked(op: Op) -> bool:
-    """A row reduction by max or min, whose tests check NanRows."""
-    return isinstance(op.body, RowReduction) and op.body.reduction.kind in ("max", "min")
+    """A row reduction by max or min, or a normalisation with a statistic by max or min: its tests check
+    NanRows."""
+    if isinstance(op.body, RowReduction):
+        return op.body.reduction.kind in ("max", "min")
+    return any(s.reduction.kind in ("max", "min") for s in getattr(op.body, "stats", ()))
 
 
 def contract(package: Package) -> tuple[str, ...]:

@@ -171,12 +171,11 @@ def one_pass_stats(op: Op, indent: int) -> list[str]:
         values = f"{python.layout.operand(stat.reduced.to_triton())}.to({local.COMPUTE_DTYPE})"
         masked = f"tl.where({local.mask}, {values}, {_IDENTITY[stat.reduction.kind]})"
         lines.append(f"{pad}# {stat.name} = {stat.text.strip()}")
-        if stat.reduction.kind in ("max", "min"):  # the block again in nan_wins: named once
+        if stat.reduction.kind in ("max", "min"):  # the block again in the NaN count: named once
             lines.append(pad + python.layout.assign(local.values, masked, indent))
             masked = local.values
-        lines.append(pad + wrap(f"{stat.name} = tl.reduce(", [masked, "1", _COMBINE[stat.reduction.kind]],
-                                ")[:, None]", indent))
-        lines += nans.nan_wins(op, stat.reduction.kind, stat.name, masked, indent, keep_dims=True)
+        lines += nans.reduced(op, stat.reduction.kind, stat.name, masked, _COMBINE[stat.reduction.kind], indent,
+                              keep_dims=True)
         lines += _finish(op, stat, indent)
         lines += _save(op, stat, indent)
     return lines
@@ -225,9 +224,8 @@ def looped(op: Op, indent: int) -> list[str]:
         lines.append(f"{pad}    " + python.layout.assign(local.values, values, indent + 4))
         masked = f"tl.where({local.mask}, {combined}, {total})"
         lines.append(f"{pad}    " + python.layout.assign(total, masked, indent + 4))
-        lines.append(pad + wrap(f"{stat.name} = tl.reduce(", [total, "1", _COMBINE[stat.reduction.kind]],
-                                ")[:, None]", indent))
-        lines += nans.nan_wins(op, stat.reduction.kind, stat.name, total, indent, keep_dims=True)
+        lines += nans.reduced(op, stat.reduction.kind, stat.name, total, _COMBINE[stat.reduction.kind], indent,
+                              keep_dims=True)
         lines += _finish(op, stat, indent)
         lines += _save(op, stat, indent)
     written = (*(w.expr for w in op.writes), *(c.expr for c in column_sums(op)))

@@ -174,10 +174,10 @@ def reduce(op: Op) -> list[str]:
     combine_function = {"max": "tl.standard._elementwise_max", "min": "tl.standard._elementwise_min"}.get(
         reduction.kind, "tl.standard._sum_combine"
     )
-    lines = [f"    # tl.reduce with {function}'s own combine function: what {function} does, which Triton's",
-             f"    # interpreter also runs in-process (it cannot call the @triton.jit {function} itself).",
-             f"    {out} = tl.reduce({local.total}, 1, {combine_function})"]
-    lines += nans.nan_wins(op, reduction.kind, out, local.total, 4)
+    lines = [] if reduction.kind in ("max", "min") else [  # nans.reduced explains its own
+        f"    # tl.reduce with {function}'s own combine function: what {function} does, which Triton's",
+        f"    # interpreter also runs in-process (it cannot call the @triton.jit {function} itself)."]
+    lines += nans.reduced(op, reduction.kind, out, local.total, combine_function, 4)
     if reduction.is_mean:
         lines += ["    # An empty row gives 0 / 0 = nan, as torch.mean.", f"    {out} = {out} / {local.n_cols}"]
     return lines

@@ -771,3 +771,33 @@ def is_floating(arg) -> bool:
     """Whether autocast casts `arg`: a floating Tensor, not float64."""
     floating = isinstance(arg, torch.Tensor) and arg.is_floating_point()
     return floating and arg.dtype != torch.float64
+
+
+class NanRows(Contract):
+    """A row reduction by max or min (or a normalisation reading one): a row holding a NaN gives NaN, as
+    torch.amax and torch.amin do (std::max(total, value) and tl.maximum's default drop one arriving as
+    `value`)."""
+
+    def test_a_nan_wins(self, device, dtype):
+        """The normal sample's rows five times as long (a C++ loop's lanes get columns, not only
+        its tail), a NaN in every other row of the largest input at a column that moves from
+        row to row, the first beside -inf: the reference's NaNs."""
+        args = tuple(map(widened, self.normal_args(device, dtype)))
+        x = max((arg for arg in args if isinstance(arg, torch.Tensor)), key=torch.numel)
+        rows = x.view(-1, x.shape[-1])
+        cols = rows.shape[1]
+        for row in range(0, rows.shape[0], 2):
+            rows[row, row * 7 % cols] = float("nan")
+        if cols > 1:  # torch.amax of [nan, -inf] is nan
+            rows[0, -1] = -float("inf")
+        expected = self.expected(args)
+        assert any(want.isnan().any() for want in expected), "the NaNs reached no row"
+        outputs = self.run(self.data.op, args)
+        assert_all_close(outputs, expected, equal_nan=True, **self.data.tolerances)
+
+
+def widened(arg):
+    """A Tensor's rows five times as long; one broadcast along them (1 column) stays."""
+    if isinstance(arg, torch.Tensor) and arg.dim() and arg.shape[-1] > 1:
+        return torch.cat([arg] * 5, -1)
+    return arg

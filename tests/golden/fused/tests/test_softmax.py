@@ -7,6 +7,7 @@ from _contract import (
     BackwardKernel,
     Contract,
     Differentiable,
+    NanRows,
     OnCuda,
     OpData,
     Sharded,
@@ -49,6 +50,7 @@ class TestSoftmax(
     TracedAsReference,
     Sharded,
     Autocasts,
+    NanRows,
     Contract,
 ):
     data = SOFTMAX

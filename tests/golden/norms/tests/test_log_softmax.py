@@ -9,6 +9,7 @@ from _contract import (
     Differentiable,
     DirectInEager,
     DirectInEagerWithGrad,
+    NanRows,
     OnCuda,
     OpData,
     Sharded,
@@ -53,6 +54,7 @@ class TestLogSoftmax(
     DirectInEagerWithGrad,
     Sharded,
     Autocasts,
+    NanRows,
     Contract,
 ):
     data = LOG_SOFTMAX

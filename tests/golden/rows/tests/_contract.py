@@ -837,8 +837,9 @@ def is_floating(arg) -> bool:
 
 
 class NanRows(Contract):
-    """A row reduction by max or min: a row holding a NaN gives NaN, as torch.amax and torch.amin
-    do (std::max(total, value) and tl.maximum's default drop one arriving as `value`)."""
+    """A row reduction by max or min (or a normalisation reading one): a row holding a NaN gives NaN, as
+    torch.amax and torch.amin do (std::max(total, value) and tl.maximum's default drop one arriving as
+    `value`)."""
 
     def test_a_nan_wins(self, device, dtype):
         """The normal sample's rows five times as long (a C++ loop's lanes get columns, not only

@@ -13,6 +13,12 @@ from .. import _support
 
 
 @triton.jit
+def _max_keeping_nan(a, b):
+    # The compiled kernels' combine function: a NaN wins, as in torch.amax.
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
 def softmax_kernel(
     x_ptr,
     out_ptr,
@@ -42,11 +48,13 @@ def softmax_kernel(
         ).to(COMPUTE_DTYPE)
         # x_max = max(x)
         values = tl.where(mask, x.to(COMPUTE_DTYPE), float("-inf"))
-        x_max = tl.reduce(values, 1, tl.standard._elementwise_max)[:, None]
-        # tl.max's combine function drops a NaN; torch.amax gives NaN for a row holding one.
-        nans = (values != values).to(tl.int32)  # noqa: PLR0124
-        nans = tl.reduce(nans, 1, tl.standard._sum_combine)
-        x_max = tl.where(nans[:, None] > 0, float("nan"), x_max)
+        if CONST_COLS is None:  # compiled: a combine function that keeps a NaN
+            x_max = tl.reduce(values, 1, _max_keeping_nan)[:, None]
+        else:  # interpreted: tl.max's combine function, then the NaNs counted
+            x_max = tl.reduce(values, 1, tl.standard._elementwise_max)[:, None]
+            nans = (values != values).to(tl.int32)  # noqa: PLR0124
+            nans = tl.reduce(nans, 1, tl.standard._sum_combine)
+            x_max = tl.where(nans[:, None] > 0, float("nan"), x_max)
         # sum_exp = sum(exp(x - x_max))
         sum_exp = tl.reduce(
             tl.where(mask, tl.exp(x - x_max).to(COMPUTE_DTYPE), 0.0),
@@ -77,11 +85,13 @@ def softmax_kernel(
                 tl.maximum(total, values, propagate_nan=tl.PropagateNan.ALL),
                 total,
             )
-        x_max = tl.reduce(total, 1, tl.standard._elementwise_max)[:, None]
-        # tl.max's combine function drops a NaN; torch.amax gives NaN for a row holding one.
-        nans = (total != total).to(tl.int32)  # noqa: PLR0124
-        nans = tl.reduce(nans, 1, tl.standard._sum_combine)
-        x_max = tl.where(nans[:, None] > 0, float("nan"), x_max)
+        if CONST_COLS is None:  # compiled: a combine function that keeps a NaN
+            x_max = tl.reduce(total, 1, _max_keeping_nan)[:, None]
+        else:  # interpreted: tl.max's combine function, then the NaNs counted
+            x_max = tl.reduce(total, 1, tl.standard._elementwise_max)[:, None]
+            nans = (total != total).to(tl.int32)  # noqa: PLR0124
+            nans = tl.reduce(nans, 1, tl.standard._sum_combine)
+            x_max = tl.where(nans[:, None] > 0, float("nan"), x_max)
         # sum_exp = sum(exp(x - x_max))
         total = tl.full((BLOCK_ROWS, BLOCK_COLS), 0.0, dtype=COMPUTE_DTYPE)
         for start in range(0, n_cols if CONST_COLS is None else CONST_COLS, BLOCK_COLS):

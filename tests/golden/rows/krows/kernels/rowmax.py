@@ -13,6 +13,12 @@ from .. import _support
 
 
 @triton.jit
+def _max_keeping_nan(a, b):
+    # The compiled kernels' combine function: a NaN wins, as in torch.amax.
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
 def rowmax_kernel(
     x_ptr,
     out_ptr,
@@ -44,13 +50,13 @@ def rowmax_kernel(
         total = tl.where(
             mask, tl.maximum(total, values, propagate_nan=tl.PropagateNan.ALL), total
         )
-    # tl.reduce with tl.max's own combine function: what tl.max does, which Triton's
-    # interpreter also runs in-process (it cannot call the @triton.jit tl.max itself).
-    out = tl.reduce(total, 1, tl.standard._elementwise_max)
-    # tl.max's combine function drops a NaN; torch.amax gives NaN for a row holding one.
-    nans = (total != total).to(tl.int32)  # noqa: PLR0124
-    nans = tl.reduce(nans, 1, tl.standard._sum_combine)
-    out = tl.where(nans > 0, float("nan"), out)
+    if CONST_COLS is None:  # compiled: a combine function that keeps a NaN
+        out = tl.reduce(total, 1, _max_keeping_nan)
+    else:  # interpreted: tl.max's combine function, then the NaNs counted
+        out = tl.reduce(total, 1, tl.standard._elementwise_max)
+        nans = (total != total).to(tl.int32)  # noqa: PLR0124
+        nans = tl.reduce(nans, 1, tl.standard._sum_combine)
+        out = tl.where(nans > 0, float("nan"), out)
     tl.store(out_ptr + rows, out.to(out_ptr.dtype.element_ty), mask=row_mask)
 
 
