@@ -149,3 +149,20 @@ def test_cuda_kernels_check_reports_each_wrong_value_and_nothing_else(perf, monk
     wrong = cuda_kernels.check_values(torch, types.SimpleNamespace(**{**vars(right), "rowmean": right.rowsum}))
     # 2 shapes (an empty row: sum 0, mean nan), 2 offsets, 4 dtypes
     assert len(wrong) == 16 and all(line.startswith("rowmean ") for line in wrong), wrong
+
+
+def test_triton_norms_kernels_reports_each_cases_fastest_round_against_the_copy(monkeypatch, capsys):
+    """benchmarks/triton_norms_kernels.py's table: per case and label the fastest round, the fastest copy of
+    the shape, the bandwidth as the tensors the kernel moves against that copy, and now / before."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import triton_norms_kernels
+
+    triton_norms_kernels.report([
+        "before|bfloat16|8192|33.5|softmax|41.0|1", "now|bfloat16|8192|33.6|softmax|36.0|1",
+        "before|bfloat16|8192|33.4|softmax|40.0|1", "now|bfloat16|8192|34.0|softmax|34.0|1",
+        "before|bfloat16|8192|33.4|rms_norm_backward|100.2|1.5", "now|bfloat16|8192|33.4|rms_norm_backward|93.5|1.5",
+    ])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:2] == ["dtype | hidden | copy | op | before | now | now / before", "--- | --- | --- | --- | --- | --- | ---"]
+    assert lines[2:] == ["bfloat16 | 8192 | 33.4 us | rms_norm_backward | 100.2 us (50%) | 93.5 us (54%) | 0.933",
+                         "bfloat16 | 8192 | 33.4 us | softmax | 40.0 us (84%) | 34.0 us (98%) | 0.850"]
