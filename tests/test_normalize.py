@@ -241,3 +241,24 @@ def test_saved_statistics_with_a_keyword_only_argument(tmp_path):
     result = subprocess.run([sys.executable, "-c", KEYWORD_ONLY_CHECK], cwd=repo, capture_output=True, text=True,
                             check=False, timeout=300)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
+
+
+def test_backward_kernels_with_column_sums_pipeline_only_16_bit_rows_of_one_pass_on_8_warps_or_more():
+    """_support.norm_sum_pipeline (the golden norms package's): the warps and loop stages of a backward kernel
+    with column sums. Measured on an H200 (docs/performance.md): a quarter of the warps in 2 stages took bfloat16
+    at hidden 4096 and 8192 12-17% less time, float32 at 8192 7% more, bfloat16 at 1024 (4 warps) 15% more."""
+    import importlib.util
+
+    import torch
+
+    from .conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location("_norms_support", ROOT / "tests/golden/norms/knorms/_support.py")
+    support = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(support)
+    bfloat16, float32 = torch.empty(1, dtype=torch.bfloat16), torch.empty(1)
+    assert support.norm_sum_pipeline(16, bfloat16, True) == (4, 2)  # hidden 8192
+    assert support.norm_sum_pipeline(8, bfloat16, True) == (2, 2)  # hidden 4096
+    assert support.norm_sum_pipeline(4, bfloat16, True) == (4, 1)  # hidden 1024 and 2048
+    assert support.norm_sum_pipeline(16, bfloat16, False) == (16, 1)  # rows longer than a block: loops in the loop
+    assert support.norm_sum_pipeline(16, float32, True) == (16, 1)

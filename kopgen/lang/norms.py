@@ -293,7 +293,7 @@ def constants(op: Op) -> list[tuple[str, str]]:
 def kernel_define(op: Op) -> str:
     """The kernel's `def`: a pointer per saved statistic after the tensors, and SAVE_STATS, whether to write them."""
     saves = ("SAVE_STATS",) if saved_stats(op) else ()
-    sums = ("COLUMN_SUMS", "CONST_STEPS") if column_sums(op) else ()
+    sums = ("COLUMN_SUMS", "CONST_STEPS", "STAGES") if column_sums(op) else ()
     steps = ("n_programs", "steps") if column_sums(op) else ()
     sizes = ("n_rows", "n_cols", *steps, "strides", "BLOCK_ROWS", "BLOCK_COLS", "CONST_COLS", "ONE_PASS", *saves, *sums)
     partials = [locals_for(op).partials_ptr] if column_sums(op) else []

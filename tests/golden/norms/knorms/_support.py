@@ -219,6 +219,19 @@ def norm_programs(blocks: int, out: Tensor) -> tuple[int, int]:
     return programs, (blocks + programs - 1) // programs
 
 
+def norm_sum_pipeline(warps: int, out: Tensor, one_pass: bool) -> tuple[int, int]:
+    """The warps of a backward kernel with column sums, and the stages of its loop over a program's blocks
+    of rows. Rows of one pass in 16-bit storage on 8 warps or more (4096 columns and up): a quarter of the
+    warps, the loop in 2 stages (a block's loads issued while the block before it reduces); on an H200,
+    bfloat16 rms_norm's backward at hidden 8192 took 82.7 us, not 93.6, at 4096 44.9, not 51.9
+    (docs/performance.md). Elsewhere as norm_blocks gives, in one stage: float32 at hidden 8192 took 124 ->
+    133 us that way, bfloat16 at hidden 1024 (4 warps, one left) 17.9 -> 20.6; longer rows' loop holds
+    loops of its own."""
+    if one_pass and out.element_size() == 2 and warps >= 8:
+        return warps // 4, 2
+    return warps, 1
+
+
 @functools.cache
 def _multiprocessors(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count

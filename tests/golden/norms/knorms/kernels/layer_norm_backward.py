@@ -42,6 +42,7 @@ def layer_norm_backward_kernel(
     ONE_PASS: tl.constexpr,
     COLUMN_SUMS: tl.constexpr,
     CONST_STEPS: tl.constexpr,
+    STAGES: tl.constexpr,
     COMPUTE_DTYPE: tl.constexpr,
 ):
     # One program normalises BLOCK_ROWS rows, each tensor read through its strides (0 where it is
@@ -50,7 +51,10 @@ def layer_norm_backward_kernel(
     # the inputs read by all rows over them: in registers (one pass) or in its partial rows (longer).
     program = tl.program_id(0).to(tl.int64)
     out1 = tl.full((BLOCK_COLS,), 0.0, dtype=COMPUTE_DTYPE)
-    for step in range(steps if CONST_STEPS is None else CONST_STEPS):
+    # In STAGES stages: a block's loads issued while the block before it reduces (norm_sum_pipeline).
+    for step in tl.range(
+        0, steps if CONST_STEPS is None else CONST_STEPS, num_stages=STAGES
+    ):
         rows = (program + step * n_programs) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
         row_mask = rows < n_rows
         if ONE_PASS:
@@ -251,6 +255,7 @@ def layer_norm_backward_triton(
     partials = _support.norm_partials(
         out0, n_programs, 1, n_cols, column_sums, one_pass
     )
+    num_warps, stages = _support.norm_sum_pipeline(num_warps, out0, one_pass)
     _support.launch(
         kernel,
         grid,
@@ -273,6 +278,7 @@ def layer_norm_backward_triton(
         num_warps=num_warps,
         COLUMN_SUMS=column_sums,
         CONST_STEPS=None if out0.is_cuda else steps,
+        STAGES=stages,
         COMPUTE_DTYPE=compute_dtype,
     )
     if column_sums:
