@@ -58,9 +58,9 @@ def helpers(op: Op) -> list[str]:
     lines = []
     for kind in ("max", "min"):
         if kind in kinds:
-            lines += ["", "", "@triton.jit", f"def {_KEEPING_NAN[kind]}(a, b):",
+            lines += ["", "", "@triton.jit", f"def {_KEEPING_NAN[kind]}(total, values):",
                       f"    # The compiled kernels' combine function: a NaN wins, as in torch.a{kind}.",
-                      f"    return tl.{kind}imum(a, b, propagate_nan=tl.PropagateNan.ALL)"]
+                      f"    return tl.{kind}imum(total, values, propagate_nan=tl.PropagateNan.ALL)"]
     return lines
 
 

@@ -13,9 +13,9 @@ from .. import _support
 
 
 @triton.jit
-def _max_keeping_nan(a, b):
+def _max_keeping_nan(total, values):
     # The compiled kernels' combine function: a NaN wins, as in torch.amax.
-    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+    return tl.maximum(total, values, propagate_nan=tl.PropagateNan.ALL)
 
 
 @triton.jit
