@@ -208,11 +208,13 @@ def _plan_merge(plan: UpdatePlan, path: str, base: str, theirs: str, disk: str |
 
 
 def _unchanged(repo: Path, state: State, spec_text: str) -> bool:
-    """Same spec, same kopgen, every file of kopgen's as it wrote it: nothing to render."""
+    """Same spec, same kopgen, every file of kopgen's as it wrote it: nothing to render. A recorded path where no
+    regular file stands (deleted, or a folder now) is a change: the full plan says what it means, and a folder
+    that is no file kopgen renders is left alone (its entry dropped from the state)."""
     if state.kopgen != __version__ or state.spec_sha256 != digest(spec_text):
         return False
     return all(
-        (text := read_file(repo, path)) is not None and digest(text) == recorded
+        (repo / path).is_file() and digest(read_file(repo, path)) == recorded
         for path, recorded in state.generated.items()
     )
 

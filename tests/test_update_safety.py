@@ -196,6 +196,22 @@ def test_a_folder_where_kopgen_writes_a_file_is_a_clean_error(repo):
     assert snapshot(repo) == before
 
 
+def test_a_state_entry_naming_a_folder_leaves_the_folder_and_drops_the_entry(repo):
+    """A recorded file of kopgen's where a folder stands, which kopgen no longer renders (`tests`, hand-edited into
+    the state): the folder is no file to read, delete or back up. Before, update stopped on it as "a folder
+    where kopgen writes a file", which it is not."""
+    state = json.loads((repo / STATE_PATH).read_text())
+    state["generated"]["tests"] = digest(b"")
+    (repo / STATE_PATH).write_text(json.dumps(state))
+    tests = {path: data for path, data in snapshot(repo).items() if path.startswith("tests/")}
+    assert update(repo, "--check").exit_code == 0
+    result = update(repo)
+    assert result.exit_code == 0, result.output
+    assert {path: data for path, data in snapshot(repo).items() if path.startswith("tests/")} == tests
+    assert "tests" not in json.loads((repo / STATE_PATH).read_text())["generated"]
+    assert backups(repo) == []
+
+
 def test_a_file_where_kopgen_needs_a_folder_is_a_clean_error(repo):
     kernels = repo / "kwalk/kernels"
     for path in kernels.iterdir():
