@@ -18,12 +18,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import statistics
 import subprocess
 import sys
 from pathlib import Path
 
 import routes
+from timing import graph_seconds
 
 ROOT = Path(__file__).resolve().parent.parent
 CALLS = 20  # calls per CUDA graph
@@ -132,25 +132,7 @@ def check_values(torch, pkg) -> list[str]:
 
 def gpu_seconds(torch, fn, args, rounds: int) -> float:
     """Median GPU seconds per call: a CUDA graph of CALLS calls, replayed and timed with events."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):  # warm up off the default stream, as torch's docs ask before capture
-        for _ in range(3):
-            fn(*args)
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(CALLS):
-            fn(*args)
-    times = []
-    for _ in range(rounds):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3 / CALLS)
-    return statistics.median(times)
+    return graph_seconds(torch, fn, args, rounds, CALLS)
 
 
 def show(title: str, header: list[str], rows: list[list]) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import norms_routes
 import routes
+from timing import graph_seconds
 
 ROWS, HIDDEN = 4096, (1024, 4096, 8192)
 
@@ -34,27 +35,9 @@ def measure(repo: Path, label: str) -> None:
 
     ops = torch.ops.knorms_triton
 
-    def graph_time(fn, reps: int = 20, rounds: int = 7) -> float:
-        """us per call of `reps` calls captured in a CUDA graph: the fastest of `rounds` replays."""
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                fn()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(reps):
-                fn()
-        times = []
-        for _ in range(rounds):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            graph.replay()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) * 1000 / reps)
-        return min(times)
+    def graph_time(fn) -> float:
+        """us per call of 20 calls captured in a CUDA graph: the fastest of 7 replays."""
+        return graph_seconds(torch, fn, pick=min) * 1e6
 
     for dtype in (torch.bfloat16, torch.float32):
         for hidden in HIDDEN:

@@ -51,10 +51,7 @@ _KEEPING_NAN = {"max": "_max_keeping_nan", "min": "_min_keeping_nan"}
 def helpers(op: Op) -> list[str]:
     """The module's combine functions that keep a NaN (`reduced`), for the reductions by max and min its kernel
     has; each line after two blank lines, none where it has none."""
-    body = op.body
-    kinds = {s.reduction.kind for s in getattr(body, "stats", ())}
-    if isinstance(body, RowReduction):
-        kinds.add(body.reduction.kind)
+    kinds = _reduction_kinds(op)
     lines = []
     for kind in ("max", "min"):
         if kind in kinds:
@@ -97,12 +94,17 @@ def widened(arg):
     return arg'''
 
 
+def _reduction_kinds(op: Op) -> set[str]:
+    """The kinds of reduction an op's kernel makes: a row reduction's, a normalisation's statistics'."""
+    if isinstance(op.body, RowReduction):
+        return {op.body.reduction.kind}
+    return {s.reduction.kind for s in getattr(op.body, "stats", ())}
+
+
 def checked(op: Op) -> bool:
     """A row reduction by max or min, or a normalisation with a statistic by max or min: its tests check
     NanRows."""
-    if isinstance(op.body, RowReduction):
-        return op.body.reduction.kind in ("max", "min")
-    return any(s.reduction.kind in ("max", "min") for s in getattr(op.body, "stats", ()))
+    return bool(_reduction_kinds(op) & {"max", "min"})
 
 
 def contract(package: Package) -> tuple[str, ...]:
