@@ -243,10 +243,11 @@ def test_saved_statistics_with_a_keyword_only_argument(tmp_path):
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
 
 
-def test_backward_kernels_with_column_sums_pipeline_only_16_bit_rows_of_one_pass_on_8_warps_or_more():
-    """_support.norm_sum_pipeline (the golden norms package's): the warps and loop stages of a backward kernel
-    with column sums. Measured on an H200 (docs/performance.md): a quarter of the warps in 2 stages took bfloat16
-    at hidden 4096 and 8192 12-17% less time, float32 at 8192 7% more, bfloat16 at 1024 (4 warps) 15% more."""
+def test_backward_kernels_with_column_sums_take_blocks_of_32_kib_one_program_a_multiprocessor():
+    """_support.norm_sum_blocks and norm_programs (the golden norms package's): a backward kernel with column
+    sums takes blocks of up to 32 KiB of rows on 64 bytes a thread, one program a multiprocessor where a row
+    is one pass. Measured on an H200 (docs/performance.md, 2026-12-04, fifth session): bfloat16 rms_norm's
+    backward at hidden 8192 took 63.3 us, 81.8 in blocks of one row on 4 programs a multiprocessor."""
     import importlib.util
 
     import torch
@@ -256,9 +257,12 @@ def test_backward_kernels_with_column_sums_pipeline_only_16_bit_rows_of_one_pass
     spec = importlib.util.spec_from_file_location("_norms_support", ROOT / "tests/golden/norms/knorms/_support.py")
     support = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(support)
-    bfloat16, float32 = torch.empty(1, dtype=torch.bfloat16), torch.empty(1)
-    assert support.norm_sum_pipeline(16, bfloat16, True) == (4, 2)  # hidden 8192
-    assert support.norm_sum_pipeline(8, bfloat16, True) == (2, 2)  # hidden 4096
-    assert support.norm_sum_pipeline(4, bfloat16, True) == (4, 1)  # hidden 1024 and 2048
-    assert support.norm_sum_pipeline(16, bfloat16, False) == (16, 1)  # rows longer than a block: loops in the loop
-    assert support.norm_sum_pipeline(16, float32, True) == (16, 1)
+    assert support.norm_sum_blocks(4096, 8192, 2) == (2, 8192, True, 16)  # bfloat16, hidden 8192
+    assert support.norm_sum_blocks(4096, 4096, 2) == (4, 4096, True, 16)
+    assert support.norm_sum_blocks(4096, 8192, 4) == (1, 8192, True, 16)  # float32
+    assert support.norm_sum_blocks(4096, 1000, 4) == (8, 1024, True, 16)  # a block of whole rows, padded
+    assert support.norm_sum_blocks(3, 1024, 4) == (4, 1024, True, 8)  # few rows: a smaller block
+    assert support.norm_sum_blocks(4096, 16384, 4) == support.norm_blocks(4096, 16384, 4)  # longer rows
+    # On the CPU (Triton's interpreter) 4 programs; the GPU's count comes from its multiprocessors
+    assert support.norm_programs(2048, torch.empty(1), True) == (4, 512)
+    assert support.norm_programs(3, torch.empty(1), True) == (3, 1)

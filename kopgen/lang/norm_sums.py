@@ -85,9 +85,8 @@ def column_sum_head(op: Op) -> list[str]:
              "    # the inputs read by all rows over them: in registers (one pass) or in its partial rows (longer).",
              f"    {local.program} = tl.program_id(0).to(tl.int64)"]
     lines += [f"    {c.name} = tl.full(({local.BLOCK_COLS},), 0.0, dtype={local.COMPUTE_DTYPE})" for c in column_sums(op)]
-    lines.append("    # In STAGES stages: a block's loads issued while the block before it reduces (norm_sum_pipeline).")
     steps = f"{local.steps} if {local.CONST_STEPS} is None else {local.CONST_STEPS}"
-    lines.append("    " + wrap(f"for {local.step} in tl.range(", ["0", steps, f"num_stages={local.STAGES}"], "):", 4))
+    lines.append("    " + wrap(f"for {local.step} in range(", [steps], "):", 4))
     return lines
 
 
@@ -148,15 +147,13 @@ def launch(op: Op, constants: list[tuple[str, str]]) -> list[str]:
     local = locals_for(op)
     first = triton.first_written(op)
     programs = python.layout.assign(f"{local.n_programs}, {local.steps}",
-                                    f"_support.norm_programs({local.grid}[0], {first})", 4)
+                                    f"_support.norm_programs({local.grid}[0], {first}, {local.one_pass})", 4)
     # Each program's partial row of each column sum, in COMPUTE_DTYPE (a placeholder where none is summed)
     partials = python.layout.assign(local.partials, f"_support.norm_partials({first}, {local.n_programs}, "
                                     f"{len(column_sums(op))}, {local.n_cols}, {local.column_sums}, {local.one_pass})", 4)
     constants_ = [*constants, ("COLUMN_SUMS", local.column_sums),
-                  ("CONST_STEPS", f"None if {first}.is_cuda else {local.steps}"), ("STAGES", local.stages)]
-    pipeline = python.layout.assign(f"{local.num_warps}, {local.stages}",
-                                    f"_support.norm_sum_pipeline({local.num_warps}, {first}, {local.one_pass})", 4)
+                  ("CONST_STEPS", f"None if {first}.is_cuda else {local.steps}")]
     return ["    # Fewer programs than blocks, each summing its blocks' column sums: few partial rows to sum.",
-            "    " + programs, f"    {local.grid} = ({local.n_programs},)", "    " + partials, "    " + pipeline,
+            "    " + programs, f"    {local.grid} = ({local.n_programs},)", "    " + partials,
             *triton.launch(op, ["n_rows", "n_cols", "n_programs", "steps", "strides"], constants_,
                            pointers=[local.partials])]

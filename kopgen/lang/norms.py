@@ -276,7 +276,9 @@ def blocks(op: Op) -> str:
     """`block_rows, block_cols, one_pass, num_warps = ...`: the block for the row length."""
     local = locals_for(op)
     target = f"{local.block_rows}, {local.block_cols}, {local.one_pass}, {local.num_warps}"
-    call = f"_support.norm_blocks({local.n_rows}, {local.n_cols}, {triton.first_written(op)}.element_size())"
+    # A backward kernel with column sums takes blocks of its own (its programs take many blocks each)
+    helper = "norm_sum_blocks" if column_sums(op) else "norm_blocks"
+    call = f"_support.{helper}({local.n_rows}, {local.n_cols}, {triton.first_written(op)}.element_size())"
     return python.layout.assign(target, call, 4)
 
 
@@ -293,7 +295,7 @@ def constants(op: Op) -> list[tuple[str, str]]:
 def kernel_define(op: Op) -> str:
     """The kernel's `def`: a pointer per saved statistic after the tensors, and SAVE_STATS, whether to write them."""
     saves = ("SAVE_STATS",) if saved_stats(op) else ()
-    sums = ("COLUMN_SUMS", "CONST_STEPS", "STAGES") if column_sums(op) else ()
+    sums = ("COLUMN_SUMS", "CONST_STEPS") if column_sums(op) else ()
     steps = ("n_programs", "steps") if column_sums(op) else ()
     sizes = ("n_rows", "n_cols", *steps, "strides", "BLOCK_ROWS", "BLOCK_COLS", "CONST_COLS", "ONE_PASS", *saves, *sums)
     partials = [locals_for(op).partials_ptr] if column_sums(op) else []

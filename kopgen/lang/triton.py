@@ -69,7 +69,7 @@ def launcher(op: Op) -> str:
 
 
 # The kernels' parameters that are compile-time constants.
-CONSTEXPRS = frozenset({"BLOCK_SIZE", "BLOCK_ROWS", "BLOCK_COLS", "CONST_COLS", "COMPUTE_DTYPE", "ONE_PASS", "SAVE_STATS", "COLUMN_SUMS", "CONST_STEPS", "STAGES"})
+CONSTEXPRS = frozenset({"BLOCK_SIZE", "BLOCK_ROWS", "BLOCK_COLS", "CONST_COLS", "COMPUTE_DTYPE", "ONE_PASS", "SAVE_STATS", "COLUMN_SUMS", "CONST_STEPS"})
 
 
 def _parameter(op: Op, name: str) -> str:

@@ -211,25 +211,33 @@ def norm_one_row(*tensors: Tensor) -> bool:
     return all(all(size == 1 for size in t.shape[:-1]) for t in tensors)
 
 
-def norm_programs(blocks: int, out: Tensor) -> tuple[int, int]:
-    """The programs of a backward kernel with column sums, and the blocks of rows each takes: at
-    most 4 per multiprocessor of the GPU (4 on the CPU), so that few partial rows are summed."""
-    limit = 4 * _multiprocessors(out.device) if out.is_cuda else 4
+@_cached
+def norm_sum_blocks(
+    n_rows: int, n_cols: int, element_size: int
+) -> tuple[int, int, bool, int]:
+    """norm_blocks for a backward kernel with column sums, whose programs each take many blocks of rows:
+    rows up to 32 KiB in one pass, several rows a block up to 32 KiB, 64 bytes a thread up to 16 warps.
+    On an H200 (rows 4096, one program a multiprocessor: norm_programs) bfloat16 rms_norm's backward at
+    hidden 8192 took 63.3 us in blocks of 2 rows on 16 warps, 81.8 at best in blocks of 1 row (4 programs
+    a multiprocessor on 4 warps, the loop over blocks pipelined); float32 at 8192 105.2 us, not 124.7
+    (docs/performance.md, 2026-12-04, fifth session). Longer rows as norm_blocks gives."""
+    if n_cols * element_size > 32768:
+        return norm_blocks(n_rows, n_cols, element_size)
+    block_cols = _power_of_2(max(n_cols, 16))
+    block_rows = min(max(32768 // (block_cols * element_size), 1), _power_of_2(n_rows))
+    warps = block_rows * block_cols * element_size // 2048  # 64 bytes per thread
+    return block_rows, block_cols, True, min(max(warps, 1), 16)
+
+
+def norm_programs(blocks: int, out: Tensor, one_pass: bool) -> tuple[int, int]:
+    """The programs of a backward kernel with column sums, and the blocks of rows each takes: one a
+    multiprocessor of the GPU where a row is one pass (its block holds registers for the rows and the
+    sums: more programs wait on each other; 4 on the CPU), 4 a multiprocessor for longer rows. Few
+    programs, few partial rows to sum."""
+    per_multiprocessor = 1 if one_pass else 4
+    limit = per_multiprocessor * _multiprocessors(out.device) if out.is_cuda else 4
     programs = max(min(blocks, limit), 1)
     return programs, (blocks + programs - 1) // programs
-
-
-def norm_sum_pipeline(warps: int, out: Tensor, one_pass: bool) -> tuple[int, int]:
-    """The warps of a backward kernel with column sums, and the stages of its loop over a program's blocks
-    of rows. Rows of one pass in 16-bit storage on 8 warps or more (4096 columns and up): a quarter of the
-    warps, the loop in 2 stages (a block's loads issued while the block before it reduces); on an H200,
-    bfloat16 rms_norm's backward at hidden 8192 took 82.7 us, not 93.6, at 4096 44.9, not 51.9
-    (docs/performance.md). Elsewhere as norm_blocks gives, in one stage: float32 at hidden 8192 took 124 ->
-    133 us that way, bfloat16 at hidden 1024 (4 warps, one left) 17.9 -> 20.6; longer rows' loop holds
-    loops of its own."""
-    if one_pass and out.element_size() == 2 and warps >= 8:
-        return warps // 4, 2
-    return warps, 1
 
 
 @functools.cache

@@ -42,7 +42,6 @@ def layer_norm_backward_kernel(
     ONE_PASS: tl.constexpr,
     COLUMN_SUMS: tl.constexpr,
     CONST_STEPS: tl.constexpr,
-    STAGES: tl.constexpr,
     COMPUTE_DTYPE: tl.constexpr,
 ):
     # One program normalises BLOCK_ROWS rows, each tensor read through its strides (0 where it is
@@ -51,10 +50,7 @@ def layer_norm_backward_kernel(
     # the inputs read by all rows over them: in registers (one pass) or in its partial rows (longer).
     program = tl.program_id(0).to(tl.int64)
     out1 = tl.full((BLOCK_COLS,), 0.0, dtype=COMPUTE_DTYPE)
-    # In STAGES stages: a block's loads issued while the block before it reduces (norm_sum_pipeline).
-    for step in tl.range(
-        0, steps if CONST_STEPS is None else CONST_STEPS, num_stages=STAGES
-    ):
+    for step in range(steps if CONST_STEPS is None else CONST_STEPS):
         rows = (program + step * n_programs) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
         row_mask = rows < n_rows
         if ONE_PASS:
@@ -245,17 +241,16 @@ def layer_norm_backward_triton(
     kernel = layer_norm_backward_kernel
     compute_dtype = tl.float64 if out0.dtype == torch.float64 else tl.float32
     # One pass where a row fits in a block; longer rows a pass per statistic and one that writes.
-    block_rows, block_cols, one_pass, num_warps = _support.norm_blocks(
+    block_rows, block_cols, one_pass, num_warps = _support.norm_sum_blocks(
         n_rows, n_cols, out0.element_size()
     )
     grid = ((n_rows + block_rows - 1) // block_rows,)  # one program per block
     # Fewer programs than blocks, each summing its blocks' column sums: few partial rows to sum.
-    n_programs, steps = _support.norm_programs(grid[0], out0)
+    n_programs, steps = _support.norm_programs(grid[0], out0, one_pass)
     grid = (n_programs,)
     partials = _support.norm_partials(
         out0, n_programs, 1, n_cols, column_sums, one_pass
     )
-    num_warps, stages = _support.norm_sum_pipeline(num_warps, out0, one_pass)
     _support.launch(
         kernel,
         grid,
@@ -278,7 +273,6 @@ def layer_norm_backward_triton(
         num_warps=num_warps,
         COLUMN_SUMS=column_sums,
         CONST_STEPS=None if out0.is_cuda else steps,
-        STAGES=stages,
         COMPUTE_DTYPE=compute_dtype,
     )
     if column_sums:
