@@ -11,9 +11,10 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from ..expr.formula import Formula
 from ..model import Backward, Op, Saved
 from ..names import Locals, locals_for
-from . import layout, split
+from . import layout, split, tests
 from .layout import literal, wrap
 from .python import backward_function, returns, setup_context_function, tuple_target
 
@@ -218,17 +219,49 @@ def backward_body(op: Op) -> list[str]:
         lines.append(f"    if {' or '.join(f'{needs}[{i}]' for i in call.users)}:")
         lines.append("        " + layout.assign(call.local, _formula(op, call.python, direct=True), 8))
     lines.append("    # Each gradient is summed back to its input's shape, where the input was broadcast.")
-    for g in gradients:
-        lines.append(f"    if {needs}[{g.arg.index}]:")
+    def summed(g) -> list[str]:
         formula = _formula(op, g.formula.python, shared, direct=True)
         summed = f"_support.sum_to_shape({formula}, {ctx}.{local.derived('shape', g.arg.name)})"
-        lines.append("        " + layout.assign(local.derived("gradient", g.arg.name), summed, 8))
+        return [f"    if {needs}[{g.arg.index}]:", "        " + layout.assign(local.derived("gradient", g.arg.name), summed, 8)]
+
+    # The gradients computed in torch ops (no kernel, no op of the namespace) last: the Tensors they read are
+    # widened first, not those a kernel takes.
+    in_torch = [g for g in gradients if g.eager is None and not g.formula.own_ops_called]
+    for g in gradients:
+        if g not in in_torch:
+            lines += summed(g)
+    lines += _widened(op, [g.formula for g in in_torch])
+    for g in in_torch:
+        lines += summed(g)
     gradients_returned = []
     for arg in op.args[: op.positional_count]:
         gradient = bw.gradient_for(arg)
         gradients_returned.append(local.derived("gradient", arg.name) if gradient and gradient.formula else "None")
     lines.append("    " + returns(gradients_returned, 4))
     return lines
+
+
+def _widened(op: Op, formulas: list[Formula], indent: int = 4) -> list[str]:
+    """Before `formulas` (computed in torch ops: no kernel, no op of the namespace), where the op takes 16-bit
+    dtypes: the Tensors they read widened to float32, as the reference computes (autograd casts each gradient
+    back to its input's dtype). In 16 bits every step of a formula rounds: bfloat16 layer_norm's weight
+    gradient, its formula subtracting the row's mean, was 0.0425 where the reference gives 0.0293."""
+    if not formulas or not {"float16", "bfloat16"} & set(op.dtypes) or any(f.own_ops_called for f in formulas):
+        return []
+    local = locals_for(op)
+    read = {node.id for f in formulas for node in ast.walk(ast.parse(_formula(op, f.python))) if isinstance(node, ast.Name)}
+    args = {a.name: a for a in op.args}
+    # Single Tensors only: an argument (not a Tensor[], not one of its own dtype, as an int64 index), grad, result
+    candidates = [_saved_name(local, s) for s in op.backward.saved_tensors
+                  if s.name in args and args[s.name].kind in ("tensor", "optional") and not tests.own_dtype(op, args[s.name])]
+    if op.backward.num_outputs == 1:
+        candidates += [local.grad, local.result("result")]
+    names = [name for name in dict.fromkeys(candidates) if name in read]
+    if not names:
+        return []
+    pad = " " * indent
+    return [f"{pad}# The formulas below in float32, as the reference computes them: in 16 bits each step rounds.",
+            pad + wrap(f"{tuple_target(names)} = _support.upcast(", names, ")", indent)]
 
 
 def any_python_backward(package) -> bool:
@@ -252,5 +285,6 @@ def _eager_when_differentiated(op: Op, needs: str) -> list[str]:
         written = gradient.eager or gradient.formula  # a gradient that is grad itself has no kernel
         summed = f"_support.sum_to_shape({_formula(op, written.python)}, {local.ctx}.{local.derived('shape', arg.name)})"
         values.append(f"{summed} if {needs}[{arg.index}] else None")
+    formulas = [g.eager or g.formula for g in bw.gradients if g.formula]
     return ["    if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel",
-            *split.bind_for_eager(op), "        " + returns(values, 8)]
+            *split.bind_for_eager(op), *_widened(op, formulas, 8), "        " + returns(values, 8)]

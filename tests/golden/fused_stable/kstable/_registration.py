@@ -38,6 +38,8 @@ def _muladd_setup_context(ctx, inputs, output):
 def _muladd_backward_(ctx, grad):
     a, b = ctx.saved_tensors
     if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel
+        # The formulas below in float32, as the reference computes them: in 16 bits each step rounds.
+        a, b, grad = _support.upcast(a, b, grad)
         return (
             _support.sum_to_shape(grad * b, ctx.a_shape)
             if ctx.needs_input_grad[0]

@@ -330,12 +330,16 @@ class Contract:
         """Schema, fake kernel, autograd registration and AOT dispatch agree with the kernel."""
         args = self.make_args(opcheck_sample, device, dtype, requires_grad)
         positional, keywords = self.split(args)
+        # AOT dispatch runs what torch.compile traces (the reference, for many ops) where eager runs
+        # the kernel: in a half dtype their gradients differ by units in the last place.
+        tolerances = self.data.tolerances or SUMMED_GRADIENT.get(dtype, {})
         results = torch.library.opcheck(
             self.data.op,
             positional,
             keywords,
             test_utils=opcheck_tests(args),
             raise_exception=False,
+            **tolerances,
         )
         failed = {test: got for test, got in results.items() if got != "SUCCESS"}
         assert not failed, "\n".join(

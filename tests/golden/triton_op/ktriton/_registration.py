@@ -64,6 +64,8 @@ def _muladd_setup_context(ctx, inputs, output):
 def _muladd_backward_(ctx, grad):
     a, b = ctx.saved_tensors
     if torch.is_grad_enabled():  # create_graph: differentiable formulas, not the kernel
+        # The formulas below in float32, as the reference computes them: in 16 bits each step rounds.
+        a, b, grad = _support.upcast(a, b, grad)
         return (
             _support.sum_to_shape(grad * b, ctx.a_shape)
             if ctx.needs_input_grad[0]
@@ -263,6 +265,8 @@ def _sincos_backward(ctx, *grads):
     (x,) = ctx.saved_tensors
     grad_x = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
+    # The formulas below in float32, as the reference computes them: in 16 bits each step rounds.
+    (x,) = _support.upcast(x)
     if ctx.needs_input_grad[0]:
         grad_x = _support.sum_to_shape(
             grads[0] * torch.cos(x) - grads[1] * torch.sin(x), ctx.x_shape
@@ -414,6 +418,8 @@ def _rowsum_backward(ctx, grad):
     grad_x = None
     grad_weight = None
     # Each gradient is summed back to its input's shape, where the input was broadcast.
+    # The formulas below in float32, as the reference computes them: in 16 bits each step rounds.
+    x, weight, grad = _support.upcast(x, weight, grad)
     if needs_input_grad[0]:
         grad_x = _support.sum_to_shape(
             (grad * scale).unsqueeze(-1) * weight
