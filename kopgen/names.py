@@ -71,7 +71,7 @@ PYTHON_LOCALS = (
     *("SAVE_STATS", "save_stats"),  # ... and whether it writes each row's statistics (for backward)
     # ... and a backward kernel's gradients summed over the rows: whether it sums them, its partial rows
     *("COLUMN_SUMS", "column_sums", "partials", "partials_ptr", "sums"),
-    *("program", "step", "steps", "n_programs", "CONST_STEPS"),  # ... each program taking steps of blocks
+    *("program", "step", "steps", "n_programs", "per_sm", "CONST_STEPS"),  # ... each program taking steps of blocks
     "keyset",  # ... and its autograd kernel's dispatch keys
     *("DENSE_LAUNCHES", "dense"),  # a launcher's launches of dense tensors (pointwise, row reduction), their outputs
 )

@@ -245,9 +245,10 @@ def test_saved_statistics_with_a_keyword_only_argument(tmp_path):
 
 def test_backward_kernels_with_column_sums_take_blocks_of_32_kib_one_program_a_multiprocessor():
     """_support.norm_sum_blocks and norm_programs (the golden norms package's): a backward kernel with column
-    sums takes blocks of up to 32 KiB of rows on 64 bytes a thread, one program a multiprocessor where a row
-    is one pass. Measured on an H200 (docs/performance.md, 2026-12-04, fifth session): bfloat16 rms_norm's
-    backward at hidden 8192 took 63.3 us, 81.8 in blocks of one row on 4 programs a multiprocessor."""
+    sums over rows of 4096 columns up to 32 KiB takes blocks of up to 32 KiB of rows on 64 bytes a thread, one
+    program a multiprocessor; other rows norm_blocks' block, 4 programs a multiprocessor. Measured on an H200
+    (docs/performance.md, 2026-12-04, fifth session): bfloat16 rms_norm's backward at hidden 8192 took 63.3 us,
+    81.8 in blocks of one row on 4 programs a multiprocessor."""
     import importlib.util
 
     import torch
@@ -257,15 +258,16 @@ def test_backward_kernels_with_column_sums_take_blocks_of_32_kib_one_program_a_m
     spec = importlib.util.spec_from_file_location("_norms_support", ROOT / "tests/golden/norms/knorms/_support.py")
     support = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(support)
-    assert support.norm_sum_blocks(4096, 8192, 2) == (2, 8192, True, 16)  # bfloat16, hidden 8192
-    assert support.norm_sum_blocks(4096, 4096, 2) == (4, 4096, True, 16)
-    assert support.norm_sum_blocks(4096, 8192, 4) == (1, 8192, True, 16)  # float32
-    assert support.norm_sum_blocks(4096, 1000, 4) == (8, 1024, True, 16)  # a block of whole rows, padded
-    assert support.norm_sum_blocks(3, 1024, 4) == (4, 1024, True, 8)  # few rows: a smaller block
-    assert support.norm_sum_blocks(4096, 16384, 4) == support.norm_blocks(4096, 16384, 4)  # longer rows
+    assert support.norm_sum_blocks(4096, 8192, 2) == (2, 8192, True, 16, 1)  # bfloat16, hidden 8192
+    assert support.norm_sum_blocks(4096, 4096, 2) == (4, 4096, True, 16, 1)
+    assert support.norm_sum_blocks(4096, 8192, 4) == (1, 8192, True, 16, 1)  # float32
+    assert support.norm_sum_blocks(4096, 5000, 4) == (1, 8192, True, 16, 1)  # a block of a whole row, padded
+    assert support.norm_sum_blocks(3, 4096, 2) == (4, 4096, True, 16, 1)  # few rows: the block's rows padded
+    for shorter_or_longer in ((4096, 2048, 4), (4096, 1024, 2), (4096, 16384, 4), (512, 32768, 2)):
+        assert support.norm_sum_blocks(*shorter_or_longer) == (*support.norm_blocks(*shorter_or_longer), 4)
     # On the CPU (Triton's interpreter) 4 programs; the GPU's count comes from its multiprocessors
-    assert support.norm_programs(2048, torch.empty(1), True) == (4, 512)
-    assert support.norm_programs(3, torch.empty(1), True) == (3, 1)
+    assert support.norm_programs(2048, torch.empty(1), 1) == (4, 512)
+    assert support.norm_programs(3, torch.empty(1), 1) == (3, 1)
 
 
 HALF = """\

@@ -147,7 +147,7 @@ def launch(op: Op, constants: list[tuple[str, str]]) -> list[str]:
     local = locals_for(op)
     first = triton.first_written(op)
     programs = python.layout.assign(f"{local.n_programs}, {local.steps}",
-                                    f"_support.norm_programs({local.grid}[0], {first}, {local.one_pass})", 4)
+                                    f"_support.norm_programs({local.grid}[0], {first}, {local.per_sm})", 4)
     # Each program's partial row of each column sum, in COMPUTE_DTYPE (a placeholder where none is summed)
     partials = python.layout.assign(local.partials, f"_support.norm_partials({first}, {local.n_programs}, "
                                     f"{len(column_sums(op))}, {local.n_cols}, {local.column_sums}, {local.one_pass})", 4)

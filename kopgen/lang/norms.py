@@ -273,11 +273,14 @@ def row_layout(op: Op) -> list[str]:
 
 
 def blocks(op: Op) -> str:
-    """`block_rows, block_cols, one_pass, num_warps = ...`: the block for the row length."""
+    """`block_rows, block_cols, one_pass, num_warps = ...`: the block for the row length; a backward kernel
+    with column sums (whose programs take many blocks each) takes blocks of its own, and its programs a
+    multiprocessor."""
     local = locals_for(op)
     target = f"{local.block_rows}, {local.block_cols}, {local.one_pass}, {local.num_warps}"
-    # A backward kernel with column sums takes blocks of its own (its programs take many blocks each)
-    helper = "norm_sum_blocks" if column_sums(op) else "norm_blocks"
+    helper = "norm_blocks"
+    if column_sums(op):
+        target, helper = f"{target}, {local.per_sm}", "norm_sum_blocks"
     call = f"_support.{helper}({local.n_rows}, {local.n_cols}, {triton.first_written(op)}.element_size())"
     return python.layout.assign(target, call, 4)
 

@@ -214,28 +214,26 @@ def norm_one_row(*tensors: Tensor) -> bool:
 @_cached
 def norm_sum_blocks(
     n_rows: int, n_cols: int, element_size: int
-) -> tuple[int, int, bool, int]:
-    """norm_blocks for a backward kernel with column sums, whose programs each take many blocks of rows:
-    rows up to 32 KiB in one pass, several rows a block up to 32 KiB, 64 bytes a thread up to 16 warps.
-    On an H200 (rows 4096, one program a multiprocessor: norm_programs) bfloat16 rms_norm's backward at
-    hidden 8192 took 63.3 us in blocks of 2 rows on 16 warps, 81.8 at best in blocks of 1 row (4 programs
-    a multiprocessor on 4 warps, the loop over blocks pipelined); float32 at 8192 105.2 us, not 124.7
-    (docs/performance.md, 2026-12-04, fifth session). Longer rows as norm_blocks gives."""
-    if n_cols * element_size > 32768:
-        return norm_blocks(n_rows, n_cols, element_size)
-    block_cols = _power_of_2(max(n_cols, 16))
+) -> tuple[int, int, bool, int, int]:
+    """norm_blocks for a backward kernel with column sums, whose programs each take many blocks of rows,
+    and its programs a multiprocessor. Rows of 4096 columns up to 32 KiB: several rows a block up to 32 KiB,
+    64 bytes a thread on 16 warps, one program a multiprocessor (it holds the registers of one). On an H200
+    (rows 4096) bfloat16 rms_norm's backward at hidden 8192 took 63.3 us so, 81.8 at best in blocks of 1 row
+    (4 programs a multiprocessor on 4 warps, the loop over blocks pipelined); float32 at 8192 105.2 us, not
+    124.7 (docs/performance.md, 2026-12-04, fifth session). Other rows as norm_blocks gives, 4 programs a
+    multiprocessor (not measured otherwise)."""
+    if n_cols < 4096 or n_cols * element_size > 32768:
+        return *norm_blocks(n_rows, n_cols, element_size), 4
+    block_cols = _power_of_2(n_cols)
     block_rows = min(max(32768 // (block_cols * element_size), 1), _power_of_2(n_rows))
     warps = block_rows * block_cols * element_size // 2048  # 64 bytes per thread
-    return block_rows, block_cols, True, min(max(warps, 1), 16)
+    return block_rows, block_cols, True, min(warps, 16), 1
 
 
-def norm_programs(blocks: int, out: Tensor, one_pass: bool) -> tuple[int, int]:
-    """The programs of a backward kernel with column sums, and the blocks of rows each takes: one a
-    multiprocessor of the GPU where a row is one pass (its block holds registers for the rows and the
-    sums: more programs wait on each other; 4 on the CPU), 4 a multiprocessor for longer rows. Few
-    programs, few partial rows to sum."""
-    per_multiprocessor = 1 if one_pass else 4
-    limit = per_multiprocessor * _multiprocessors(out.device) if out.is_cuda else 4
+def norm_programs(blocks: int, out: Tensor, per_sm: int) -> tuple[int, int]:
+    """The programs of a backward kernel with column sums, and the blocks of rows each takes: at most
+    `per_sm` a multiprocessor of the GPU (4 on the CPU), so that few partial rows are summed."""
+    limit = per_sm * _multiprocessors(out.device) if out.is_cuda else 4
     programs = max(min(blocks, limit), 1)
     return programs, (blocks + programs - 1) // programs
 

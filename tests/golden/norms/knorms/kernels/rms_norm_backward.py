@@ -210,12 +210,12 @@ def rms_norm_backward_triton(
     )
     compute_dtype = tl.float64 if out0.dtype == torch.float64 else tl.float32
     # One pass where a row fits in a block; longer rows a pass per statistic and one that writes.
-    block_rows, block_cols, one_pass, num_warps = _support.norm_sum_blocks(
+    block_rows, block_cols, one_pass, num_warps, per_sm = _support.norm_sum_blocks(
         n_rows, n_cols, out0.element_size()
     )
     grid = ((n_rows + block_rows - 1) // block_rows,)  # one program per block
     # Fewer programs than blocks, each summing its blocks' column sums: few partial rows to sum.
-    n_programs, steps = _support.norm_programs(grid[0], out0, one_pass)
+    n_programs, steps = _support.norm_programs(grid[0], out0, per_sm)
     grid = (n_programs,)
     partials = _support.norm_partials(
         out0, n_programs, 1, n_cols, column_sums, one_pass
