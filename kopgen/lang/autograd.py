@@ -218,21 +218,22 @@ def backward_body(op: Op) -> list[str]:
         lines.append(f"    # One {call.called_op} call serves the gradients of {readers}: it runs once, if one is wanted.")
         lines.append(f"    if {' or '.join(f'{needs}[{i}]' for i in call.users)}:")
         lines.append("        " + layout.assign(call.local, _formula(op, call.python, direct=True), 8))
-    lines.append("    # Each gradient is summed back to its input's shape, where the input was broadcast.")
-    def summed(g) -> list[str]:
+
+    def gradient_lines(g) -> list[str]:
         formula = _formula(op, g.formula.python, shared, direct=True)
         summed = f"_support.sum_to_shape({formula}, {ctx}.{local.derived('shape', g.arg.name)})"
         return [f"    if {needs}[{g.arg.index}]:", "        " + layout.assign(local.derived("gradient", g.arg.name), summed, 8)]
 
+    lines.append("    # Each gradient is summed back to its input's shape, where the input was broadcast.")
     # The gradients computed in torch ops (no kernel, no op of the namespace) last: the Tensors they read are
     # widened first, not those a kernel takes.
     in_torch = [g for g in gradients if g.eager is None and not g.formula.own_ops_called]
     for g in gradients:
         if g not in in_torch:
-            lines += summed(g)
+            lines += gradient_lines(g)
     lines += _widened(op, [g.formula for g in in_torch])
     for g in in_torch:
-        lines += summed(g)
+        lines += gradient_lines(g)
     gradients_returned = []
     for arg in op.args[: op.positional_count]:
         gradient = bw.gradient_for(arg)

@@ -220,8 +220,8 @@ def norm_sum_blocks(
     64 bytes a thread on 16 warps, one program a multiprocessor (it holds the registers of one). On an H200
     (rows 4096) bfloat16 rms_norm's backward at hidden 8192 took 63.3 us so, 81.8 at best in blocks of 1 row
     (4 programs a multiprocessor on 4 warps, the loop over blocks pipelined); float32 at 8192 105.2 us, not
-    124.7 (docs/performance.md, 2026-12-04, fifth session). Other rows as norm_blocks gives, 4 programs a
-    multiprocessor (not measured otherwise)."""
+    124.7 (docs/performance.md, 2026-12-04, fifth session; measured at 4096 and 8192 columns). Other rows
+    as norm_blocks gives, 4 programs a multiprocessor, as before."""
     if n_cols < 4096 or n_cols * element_size > 32768:
         return *norm_blocks(n_rows, n_cols, element_size), 4
     block_cols = _power_of_2(n_cols)
