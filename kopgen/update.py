@@ -45,6 +45,7 @@ class UpdatePlan:
     yours: list[str] = field(default_factory=list)  # files kopgen never wrote (or the user's), in the way of a write
     conflicts: list[str] = field(default_factory=list)  # user files whose merge left markers
     kept: list[str] = field(default_factory=list)  # user files of removed ops: kept, never deleted
+    crlf: list[str] = field(default_factory=list)  # merged user files written with CRLF line ends, as they were
     state: State | None = None  # what .kopgen/state.json says afterwards
     corrupt_state: bool = False  # replaced with --force: backed up too
 
@@ -145,7 +146,16 @@ def plan_update(repo: Path, force: bool = False) -> UpdatePlan:
             disk = read_file(repo, path)
             (plan.hand_edited if digest(disk) != recorded else plan.deletes).append(path)
     plan.kept = [path for path in sorted(old.user_base) if path not in files and (repo / path).exists()]
+    # Texts are read with universal newlines: a user's file that ends every line in CRLF is merged as LF,
+    # then written back with CRLF, not rewritten line by line.
+    merged = [path for path in plan.writes if path in old.user_base and files[path][0] != KOPGEN]
+    plan.crlf = [path for path in merged if _all_crlf((repo / path).read_bytes())]
     return plan
+
+
+def _all_crlf(data: bytes) -> bool:
+    """Whether every line of `data` ends in CRLF (a file of mixed line ends is merged as LF)."""
+    return b"\r\n" in data and data.count(b"\r\n") == data.count(b"\n")
 
 
 def _read_state(repo: Path, force: bool) -> tuple[State, bool]:
@@ -283,7 +293,7 @@ def apply_update(repo: Path, plan: UpdatePlan, force: bool = False) -> str | Non
         inside(repo, path)
     saved = backup(repo, plan.overwrites) if plan.overwrites else None
     for path, text in sorted(plan.writes.items()):
-        replace_file(repo, path, text)
+        replace_file(repo, path, text.replace("\n", "\r\n") if path in plan.crlf else text)
     for path in plan.deletes + [p for p in plan.hand_edited if p not in plan.writes]:
         (repo / path).unlink(missing_ok=True)
     if plan.state is not None and read_file(repo, STATE_PATH) != plan.state.to_json():

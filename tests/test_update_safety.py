@@ -237,6 +237,24 @@ def test_a_non_utf8_file_of_the_user_to_merge_is_a_clean_error(repo):
     assert snapshot(repo) == before
 
 
+def test_a_merged_file_of_the_user_keeps_its_crlf_line_ends(repo):
+    """A user's file that ends every line in CRLF (an editor's or git's on Windows) merged as one of LF line
+    ends: written back with CRLF, so only the merged lines change (it came back all LF, every line changed)."""
+    readme = repo / "README.md"
+    text = readme.read_bytes() + b"My own note, kept.\n"
+    readme.write_bytes(text.replace(b"\n", b"\r\n"))
+    edit_spec(repo, "ops:\n", NEW_OP)  # README lists the ops: a merge
+    assert update(repo).exit_code == 0
+    merged = readme.read_bytes()
+    assert b"My own note, kept.\r\n" in merged and b"mymul" in merged
+    assert merged.count(b"\r\n") == merged.count(b"\n"), "a line lost its CRLF"
+    # a file of mixed line ends is merged as LF, as before
+    readme.write_bytes(merged.replace(b"My own note, kept.\r\n", b"My own note, kept.\n"))
+    edit_spec(repo, 'schema: "mymul(Tensor a, Tensor b) -> Tensor"', 'schema: "mymul2(Tensor a, Tensor b) -> Tensor"')
+    assert update(repo).exit_code == 0
+    assert b"My own note, kept.\n" in readme.read_bytes() and b"\r\n" not in readme.read_bytes()
+
+
 def test_a_non_utf8_generated_file_is_hand_edited(repo):
     ops = repo / "kwalk/ops.py"
     ops.write_bytes(ops.read_bytes() + b"# caf\xe9\n")
