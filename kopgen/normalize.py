@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from . import __version__
 from .expr import ExprError, parse_pointwise
+from .expr.syntax import python_tree
 from .format import REDUCTIONS
 from .loader import Mapping as MappingNode
 from .loader import Scalar
@@ -112,7 +113,7 @@ def _resolve_stat(resolver: OpResolver, name: str, node: Scalar, kinds: dict[str
     """`NAME: OUTER(REDUCTION(EXPR))`: EXPR reduced over the row, then OUTER of it (NAME standing for it)."""
     text = node.value if isinstance(node.value, str) else str(node.value)
     try:
-        tree = ast.parse(text.strip(), mode="eval")
+        tree = python_tree(text.strip())
     except SyntaxError:
         return _report(resolver, node, text, kinds)  # the pointwise language's own message, at its column
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)

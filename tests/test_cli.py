@@ -91,3 +91,21 @@ def test_a_missing_spec_file_is_a_usage_error(tmp_path):
     result = CliRunner().invoke(main, ["new", str(tmp_path / "nope.yaml")])
     assert result.exit_code == 2
     assert "nope.yaml:1:1: error: cannot read the spec" in result.output
+
+
+def test_an_expression_python_only_warns_of_is_an_error_with_nothing_else_on_stderr(tmp_path):
+    """`2if a` and an invalid escape are SyntaxWarnings to Python's parser, printed on stderr before kopgen's
+    own message ("<unknown>:1: SyntaxWarning: invalid decimal literal" came first); now errors at their column."""
+    import subprocess
+    import sys
+
+    spec = tmp_path / "kw.yaml"
+    spec.write_text('kopgen: 1\npackage: kw\ndefaults: {registration: custom_op, backends: {cpu: python}}\nops:\n'
+                    '  - schema: "f(Tensor a) -> Tensor"\n    compute: "a * 2if a else a"\n'
+                    '  - schema: "g(Tensor a) -> Tensor"\n    normalize:\n      stats: {s: "sum(2if a)"}\n'
+                    '      compute: "a * s"\n')
+    result = subprocess.run([sys.executable, "-m", "kopgen", "check", str(spec)], capture_output=True, text=True,
+                            check=False, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [f"{spec}:6:19: error: invalid decimal literal",
+                                          f"{spec}:9:23: error: invalid decimal literal"], result.stderr

@@ -12,6 +12,7 @@ import ast
 import difflib
 import math
 import operator
+import warnings
 
 MAX_CHARS = 2000
 MAX_DEPTH = 50
@@ -53,6 +54,15 @@ def node_error(text: str, node: ast.AST, message: str) -> ExprError:
     return error_at(text, node.lineno, node.col_offset, message)
 
 
+def python_tree(text: str) -> ast.Expression:
+    """`ast.parse(text, mode="eval")`, what Python only warns of (`2if x`, an invalid escape in a string) raised
+    as the SyntaxError it warns of: printed on stderr, the warning would come before kopgen's own message."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SyntaxWarning)
+        warnings.simplefilter("error", DeprecationWarning)  # an invalid escape, before Python 3.12
+        return ast.parse(text, mode="eval")
+
+
 def parse(text: str) -> ast.expr:
     """The expression's tree, or an ExprError if it is too long, empty, not Python or nested too deeply."""
     if not isinstance(text, str):
@@ -62,7 +72,7 @@ def parse(text: str) -> ast.expr:
     if not text.strip():
         raise ExprError("the expression is empty")
     try:
-        body = ast.parse(text, mode="eval").body
+        body = python_tree(text).body
     except SyntaxError as e:
         raise ExprError(e.msg, max((e.lineno or 1) - 1, 0), max((e.offset or 1) - 1, 0)) from None
     except (ValueError, RecursionError, MemoryError):
