@@ -71,6 +71,10 @@ class OpData:
         """assert_close's keyword arguments."""
         return {} if self.atol is None else {"atol": self.atol, "rtol": self.rtol}
 
+    def gradient_tolerances(self, dtype: torch.dtype) -> dict:
+        """assert_close's keyword arguments for gradients: the op's, else a half dtype's (SUMMED_GRADIENT)."""
+        return self.tolerances or SUMMED_GRADIENT.get(dtype, {})
+
 
 class Make:
     """What a sample builds its tensors with: make(8, 6), and make.strided(8, 6), a
@@ -332,7 +336,7 @@ class Contract:
         positional, keywords = self.split(args)
         # AOT dispatch runs what torch.compile traces (the reference, for many ops) where eager runs
         # the kernel: in a half dtype their gradients differ by units in the last place.
-        tolerances = self.data.tolerances or SUMMED_GRADIENT.get(dtype, {})
+        tolerances = self.data.gradient_tolerances(dtype)
         results = torch.library.opcheck(
             self.data.op,
             positional,
@@ -480,7 +484,7 @@ class BackwardKernel(Contract):
             want = torch.autograd.grad(expected, inputs, grad)
         else:  # no element reads an input (a row reduction of empty rows): zero gradients
             want = tuple(torch.zeros_like(t) for t in inputs)
-        tolerances = self.data.tolerances or SUMMED_GRADIENT.get(dtype, {})
+        tolerances = self.data.gradient_tolerances(dtype)
         for tensor, gradient, wanted in zip(inputs, got, want, strict=True):
             trap = (
                 f"the backward kernel's gradient of {self.name_of(tensor, args)!r} "
