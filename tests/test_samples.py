@@ -144,3 +144,22 @@ ops:
 """)
     text = (generate(spec, tmp_path / "repo") / "tests/test_shift.py").read_text()
     assert "    lead_input=1,\n" in text
+
+
+def test_a_kernel_ops_scalar_with_a_default_takes_it_and_kopgens_kinds_draw_theirs(tmp_path):
+    """`dim=-1` of a user's kernel means the last dimension: drawn as 3, a correct kernel failed every
+    test (IndexError on 2-D samples). kopgen's own kinds keep a value that is not the default."""
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text(
+        "kopgen: 1\npackage: kdim\ndefaults: {backends: {cpu: python}}\nops:\n"
+        '  - schema: "softmax_dim(Tensor x, int dim=-1, float scale=1.0, bool? flag=None, int n=2) -> Tensor"\n'
+        "    kernel: custom\n"
+        '    reference: "torch.softmax(x * scale * n, dim)"\n'
+        "    fake: {shape: x.shape}\n"
+        '  - schema: "leaky(Tensor x, float slope=0.01) -> Tensor"\n'
+        '    compute: "where(x > 0, x, x * slope)"\n'
+    )
+    repo = generate(spec, tmp_path / "repo")
+    kernel_op = (repo / "tests/test_softmax_dim.py").read_text()
+    assert '"normal": lambda make: (make(8, 6), -1, 1.0, None, 2),' in kernel_op
+    assert '"normal": lambda make: (make(8, 6), 1.25),' in (repo / "tests/test_leaky.py").read_text()

@@ -45,10 +45,14 @@ class Sample:
 
 
 def sample_value(arg: Arg, op: Op | None = None) -> str:
-    """The value the tests (and the benchmark) pass for a scalar argument: the spec's `value`, if it sets one."""
+    """The value the tests (and the benchmark) pass for a scalar argument: the spec's `value`, if it sets one.
+    A kernel op's argument with a default takes it (what `dim=-1` means is the user's kernel's to say);
+    kopgen's own kinds draw one that is not a default, so that the kernel is seen to read it."""
     setting = sample_setting(op, arg) if op is not None else None
     if setting is not None and setting.value is not None:
         return _value_source(arg, setting.value)
+    if op is not None and isinstance(op.body, CustomKernel) and arg.schema.default is not None:
+        return requote(python_default(arg.schema))
     if arg.kind in SAMPLE_SCALARS:
         return SAMPLE_SCALARS[arg.kind]
     if str(arg.schema.type) == "Scalar":
