@@ -35,6 +35,8 @@ from .state import STATE_PATH, State, StateError, digest
 from .writer import OutputError, inside, replace_file
 
 BACKUP_DIR = ".kopgen/backup"
+YOURS, NEW_RENDER = "yours", "new kopgen render"  # the merge's labels: its conflict markers' lines
+CONFLICT_START, CONFLICT_END = f"<<<<<<< {YOURS}", f">>>>>>> {NEW_RENDER}"
 
 
 @dataclass
@@ -46,6 +48,7 @@ class UpdatePlan:
     conflicts: list[str] = field(default_factory=list)  # user files whose merge left markers
     kept: list[str] = field(default_factory=list)  # user files of removed ops: kept, never deleted
     crlf: list[str] = field(default_factory=list)  # merged user files written with CRLF line ends, as they were
+    unresolved: list[str] = field(default_factory=list)  # user files still holding an earlier merge's markers
     state: State | None = None  # what .kopgen/state.json says afterwards
     corrupt_state: bool = False  # replaced with --force: backed up too
 
@@ -133,6 +136,9 @@ def plan_update(repo: Path, force: bool = False) -> UpdatePlan:
     user's (backed up, then rewritten), and the user's own files (README, kernel bodies) are kept as they are."""
     old, corrupt = _read_state(repo, force)
     spec_text = read_spec(repo)
+    unresolved = [path for path in sorted(old.user_base) if _has_conflict_markers(read_file(repo, path))]
+    if unresolved:  # as git refuses a merge before the last one is resolved: nothing is planned
+        return UpdatePlan(state=old, unresolved=unresolved)
     if _unchanged(repo, old, spec_text):
         return UpdatePlan(state=old)
     package = load_spec_text(spec_text, str(repo / SPEC_PATH))
@@ -151,6 +157,14 @@ def plan_update(repo: Path, force: bool = False) -> UpdatePlan:
     merged = [path for path in plan.writes if path in old.user_base and files[path][0] != KOPGEN]
     plan.crlf = [path for path in merged if _all_crlf((repo / path).read_bytes())]
     return plan
+
+
+def _has_conflict_markers(disk: str | bytes | None) -> bool:
+    """Whether a file holds the markers `merge` leaves (its labels make them kopgen's, not the user's text)."""
+    if not isinstance(disk, str):
+        return False
+    lines = disk.splitlines()
+    return CONFLICT_START in lines and CONFLICT_END in lines
 
 
 def _all_crlf(data: bytes) -> bool:
@@ -241,7 +255,7 @@ def merge(ours: str, base: str, theirs: str) -> tuple[str, bool]:
             path.write_text(text, encoding="utf-8", newline="\n")
             paths.append(str(path))
         result = subprocess.run(
-            [git, "merge-file", "-p", "-L", "yours", "-L", "last kopgen render", "-L", "new kopgen render", *paths],
+            [git, "merge-file", "-p", "-L", YOURS, "-L", "last kopgen render", "-L", NEW_RENDER, *paths],
             capture_output=True, text=True, check=False,
         )
     if result.returncode < 0 or result.returncode > 127:

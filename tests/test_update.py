@@ -161,6 +161,18 @@ def test_conflict_leaves_markers_and_exits_1(repo):
     assert "README.md" in result.output and "<<<<<<< markers" in result.output
     merged = readme.read_text()
     assert "<<<<<<< yours" in merged and ">>>>>>> new kopgen render" in merged and "Mine too." in merged
+    # Until the markers are gone, update and update --check say so (they said "up to date", exit 0),
+    # and write nothing, even with a spec edited again.
+    edit_spec(repo, 'compute: "a * b"', 'compute: "a * b * 2"')
+    for flags in ((), ("--check",), ("--force",)):
+        result = update(repo, *flags)
+        assert result.exit_code == 1, (flags, result.output)
+        assert "conflicts of the last kopgen update are not resolved in README.md" in result.output
+    assert readme.read_text() == merged and "a * b * 2" not in (repo / "kwalk/reference.py").read_text()
+    readme.write_text("\n".join(line for line in merged.splitlines() if not line.startswith(("<<<", "===", ">>>"))))
+    result = update(repo)
+    assert result.exit_code == 0, result.output
+    assert "a * b * 2" in (repo / "kwalk/reference.py").read_text() and "Mine too." in readme.read_text()
 
 
 def test_hand_edited_generated_file_stops_the_update(repo):
