@@ -18,7 +18,7 @@ from .model import Route
 from .pipeline import SPEC_PATH, check_spec, generate
 from .report import describe_plan
 from .starter import KINDS, default_name, starter_spec
-from .update import apply_update, diff, plan_update
+from .update import UpdatePlan, apply_update, diff, plan_update
 from .vcs import init_repository
 from .writer import OutputError, WriteError
 
@@ -187,14 +187,7 @@ def update(directory: Path, check: bool, dry_run: bool, force: bool) -> None:
                    "update again", err=True)
         sys.exit(1)
     if check:
-        for path in sorted(plan.writes):
-            click.echo(f"would update {path}")
-        for path in plan.deletes:
-            click.echo(f"would delete {path}")
-        for path in plan.hand_edited:
-            click.echo(f"edited by hand: {path}")
-        for path in plan.yours:
-            click.echo(f"yours: {path} (kopgen did not write it and would overwrite it)")
+        _report_drift(plan)
         sys.exit(1 if plan.changes else 0)
     if dry_run:
         click.echo(diff(directory, plan), nl=False)
@@ -230,6 +223,18 @@ def update(directory: Path, check: bool, dry_run: bool, force: bool) -> None:
         click.echo(f"conflict: both you and kopgen changed the same lines of {', '.join(plan.conflicts)}; "
                    "resolve the <<<<<<< markers", err=True)
         sys.exit(1)
+
+
+def _report_drift(plan: UpdatePlan) -> None:
+    """What `kopgen update --check` found: what an update would write, and what stands in its way."""
+    for path in sorted(plan.writes):
+        click.echo(f"would update {path}")
+    for path in plan.deletes:
+        click.echo(f"would delete {path}")
+    for path in plan.hand_edited:
+        click.echo(f"edited by hand: {path}")
+    for path in plan.yours:
+        click.echo(f"yours: {path} (kopgen did not write it and would overwrite it)")
 
 
 @main.command(epilog=_example("kopgen schema > kopgen.schema.json"))

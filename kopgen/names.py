@@ -53,6 +53,10 @@ CPP_TYPE_NAMES |= {"AutogradContext", "variable_list"}  # the autograd of csrc/o
 # A CUDA functor's storage type, its compute type and the exp it calls (csrc/cuda/kernels.cu, pointwise.cuh);
 # the exp a CPU functor calls (csrc/pointwise.h)
 CPP_TYPE_NAMES |= {"scalar_t", "compute_t", "exp_for", "exp_of", "divide_for"}
+# The helpers of csrc/custom.h that a custom kernel's host function calls (ops.cpp, cuda/ops.cpp) among
+# its arguments: an argument of that name hides them there (the op's own function has another name)
+CPP_HELPER_NAMES = frozenset({"check_device", "check_contiguous", "as_dense", "new_output", "new_strided_output"})
+CPP_HELPER_NAMES |= {"shape_of", "strides_of", "shape_slice", "concat", "repeat", "current_stream", "Shape"}
 
 # -- the generated code's own names, renamed where the op's names take them
 
@@ -81,6 +85,7 @@ CPP_LOCALS = ("call", "launch", "guard")  # guard: a custom kernel's CUDA device
 CPP_LOCALS += ("saved", "handle")
 CPP_LOCALS += ("stat",)  # a row normalisation's functor: the statistics of the row
 CPP_LOCALS += ("kept",)  # ... and, in from_kept, the value its loop kept of a statistic's element
+CPP_LOCALS += ("stream",)  # a custom CUDA kernel's last parameter (lang/cpp_user.py)
 # Names derived from an argument, an output or the op (its stem in Python names): `{}` stands for it.
 DERIVED_NAMES = {
     "output": "out{}",  # the outputs: `out`, or out0, out1, ...
@@ -468,14 +473,14 @@ def check_cpp_names(namespace: str, namespace_at: Position, node: Scalar, schema
     elif namespace in C_STD_NAMES or C_STD_PATTERN.match(namespace):
         report(namespace_at, f"namespace '{namespace}' is a macro or type of the C/C++ standard "
                              "library; compiled ops need another namespace")
-    named = [(schema.name, at.shifted(0, len(node.value) - len(node.value.lstrip())))]
-    named += [(a.name, at.shifted(0, a.column)) for a in schema.arguments]
-    for name, name_at in named:
+    named = [(schema.name, at.shifted(0, len(node.value) - len(node.value.lstrip())), False)]
+    named += [(a.name, at.shifted(0, a.column), True) for a in schema.arguments]
+    for name, name_at, argument in named:
         if name in CPP_KEYWORDS:
             report(name_at, f"'{name}' is a C++ keyword; compiled routes turn ops and arguments into C++ names")
         elif name in C_STD_NAMES or C_STD_PATTERN.match(name):
             report(name_at, f"'{name}' is a macro or type of the C/C++ standard library; compiled routes "
                             "turn ops and arguments into C++ names: rename it")
-        elif name in CPP_TYPE_NAMES:
+        elif name in CPP_TYPE_NAMES or (argument and name in CPP_HELPER_NAMES):
             report(name_at, f"'{name}' would hide the C++ name '{name}', which the generated code uses inside "
                             "the op's functions; rename it")

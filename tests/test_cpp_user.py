@@ -126,6 +126,20 @@ def test_declarations_follow_the_users_convention():
     assert "#include <torch/csrc/stable/tensor.h>" in stable and "at::" not in stable
 
 
+@pytest.mark.parametrize("route", ["torch_library", "stable_abi"])
+def test_an_argument_named_stream_leaves_the_cuda_kernels_stream_another_name(route):
+    """`int stream` beside the stream parameter was a duplicate parameter name: nvcc refused kernels.h."""
+    spec = CUSTOM.split("ops:\n")[0] + (
+        'ops:\n  - schema: "f(Tensor x, int stream=0) -> Tensor"\n    kernel: custom\n'
+        '    reference: "x"\n    fake: {shape: x.shape}\n'
+    )
+    package = custom_package(route, spec)
+    header = " ".join(rendered(package, "kuser/csrc/kernels.h").split()).replace("( ", "(")
+    assert re.search(r"void f_cuda\(const [\w:]+& x, int64_t stream, [\w:]+& out, cudaStream_t stream_\);", header)
+    skeleton = rendered(package, "kuser/csrc/cuda/f.cu")
+    assert "cudaStream_t stream_) {" in skeleton and "launch your\n// kernels on `stream_`" in skeleton
+
+
 @pytest.mark.parametrize("route, check", [("torch_library", "TORCH_CHECK"), ("stable_abi", "STD_TORCH_CHECK")])
 def test_skeletons_are_the_users_and_throw_naming_their_file(route, check):
     package = custom_package(route)

@@ -60,7 +60,7 @@ class CustomCppOp(CppOp):
             return wrap(f"{_return_type(self.op, tensor)} {self.kernel_name(device)}(", parameters, ")", after=1)
         parameters += [f"{tensor}& {name}" for name in self.op.output_names]
         if device == "cuda":
-            parameters.append("cudaStream_t stream")
+            parameters.append(f"cudaStream_t {locals_for(self.op).stream}")
         return wrap(f"void {self.kernel_name(device)}(", parameters, ")", after=2)
 
     def skeleton_message(self, package: Package, device: str) -> str:
