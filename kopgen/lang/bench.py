@@ -4,9 +4,15 @@ Python kernels it times against the operators, and the arguments it calls them w
 
 from __future__ import annotations
 
-from ..model import Arg, Op, Package
+import math
+
+from ..model import Arg, CustomKernel, Op, Package
 from . import layout, python, split, tests
 from .layout import literal
+from .sample_shapes import with_shape_relations
+
+# Two row counts the sample of a kernel op is made with, to tell which of its sizes follow its rows.
+_ROWS = (10007, 10009)
 
 
 def imports(package: Package) -> list[str]:
@@ -68,6 +74,96 @@ def _large(arg: Arg, op: Op) -> str:
 
 
 def make_args(op: Op) -> str:
-    """An op's entry of make_args: a large tensor for each Tensor argument, a sample value for the others."""
-    values = [python.Code(_large(a, op)) for a in op.args]
+    """An op's entry of make_args: a large tensor for each Tensor argument, a sample value for the others;
+    a kernel op's arguments as its tests draw them."""
+    drawn = _kernel_args(op) if isinstance(op.body, CustomKernel) else None
+    values = [python.Code(v) for v in drawn] if drawn else [python.Code(_large(a, op)) for a in op.args]
     return layout.statement(f"{literal(op.name)}: lambda: {literal(tuple(values))},", 8)
+
+
+_MAKE = '''
+    def make() -> torch.Tensor:
+        return torch.rand(numel // 1024, 1024, device=device) + 0.5
+'''
+_DRAWN = '''
+    def drawn(*shape: int, dtype=torch.float32, low=None, high=None) -> torch.Tensor:
+        return torch.testing.make_tensor(
+            shape, dtype=dtype, device=device, low=low, high=high
+        )
+
+    def rows(width: int) -> int:
+        """As many rows of `width` elements as `numel` makes, one at least."""
+        return max(1, numel // width)
+'''
+
+
+def make_args_helpers(package: Package) -> str:
+    """make_args's docstring and the helpers its entries call: `make` for kopgen's kinds, `drawn` and
+    `rows` for kernel ops."""
+    kernels = [isinstance(op.body, CustomKernel) for op in package.ops]
+    ours = "with `numel` elements per Tensor (rows of 1024), in float32"
+    theirs = "as its tests draw them, with about `numel` elements in its largest Tensor"
+    if all(kernels):
+        doc = f'    """Arguments of `op` {theirs}."""\n'
+    elif any(kernels):
+        doc = f'    """Arguments of `op` {ours}; a kernel\n    op\'s {theirs}."""\n'
+    else:
+        doc = f'    """Arguments of `op` {ours}."""\n'
+    return (doc + (_MAKE if not all(kernels) else "") + (_DRAWN if any(kernels) else "")).rstrip("\n")
+
+
+def _kernel_args(op: Op) -> list[str]:
+    """A kernel op's arguments as its tests' first sample draws them (the spec's shapes, dtypes, bounds and
+    shape relations: what the kernel accepts), with the lead's rows, and every size that follows them, as
+    many as make `numel` elements in the largest Tensor. Where a size follows the rows other than as
+    a * rows + b, the sample's shapes as they are."""
+    first = op.shapes[0]
+    lead = first[op.lead.name]
+
+    def shapes(rows: int) -> dict[str, tuple[int, ...]]:
+        def shape_of(a: Arg):
+            shape = first[a.name]
+            return ((rows, *shape[1:]) if lead and shape[:1] == lead[:1] else shape,)
+        related = with_shape_relations(op, shape_of, tests.int_samples(op))
+        return {a.name: tuple(related(a)[0]) for a in op.tensor_args}
+
+    small, large = shapes(_ROWS[0]), shapes(_ROWS[1])
+    # the elements a row of the largest Tensor: `numel` makes rows of it
+    width = max([(math.prod(small[n]) - math.prod(large[n])) // (_ROWS[0] - _ROWS[1]) for n in small] + [1])
+    sizes = {name: [_size(a, b, width) for a, b in zip(small[name], large[name])] for name in small}
+    if not lead or any(None in dims for dims in sizes.values()):
+        sizes = {name: [str(n) for n in shape] for name, shape in shapes(lead[0] if lead else 1).items()}
+    values = []
+    for arg in op.args:
+        if arg.is_tensor:
+            values.append(_drawn(op, arg, sizes[arg.name]))
+        elif tests.is_tensor_list(arg):
+            values.append(f"[{', '.join(tests.tensor_list(arg, _drawn(op, op.lead, sizes[op.lead.name]), 'None'))}]")
+        else:
+            values.append(tests.sample_value(arg, op))
+    return values
+
+
+def _size(small: int, large: int, width: int) -> str | None:
+    """A size as the bench's source: a constant, or a * rows(width) + b where it follows the rows (None where
+    it follows them otherwise, rows // 2)."""
+    if small == large:
+        return str(small)
+    step, rest = divmod(large - small, _ROWS[1] - _ROWS[0])
+    offset = small - step * _ROWS[0]
+    if rest:
+        return None
+    rows = f"rows({width})"
+    scaled = rows if step == 1 else f"{step} * {rows}"
+    return scaled if offset == 0 else f"{scaled} {'+' if offset > 0 else '-'} {abs(offset)}"
+
+
+def _drawn(op: Op, arg: Arg, sizes: list[str]) -> str:
+    """`drawn(rows(6), 6, dtype=torch.int64, low=0, high=8)`: a Tensor as the spec's `tests: args:` draws it."""
+    setting = tests.sample_setting(op, arg)
+    keywords = []
+    if setting is not None:
+        keywords += [f"dtype=torch.{setting.dtype}"] if setting.dtype else []
+        keywords += [f"{name}={value!r}" for name, value in (("low", setting.low), ("high", setting.high))
+                     if value is not None]
+    return f"drawn({', '.join(sizes + keywords)})"

@@ -148,11 +148,12 @@ def main() -> None:
         parser.error("--plot needs matplotlib (pip install matplotlib)")
     # The CPU runs Triton kernels in its interpreter: keep the large size modest there.
     small, large = 1024, (1 << 28 if device == "cuda" else 1 << 16)
+    ops = [op for op, devices in OPS.items() if device in devices]
+    column = max([16] + [len(op) + 2 for op in ops])  # the op names' column
     print(
-        f"{'op':<16}{'variant':<18}{f'us/call (n={small})':>20}{'x base':>8}"
+        f"{'op':<{column}}{'variant':<18}{f'us/call (n={small})':>20}{'x base':>8}"
         f"{f'GB/s (n={large})':>22}{'x base':>8}"
     )
-    ops = [op for op, devices in OPS.items() if device in devices]
     for op in ops:
         results = {}
         for name, fn in variants_of(op, device).items():
@@ -161,7 +162,7 @@ def main() -> None:
         base_time, base_bandwidth = next(iter(results.values()))
         for name, (per_call, gbps) in results.items():
             print(
-                f"{op:<16}{name:<18}{per_call * 1e6:>20.1f}{per_call / base_time:>8.2f}"
+                f"{op:<{column}}{name:<18}{per_call * 1e6:>20.1f}{per_call / base_time:>8.2f}"
                 f"{gbps:>22.4g}{gbps / base_bandwidth:>8.2f}"
             )
     if options.plot:
@@ -178,13 +179,19 @@ READ_AND_WRITTEN = {"pairsum": ()}
 
 
 def make_args(op: str, numel: int, device: str) -> tuple:
-    """Arguments of `op` with `numel` elements per Tensor (rows of 1024), in float32."""
+    """Arguments of `op` as its tests draw them, with about `numel` elements in its largest Tensor."""
 
-    def make() -> torch.Tensor:
-        return torch.rand(numel // 1024, 1024, device=device) + 0.5
+    def drawn(*shape: int, dtype=torch.float32, low=None, high=None) -> torch.Tensor:
+        return torch.testing.make_tensor(
+            shape, dtype=dtype, device=device, low=low, high=high
+        )
+
+    def rows(width: int) -> int:
+        """As many rows of `width` elements as `numel` makes, one at least."""
+        return max(1, numel // width)
 
     return {
-        "pairsum": lambda: (make(),),
+        "pairsum": lambda: (drawn(rows(6), 6),),
     }[op]()
 
 

@@ -188,11 +188,12 @@ def main() -> None:
         parser.error("--plot needs matplotlib (pip install matplotlib)")
     # The CPU runs Triton kernels in its interpreter: keep the large size modest there.
     small, large = 1024, (1 << 28 if device == "cuda" else 1 << 16)
+    ops = [op for op, devices in OPS.items() if device in devices]
+    column = max([16] + [len(op) + 2 for op in ops])  # the op names' column
     print(
-        f"{'op':<16}{'variant':<18}{f'us/call (n={small})':>20}{'x base':>8}"
+        f"{'op':<{column}}{'variant':<18}{f'us/call (n={small})':>20}{'x base':>8}"
         f"{f'GB/s (n={large})':>22}{'x base':>8}"
     )
-    ops = [op for op, devices in OPS.items() if device in devices]
     for op in ops:
         results = {}
         for name, fn in variants_of(op, device).items():
@@ -201,7 +202,7 @@ def main() -> None:
         base_time, base_bandwidth = next(iter(results.values()))
         for name, (per_call, gbps) in results.items():
             print(
-                f"{op:<16}{name:<18}{per_call * 1e6:>20.1f}{per_call / base_time:>8.2f}"
+                f"{op:<{column}}{name:<18}{per_call * 1e6:>20.1f}{per_call / base_time:>8.2f}"
                 f"{gbps:>22.4g}{gbps / base_bandwidth:>8.2f}"
             )
     if options.plot:
