@@ -280,8 +280,8 @@ def _check_dynamic_route(resolver: OpResolver, shape: Node) -> None:
 
 
 def _resolve_contiguous(resolver: OpResolver, args: tuple[Arg, ...]) -> tuple[str, ...]:
-    """`contiguous:`: the Tensor arguments the kernel receives dense; default every one."""
-    tensors = [a.name for a in args if a.is_tensor]
+    """`contiguous:`: the Tensor (and Tensor list) arguments the kernel receives dense; default every one."""
+    tensors = [a.name for a in args if a.is_tensor or a.is_tensor_list]
     node = resolver.node.get("contiguous")
     if node is None:
         return tuple(tensors)

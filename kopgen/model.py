@@ -54,6 +54,11 @@ class Arg:
         return self.kind in ("tensor", "optional")
 
     @property
+    def is_tensor_list(self) -> bool:
+        """A `Tensor[]` or `Tensor?[]` (which only `kernel` ops take)."""
+        return str(self.schema.type) in ("Tensor[]", "Tensor?[]")
+
+    @property
     def is_optional(self) -> bool:
         """A `Tensor?`: the op also runs without it (None), where present(name) is false."""
         return self.kind == "optional"

@@ -7,7 +7,10 @@ custom_op and on library."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -98,3 +101,50 @@ def test_tensor_list_arguments_get_samples_and_pass(tmp_path):
     assert "[make(0, 6), make(0, 6)],\n            [make(0, 6), None]," in (repo / "tests/test_weighted_sum.py").read_text()
     result = installed_suite_passes(repo, tmp_path / "site", "-rA", at_least=14)
     assert "PASSED tests/test_weighted_sum.py::TestWeightedSum::test_opcheck[cpu-torch.float32-empty-False]" in result.stdout
+
+
+# ktlc::stack_sum's CPU kernel, flat indexing: right only where every element is dense.
+STACK_SUM_CPU = """\
+#include "kernels.h"
+
+namespace ktlc {
+
+void stack_sum_cpu(at::TensorList xs, const at::Tensor& w,
+                   const c10::List<std::optional<at::Tensor>>& ys, at::Tensor& out) {
+  const at::Tensor first = *ys.get(0);
+  float* o = out.mutable_data_ptr<float>();
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    float total = first.data_ptr<float>()[i];
+    for (const at::Tensor& x : xs) {
+      total += x.data_ptr<float>()[i] * w.data_ptr<float>()[i];
+    }
+    o[i] = total;
+  }
+}
+
+}  // namespace ktlc
+"""
+
+
+@pytest.mark.slow
+def test_a_compiled_kernel_gets_tensor_list_elements_dense_and_on_the_ops_device(tmp_path):
+    """The host function checked and densified Tensors only: an element of a Tensor[] on another device
+    reached the kernel, a transposed one was read flat (a wrong result the suite did not see: its
+    non-contiguous sample strided no element)."""
+    repo = generate(ROOT / "tests/specs/custom_tensor_lists_compiled.yaml", tmp_path / "repo")
+    assert "[make.strided(8, 6), make.strided(8, 6)]," in (repo / "tests/test_stack_sum.py").read_text()
+    (repo / "ktlc/csrc/stack_sum.cpp").write_text(STACK_SUM_CPU)
+    installed_suite_passes(repo, tmp_path / "site", at_least=10)
+    # Each element on the op's device: a CPU element beside a CUDA lead reaches the CUDA host function (no GPU
+    # here; a meta element goes to the fake kernel, as for any Tensor: the dispatcher ranks Meta first).
+    host = (repo / "ktlc/csrc/ops.cpp").read_text()
+    assert 'check_device("ktlc::stack_sum", "xs", xs, w);\n  check_device("ktlc::stack_sum", "ys", ys, w);' in host
+    check = (
+        "import torch, ktlc\n"
+        "w = torch.ones(2, 3)\n"
+        "t = torch.arange(6.0).reshape(3, 2).t()\n"
+        "assert torch.equal(ktlc.stack_sum([t, t], w, [w]), 2 * t + 1)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", check], env={**os.environ, "PYTHONPATH": str(tmp_path / "site")},
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]

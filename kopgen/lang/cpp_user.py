@@ -88,7 +88,8 @@ class CustomCppOp(CppOp):
         op = self.op
         name = json.dumps(op.qualname)
         lead = op.lead.name
-        statements = [f'check_device({name}, "{a.name}", {a.name}, {lead});' for a in op.tensor_args if a != op.lead]
+        statements = [f'check_device({name}, "{a.name}", {a.name}, {lead});'
+                      for a in op.args if (a.is_tensor or a.is_tensor_list) and a != op.lead]
         bound = op.bound_kernel(device)
         dense = set() if bound else set(op.body.contiguous)
         statements += [f'check_contiguous({name}, "{a.name}", {a.name});'
@@ -124,7 +125,7 @@ class CustomCppOp(CppOp):
     def _kernel_call(self, device: str, dense: set[str], lead: str) -> str:
         """The user's kernel called on the arguments (read ones in `dense` made contiguous), the
         outputs and the stream; qualified where an argument's name hides it."""
-        arguments = [f"as_dense({a.name})" if a.is_tensor and not a.is_mutated and a.name in dense else a.name
+        arguments = [f"as_dense({a.name})" if not a.is_mutated and a.name in dense else a.name
                      for a in self.op.args]
         if not self.op.bound_kernel(device):
             arguments += list(self.op.output_names)
@@ -147,6 +148,11 @@ class CustomCppOp(CppOp):
 def custom_ops(package: Package) -> tuple[CustomCppOp, ...]:
     """The ops whose C++/CUDA kernels the user writes or binds."""
     return tuple(CustomCppOp(op) for op in package.compiled_custom_ops)
+
+
+def takes_tensor_lists(package: Package) -> bool:
+    """Whether custom.h needs its overloads for lists of Tensors (their devices checked, made dense)."""
+    return any(a.is_tensor_list for op in package.compiled_custom_ops for a in op.args)
 
 
 def declarations(package: Package, device: str) -> list[str]:

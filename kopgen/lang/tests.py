@@ -415,8 +415,8 @@ def _sample(op: Op, label: str, shape_of, empty: bool = False) -> Sample:
     args = []
     for a in op.args:
         shape = shape_of(a) if a.is_tensor else None
-        if is_tensor_list(a):
-            made = _make(op, op.lead, shape_of(op.lead)[0])
+        if is_tensor_list(a):  # Tensors like the lead (non-contiguous where it is)
+            made = _make(op, op.lead, *shape_of(op.lead))
             args.append(f"[{', '.join(tensor_list(a, made, 'None'))}]")
         else:
             args.append(sample_value(a, op) if not a.is_tensor else "None" if shape is None else _make(op, a, *shape))
@@ -424,7 +424,7 @@ def _sample(op: Op, label: str, shape_of, empty: bool = False) -> Sample:
 
 
 def is_tensor_list(arg: Arg) -> bool:
-    return str(arg.schema.type) in ("Tensor[]", "Tensor?[]")
+    return arg.is_tensor_list
 
 
 def tensor_list(arg: Arg, one, none):

@@ -482,22 +482,22 @@ def skeleton_end(op: Op) -> list[str]:
 
 
 def contiguous_inputs(op: Op) -> list[str]:
-    """`contiguous:` applied: the inputs in it made dense, the mutated arguments in it checked (a dense copy
-    would lose the kernel's writes); the others passed with their strides."""
-    dense = [a for a in op.tensor_args if a.name in op.body.contiguous]
+    """`contiguous:` applied: the inputs in it made dense (a Tensor list's elements too), the mutated
+    arguments in it checked (a dense copy would lose the kernel's writes); the others passed with their strides."""
+    dense = [a for a in op.args if a.name in op.body.contiguous]  # Tensors and Tensor lists
     lines = []
     checked = [f"{a.name}={a.name}" for a in dense if a.is_mutated]
     if checked:
         lines.append("    " + wrap("_support.check_contiguous(", [literal(op.qualname), *checked], ")", 4))
-    required = [a.name for a in dense if not a.is_mutated and not a.is_optional]
-    if len(required) == 1:
-        lines.append(f"    {required[0]} = {required[0]}.contiguous()")
-    elif required:
+    required = [a.name for a in dense if a.kind == "tensor" and not a.is_mutated]
+    if required:
         values = ", ".join(f"{name}.contiguous()" for name in required)
         lines.append("    " + python.layout.statement(f"{', '.join(required)} = {values}", 4))
     for a in dense:
-        if a.is_optional and not a.is_mutated:
-            lines.append("    " + python.layout.statement(f"{a.name} = None if {a.name} is None else {a.name}.contiguous()", 4))
+        if a.kind != "tensor" and not a.is_mutated:  # an optional Tensor, a list of Tensors or of optional ones
+            one = "None if {0} is None else {0}.contiguous()" if "?" in str(a.schema.type) else "{0}.contiguous()"
+            value = f"[{one.format('tensor')} for tensor in {a.name}]" if a.is_tensor_list else one.format(a.name)
+            lines.append("    " + python.layout.statement(f"{a.name} = {value}", 4))
     return lines
 
 
