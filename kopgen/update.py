@@ -152,6 +152,8 @@ def plan_update(repo: Path, force: bool = False) -> UpdatePlan:
             disk = read_file(repo, path)
             (plan.hand_edited if digest(disk) != recorded else plan.deletes).append(path)
     plan.kept = [path for path in sorted(old.user_base) if path not in files and (repo / path).exists()]
+    for path in plan.kept:  # its merge base stays recorded: the op back in the spec merges into the user's file
+        plan.state.user_base[path] = old.user_base[path]
     # Texts are read with universal newlines: a user's file that ends every line in CRLF is merged as LF,
     # then written back with CRLF, not rewritten line by line.
     merged = [path for path in plan.writes if path in old.user_base and files[path][0] != KOPGEN]

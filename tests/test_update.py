@@ -150,6 +150,22 @@ def test_a_walk_through_spec_edits_keeps_every_hand_edit(repo):
     assert kernel.exists() and "kept kwalk/kernels/pairsum.py" in output
 
 
+def test_an_op_removed_then_added_back_takes_the_kept_kernel_back(repo):
+    """The kept kernel of a removed op stood in the way of its op's return: "files kopgen did not write
+    stand where it writes", and --force the only way on, which put the skeleton over the user's kernel."""
+    kernel = repo / "kwalk/kernels/pairsum.py"
+    kernel.write_text(kernel.read_text() + "# MY LINE\n")
+    entry = BASE[BASE.index('  - schema: "pairsum'):]
+    edit_spec(repo, entry, "")
+    result = update(repo)
+    assert result.exit_code == 0 and "kept kwalk/kernels/pairsum.py" in result.output, result.output
+    edit_spec(repo, "ops:\n", "ops:\n" + entry)
+    result = update(repo)
+    assert result.exit_code == 0, result.output
+    assert kernel.read_text().endswith("# MY LINE\n") and not (repo / ".kopgen/backup").exists()
+    assert (repo / "tests/test_pairsum.py").exists() and update(repo, "--check").exit_code == 0
+
+
 def test_conflict_leaves_markers_and_exits_1(repo):
     readme = repo / "README.md"
     text = readme.read_text()
