@@ -212,7 +212,7 @@ def update(directory: Path, check: bool, dry_run: bool, force: bool) -> None:
         count = len(plan.overwrites)
         click.echo(f"backed up {count} file{'s' if count > 1 else ''} to {saved}")
     for path in sorted(plan.writes):
-        click.echo(f"updated {path}")
+        click.echo(f"{'created' if path in plan.created else 'updated'} {path}")
     for path in plan.deletes + [p for p in plan.hand_edited if p not in plan.writes]:
         click.echo(f"deleted {path}")
     for path in plan.kept:
@@ -228,7 +228,7 @@ def update(directory: Path, check: bool, dry_run: bool, force: bool) -> None:
 def _report_drift(plan: UpdatePlan) -> None:
     """What `kopgen update --check` found: what an update would write, and what stands in its way."""
     for path in sorted(plan.writes):
-        click.echo(f"would update {path}")
+        click.echo(f"would {'create' if path in plan.created else 'update'} {path}")
     for path in plan.deletes:
         click.echo(f"would delete {path}")
     for path in plan.hand_edited:

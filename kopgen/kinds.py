@@ -62,7 +62,10 @@ def resolve_kind(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, 
         if _untaken_by(kind, arg):
             resolver.error(at.shifted(0, arg.schema.column), _untaken(kind, arg))
     if not any(a.kind == "tensor" for a in args):
-        resolver.error(at, "an op needs a Tensor argument that is not optional: its output takes that Tensor's dtype and device")
+        lists = [a.name for a in args if a.is_tensor_list]
+        why = f" ({', '.join(lists)}: a Tensor list does not count)" if lists else ""
+        resolver.error(at, f"an op needs a Tensor argument that is not optional{why}: its output takes that Tensor's "
+                           "dtype and device")
         return None
     # the expression languages have no value of that type, nor write a Tensor? or a list
     if any(_untaken_by(kind, a) for a in args):

@@ -145,7 +145,11 @@ class _Builder:
         try:
             value = self.constructor.construct_object(node)
         except yaml.constructor.ConstructorError as error:
-            self.diagnostics.error(position, f"invalid YAML value: {error.problem}")
+            if node.tag == "tag:yaml.org,2002:merge":  # `<<: *op`, which kopgen's loader does not expand
+                self.diagnostics.error(position, "YAML merge keys (`<<: *anchor`) are not supported: write the keys "
+                                                 "out, or put the shared ones under `defaults:`")
+            else:
+                self.diagnostics.error(position, f"invalid YAML value: {error.problem}")
             value = node.value
         except (ValueError, KeyError, AttributeError):  # what PyYAML raises for `!!int abc`, `!!bool maybe`, ...
             tag = node.tag.replace("tag:yaml.org,2002:", "!!")

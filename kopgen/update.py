@@ -42,6 +42,7 @@ CONFLICT_START, CONFLICT_END = f"<<<<<<< {YOURS}", f">>>>>>> {NEW_RENDER}"
 @dataclass
 class UpdatePlan:
     writes: dict[str, str] = field(default_factory=dict)  # path -> new text
+    created: list[str] = field(default_factory=list)  # the writes where no file stands yet
     deletes: list[str] = field(default_factory=list)  # kopgen's files of removed ops
     hand_edited: list[str] = field(default_factory=list)  # kopgen's files the user changed
     yours: list[str] = field(default_factory=list)  # files kopgen never wrote (or the user's), in the way of a write
@@ -194,6 +195,7 @@ def _plan_file(plan: UpdatePlan, old: State, path: str, owner: str, text: str, d
         # one of the user's that they deleted stays deleted
         if owner == KOPGEN or (path not in old.user_base and path not in old.adopted):
             plan.writes[path] = text
+            plan.created.append(path)
     elif disk == text or path in old.adopted:  # adopted: the user's before kopgen came, never merged
         return
     elif owner == KOPGEN:

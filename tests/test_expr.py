@@ -623,8 +623,8 @@ def test_a_reference_indexes_and_slices_tensors():
 
 @pytest.mark.parametrize(("text", "message", "column"), [
     ("input[..., 'a']", 'a reference takes strings only as keyword values, like reduction="none"', 11),
-    ("input[:unknown]", ("unknown name 'unknown'; use the op's arguments, grad(s), result(s), torch or this "
-                         "namespace's ops"), 7),
+    ("input[:unknown]", "unknown name 'unknown'; use the op's arguments, torch or this namespace's ops", 7),
+    ("input + grad", "a reference has no 'grad': it computes the op's outputs from its arguments", 8),
     ("input[lambda: 0]", "lambdas are not allowed in a reference", 6),
 ])
 def test_a_reference_index_is_checked_as_the_rest(text, message, column):

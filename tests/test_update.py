@@ -162,6 +162,7 @@ def test_an_op_removed_then_added_back_takes_the_kept_kernel_back(repo):
     edit_spec(repo, "ops:\n", "ops:\n" + entry)
     result = update(repo)
     assert result.exit_code == 0, result.output
+    assert "created tests/test_pairsum.py" in result.output and "updated kwalk/ops.py" in result.output
     assert kernel.read_text().endswith("# MY LINE\n") and not (repo / ".kopgen/backup").exists()
     assert (repo / "tests/test_pairsum.py").exists() and update(repo, "--check").exit_code == 0
 

@@ -244,11 +244,22 @@ class _ReferenceChecker(_FormulaChecker):
     def visit_Subscript(self, node: ast.Subscript) -> None:
         base = node.value
         own_op = isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and base.func.id in self.ctx.own_ops
-        if own_op or (isinstance(base, ast.Name) and base.id in self.used and base.id not in self.ctx.arg_kinds):
-            super().visit_Subscript(node)  # grads[i], results[i], op(...)[i]: their own rules
+        if own_op:
+            super().visit_Subscript(node)  # op(...)[i]: its own rules
             return
         self.check(base)
         self.check(node.slice)
+
+    def name(self, node: ast.Name, use: str) -> None:
+        """As a formula's names, less what only a derivative has (grad(s), result(s))."""
+        if node.id in ("grad", "grads", "result", "results") and node.id not in self.ctx.arg_kinds:
+            raise self.error(node, f"a reference has no {node.id!r}: it computes the op's outputs from its arguments")
+        if node.id in self.ctx.arg_kinds or node.id == "torch" or node.id in self.ctx.own_ops:
+            super().name(node, use)
+            return
+        known = [*self.ctx.arg_kinds, "torch", *sorted(self.ctx.own_ops)]
+        raise self.error(node, f"unknown name {node.id!r}" + (did_you_mean(node.id, known) or (
+            "; use the op's arguments, torch or this namespace's ops")))
 
     def visit_Slice(self, node: ast.Slice) -> None:
         self.visit_children(node)
