@@ -5,9 +5,9 @@ most 88 columns, double quotes, and brackets split the way ruff splits them (`st
 This is Black's right-hand split, which ruff follows for the statements kopgen writes (calls,
 assignments, returns, collections, and the expressions of specs inside them); the golden trees and
 random specs are checked against `ruff format --check` (tests/test_generate.py, tests/test_fuzz.py).
-Not covered: ruff's fluent layout of long method chains (split at their dots) and its splits inside an
-operand's brackets; a spec expression long enough to need them can come out as ruff would not format it
-(the code is the same).
+A method chain that does not fit its line takes ruff's fluent layout (a line for each call after the
+first: `_fluent_dots`). Not covered: ruff's splits inside an operand's brackets; a spec expression long
+enough to need them can come out as ruff would not format it (the code is the same).
 """
 
 from __future__ import annotations
@@ -278,7 +278,7 @@ def _can_omit_parentheses(line: _Line, lo: int, hi: int, indent: int) -> bool:
     """Black's can_omit_invisible_parens: split the value at its own last bracket rather than wrap it."""
     delimiters = line.delimiters(lo, hi)
     if not delimiters:
-        return True
+        return len(_fluent_dots(line, lo, hi)) < 2  # a method chain goes in parentheses, to break at its dots
     top = max(priority for priority, _ in delimiters)
     if sum(1 for priority, _ in delimiters if priority == top) > 1:
         return False
@@ -354,7 +354,27 @@ def _inside(line: _Line, lo: int, hi: int, indent: int, comma: bool = False) -> 
         return [" " * indent + line.source(lo, hi, comma)]
     if line.delimiters(lo, hi):
         return _delimiter_split(line, lo, hi, indent, comma=comma)
+    if len(_fluent_dots(line, lo, hi)) >= 2:
+        return _fluent_split(line, lo, hi, indent, comma)
     return _split(line, lo, hi, indent, comma=comma)
+
+
+def _fluent_dots(line: _Line, lo: int, hi: int) -> list[int]:
+    """Where ruff's fluent layout breaks a method chain: before each `.` at the chain's own depth that
+    follows a call, a subscript or a parenthesized value (`x.abs()` stays one piece, `.amax(...)` starts
+    the next). Ruff lays a chain out so where it has two such dots at least and does not fit its line."""
+    depth = line.tokens[lo].depth
+    return [i for i in range(lo + 1, hi) if line.tokens[i].text == "." and line.tokens[i].depth == depth
+            and line.tokens[i - 1].text in (")", "]")]
+
+
+def _fluent_split(line: _Line, lo: int, hi: int, indent: int, comma: bool) -> list[str]:
+    """A method chain a piece a line (each laid out again where it does not fit); the comma after the last."""
+    bounds = [lo, *_fluent_dots(line, lo, hi), hi]
+    lines = []
+    for index, (a, b) in enumerate(itertools.pairwise(bounds)):
+        lines += _split(line, a, b, indent, comma=comma and index == len(bounds) - 2)
+    return lines
 
 
 def _delimiter_split(line: _Line, lo: int, hi: int, indent: int, comma: bool = False) -> list[str]:

@@ -1,0 +1,70 @@
+"""Method chains in generated Python as ruff format lays them out (kopgen/lang/layout.py's fluent layout):
+a long `reference` such as a quantisation's (`(...).round().clamp(-128, 127).to(torch.int8)`) came out
+split at its last bracket, which `ruff format --check` in the generated repo's CI refused."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from kopgen import generate
+from kopgen.lang import layout
+
+# (statement head, expression): chains in a return, an assignment, call arguments, a tuple, after a
+# parenthesized value, behind a unary minus, with a subscript; and chains that must stay as they are
+# (one call after the head: split at the bracket; a chain that fits).
+CASES = [
+    ("return", ("((x / x.abs().amax(-1, keepdim=True).clamp(min=1e-06) * 127.0).round().to(out_dtype), "
+               "x.abs().amax(-1, keepdim=True).clamp(min=1e-06) / 127.0)")),
+    ("return", ("((input / (input.abs().amax(-1, keepdim=True) / 127.0)).round() + 1.0).clamp(-128, 127)"
+               ".to(torch.int8)")),
+    ("y =", ("torch.nn.functional.silu(input[..., : input.shape[-1] // 2]).mul(input[..., input.shape[-1] // 2 :])"
+            ".sum(-1)")),
+    ("return", "foo(x.abs().amax(-1, keepdim=True).clamp(min=1e-06).to(torch.float32).reshape(-1).contiguous(), 1)"),
+    ("yyyyyyyyyyyyyyyyyyyyyyyyy =", "torch.nn.functional.silu(input).mul(input[..., 1:]).sum(-1).foo(1)"),
+    ("return", "yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy.abs().amax(-1, keepdim=True).clamp(min=1e-06)"),
+    ("return", "foo(1, x.abs().amax(-1, keepdim=True).clamp(min=1e-06).to(torch.float32).reshape(-1))"),
+    ("return", "x.abs().amax(-1, keepdim=True).clamp(min=1e-06).to(torch.float32).reshape(-1) * 2.0 + 1.0"),
+    ("return", "fooooooooooooooooooooooooooooooo(aaaaaaaaaaaaaa, bbbbbbbbbbbbbbbb).to(torch.float32)"),
+    ("return", "torch.stack(xs).sum(0).mul(w).add(ys[0]).reshape(-1, 1).expand(-1, 4).contiguous()"),
+    ("return", "x.abs().amax(-1, keepdim=True).clamp(min=1e-06).to(torch.float32).reshape(-1)[0]"),
+    ("zzzzzzzzzzzzzzzzz =", "foo(x.abs().amax(-1, keepdim=True).clamp(min=1e-06).to(torch.float32).reshape(-1))"),
+    ("return", ("torch.nn.functional.silu(aaaaaaaaaaaaaaaaaaaaaaaaaaaa, bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb, ccccccccccc)"
+               ".mul(x).sum(-1)")),
+    ("return", "-x.abs().amax(-1, keepdim=True).clamp(min=1e-06).to(torch.float32).reshape(-1, 1, 1, 1, 1)"),
+    ("return", "x.abs().amax(-1, keepdim=True).clamp(min=1e-06).to(torch.float32)[..., :dddddddddddddd].reshape(-1)"),
+    ("return", ("(x.float().pow(2).mean(-1, keepdim=True) + eps).rsqrt().mul(x.float()).mul(weight.float())"
+               ".to(x.dtype)")),
+    ("out =", ("torch.where(mask, x.abs().amax(-1, keepdim=True).clamp(min=1e-06).to(torch.float32), "
+              "y.abs().amax(-1, keepdim=True).clamp(min=1e-06))")),
+]
+
+
+def ruff_format(source: str) -> str:
+    result = subprocess.run([sys.executable, "-m", "ruff", "format", "--isolated", "-"], input=source,
+                            capture_output=True, text=True, check=True)
+    return result.stdout
+
+
+@pytest.mark.parametrize("head, expression", CASES)
+def test_a_statement_with_a_method_chain_is_laid_out_as_ruff_does(head, expression):
+    source = "def f():\n    " + layout.statement(f"{head} {expression}", 4) + "\n"
+    assert source == ruff_format(source)
+
+
+def test_a_quantisation_reference_passes_the_generated_repos_ruff_check(tmp_path):
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text(
+        "kopgen: 1\npackage: kquant\ndefaults: {backends: {cpu: python}}\nops:\n"
+        '  - schema: "quant(Tensor input) -> Tensor"\n    kernel: custom\n'
+        '    reference: "((input / (input.abs().amax(-1, keepdim=True) / 127.0)).round() + 1.0).clamp(-128, 127)'
+        '.to(torch.int8)"\n'
+        "    fake: {shape: input.shape, dtype: torch.int8}\n"
+    )
+    repo = generate(spec, tmp_path / "repo")
+    result = subprocess.run([sys.executable, "-m", "ruff", "format", "--check", "--isolated", "--no-cache", "."],
+                            cwd=repo, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert ".clamp(-128, 127)\n" in (repo / "kquant/reference.py").read_text()
