@@ -8,22 +8,27 @@ be seen earlier, from the spec alone:
   mutated: a kernel that writes it would be an undeclared mutation (trap 1);
 - a `fake` whose shape or dtype cannot match what `reference` returns on the spec's test shapes
   (trap 2), found by running both on meta tensors: no data, no kernel. This needs torch, which only
-  `kopgen check` imports (`kopgen new` is text work and never does); without torch it says nothing.
+  `kopgen check` imports (`kopgen new` is text work and never does); without torch it says nothing;
+- with torch, names a `reference` or `backward` formula reads of torch or of a Tensor that torch does not
+  have (`torch.sigmod`): the generated tests would fail on them.
 
 Resolution never imports this module: it runs on the resolved model, with the spec's nodes for positions.
 """
 
 from __future__ import annotations
 
+import ast
+import functools
 import math
 import re
 from collections.abc import Iterator
 
 from .errors import Diagnostic, Position
 from .expr import evaluate
+from .expr.syntax import did_you_mean
 from .lang.sample_shapes import SampleShapeError, checked_shape
 from .lang.tests import is_tensor_list, sample_setting, sample_shapes, sample_value, tensor_list
-from .loader import Mapping, Sequence
+from .loader import Mapping, Scalar, Sequence
 from .model import CustomKernel, Op, Package
 
 # Names kernel authors give the Tensors their kernels write into.
@@ -46,7 +51,47 @@ def meta_warnings(root: Mapping, package: Package) -> list[Diagnostic]:
     for node, op in _custom_ops(root, package):
         if op.body.reference is not None and op.body.outputs:
             found += _fake_against_reference(torch, node, op)
+    for node, _ in _spec_ops(root, package):
+        for text in _torch_expressions(node):
+            found += _unknown_torch_names(torch, text)
     return sorted(found)
+
+
+def _torch_expressions(node: Mapping) -> Iterator[Scalar]:
+    """An op's expressions in PyTorch (its `reference`, its `backward` formulas): each one's text node."""
+    for key in ("reference", "backward"):
+        value = node.get(key)
+        entries = [v for _, v in value.entries.values()] if isinstance(value, Mapping) else [value] if value else []
+        yield from (entry for entry in entries if isinstance(entry, Scalar) and isinstance(entry.value, str))
+
+
+def _unknown_torch_names(torch, text: Scalar) -> list[Diagnostic]:
+    """`torch.frobnicate(x)`, `grad.sigmod()`: names torch does not have, which the formula languages (they
+    check the shape of an expression, not torch's names) let through to the generated tests' AttributeError."""
+    try:
+        tree = ast.parse(text.value.strip(), mode="eval")
+    except SyntaxError:  # a backward's non_differentiable, say; the languages report real syntax errors
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute):
+            continue
+        path, base = [node.attr], node.value
+        while isinstance(base, ast.Attribute):
+            path.insert(0, base.attr)
+            base = base.value
+        at = text.value_position.shifted(node.end_lineno - 1, node.end_col_offset - len(node.attr))
+        if isinstance(base, ast.Name) and base.id == "torch":
+            owner = functools.reduce(lambda value, name: getattr(value, name, None), path[:-1], torch)
+            if owner is not None and not hasattr(owner, node.attr):
+                hint = did_you_mean(node.attr, [n for n in dir(owner) if not n.startswith("_")])
+                found.append(_warning(at, f"torch.{'.'.join(path)} does not exist in torch {torch.__version__}"
+                                          f"{hint}: the generated tests would fail on it"))
+        elif not any(hasattr(kind, node.attr) for kind in (torch.Tensor, torch.Size, torch.dtype, int, float, tuple)):
+            hint = did_you_mean(node.attr, [n for n in dir(torch.Tensor) if not n.startswith("_")])
+            found.append(_warning(at, f"'{node.attr}' is no attribute or method of a Tensor{hint}: the generated "
+                                      "tests would fail on it"))
+    return found
 
 
 def sample_errors(root: Mapping, package: Package) -> list[Diagnostic]:

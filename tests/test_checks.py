@@ -135,3 +135,35 @@ def test_adopt_prints_the_warnings_too(traps):
     result = CliRunner().invoke(main, ["adopt", str(traps)])
     assert result.exit_code == 0, result.output
     assert [line.split(": warning: ")[1] for line in result.stderr.splitlines()] == [OUT, unmarked("y_out")]
+
+
+def test_check_warns_of_torch_names_that_do_not_exist(tmp_path):
+    """`torch.frobnicate(x)` in a reference, `torch.sigmod(grad)` and `grad.sigmod()` in backward formulas
+    passed check and new alike; the generated tests failed on them (AttributeError)."""
+    pytest.importorskip("torch")
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text("""\
+kopgen: 1
+package: knames
+defaults:
+  backends: {cpu: python}
+ops:
+  - schema: "f(Tensor x) -> Tensor"
+    kernel: custom
+    reference: "torch.frobnicate(x).float()"
+    fake: {shape: x.shape}
+    backward:
+      x: "torch.sigmod(grad) + grad.sigmod() + torch.special.expit(grad).sum_to_size(x.shape)"
+  - schema: "g(Tensor x) -> Tensor"
+    compute: "x * 2"
+    backward:
+      x: "torch.nn.functional.silu(grad) * x.size(-1) + grad.mT.mT"
+""")
+    result = CliRunner().invoke(main, ["check", str(spec)])
+    assert result.exit_code == 0, result.output
+    warnings = [line.split(": ", 1)[0].rsplit(":", 2)[1:] + [line] for line in result.output.splitlines()
+                if ": warning: " in line]
+    assert [(row, column) for row, column, _ in warnings] == [("8", "23"), ("11", "17"), ("11", "37")], warnings
+    assert "torch.frobnicate does not exist in torch" in warnings[0][2]
+    assert "torch.sigmod does not exist in torch" in warnings[1][2] and "did you mean 'sigmoid'?" in warnings[1][2]
+    assert "'sigmod' is no attribute or method of a Tensor (did you mean 'sigmoid'?)" in warnings[2][2]
