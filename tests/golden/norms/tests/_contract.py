@@ -346,6 +346,12 @@ class Contract:
             **tolerances,
         )
         failed = {test: got for test, got in results.items() if got != "SUCCESS"}
+        # A kernel that raises fails every test of opcheck's: that is no trap to name.
+        if failed:
+            try:
+                self.call(self.data.op, self.make_args(opcheck_sample, device, dtype))
+            except Exception as error:  # noqa: BLE001 - whatever it raises is the failure
+                pytest.fail(f"the op raises on this sample, before any trap: {error!r}")
         assert not failed, "\n".join(
             f"{TRAPS[test]}\n{test}: {result}" for test, result in failed.items()
         )
@@ -425,7 +431,9 @@ class Differentiable(Contract):
             torch.autograd.gradcheck(op, args)
         except RuntimeError as error:  # GradcheckError is one
             wrt = re.search(r"with respect to input (\d+)", str(error))
-            tensor = requiring_grad(args)[int(wrt.group(1)) if wrt else 0]
+            if wrt is None:  # no gradient to compare: the op or its backward raised
+                pytest.fail(f"trap 3 (backward): the backward raises: {error}")
+            tensor = requiring_grad(args)[int(wrt.group(1))]
             pytest.fail(
                 f"trap 3 (backward): gradcheck failed for {self.name_of(tensor, args)!r}: "
                 f"the backward formula disagrees with finite differences\n{error}"
