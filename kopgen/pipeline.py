@@ -84,11 +84,12 @@ def check_spec(path: str | os.PathLike[str], run_meta: bool = False) -> tuple[Pa
     return package, sorted(spec_warnings(root, package) + (meta_warnings(root, package) if run_meta else []))
 
 
-def load_spec_text(text: str, filename: str) -> Package:
-    return _load(text, filename)[1]
+def load_spec_text(text: str, filename: str, stems: dict[str, str] | None = None) -> Package:
+    """A spec's model; `stems`: the stems the repo's files were written under (`kopgen update`)."""
+    return _load(text, filename, stems)[1]
 
 
-def _load(text: str, filename: str) -> tuple[Mapping, Package]:
+def _load(text: str, filename: str, stems: dict[str, str] | None = None) -> tuple[Mapping, Package]:
     root = load_yaml(text, filename)
     diagnostics = Diagnostics()
     if not isinstance(root, Mapping):
@@ -96,7 +97,7 @@ def _load(text: str, filename: str) -> tuple[Mapping, Package]:
         diagnostics.raise_if_any()
     check_format(root, diagnostics)
     diagnostics.raise_if_any()  # semantic checks need a well-formed tree
-    package = resolve(root, text, diagnostics)
+    package = resolve(root, text, diagnostics, stems or {})
     diagnostics.raise_if_any()
     assert package is not None
     diagnostics.items += sample_errors(root, package)
@@ -126,6 +127,7 @@ def state_of(package: Package, files: dict[str, tuple[str, str]], adopted: list[
         user_base={path: text for path, (owner, text) in files.items()
                    if owner != KOPGEN and path != SPEC_PATH and path not in adopted},
         adopted=adopted,
+        stems={op.name: op.stem for op in package.ops if op.stem != op.name},
     )
 
 

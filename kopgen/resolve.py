@@ -7,6 +7,7 @@ the other ops are still resolved, so that the user sees every error of the spec 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Callable
 
 from . import __version__
@@ -39,8 +40,10 @@ from .schema import Argument, FunctionSchema, ListType, OptionalType, SchemaErro
 from .split import half_width_samples
 
 
-def resolve(root: Mapping, spec_text: str, diagnostics: Diagnostics) -> Package | None:
-    """Build the model from a tree that passed check_format; report semantic errors."""
+def resolve(root: Mapping, spec_text: str, diagnostics: Diagnostics,
+            stems: dict[str, str] | None = None) -> Package | None:
+    """Build the model from a tree that passed check_format; report semantic errors. `stems`: the stems the
+    repo's files were written under, which the ops keep (with_stems)."""
     package = root.get("package").value
     namespace_node = root.get("namespace")
     namespace = namespace_node.value if namespace_node else package
@@ -82,7 +85,7 @@ def resolve(root: Mapping, spec_text: str, diagnostics: Diagnostics) -> Package 
         return None
     ops = with_backward_kernels(ops, namespace)
     mark_not_twice_differentiable(ops)
-    ops = with_stems(ops)
+    ops = with_stems(ops, stems or {})
     # Resolved once: where each formula translates, the op's autograd is C++ (lang/cpp_autograd.py).
     ops = [dataclasses.replace(op, cpp_autograd=True) if autograd_in_cpp(op, ops) else op for op in ops]
     ops = [dataclasses.replace(op, backward=dataclasses.replace(op.backward, direct_calls=direct_calls(op, ops)))
@@ -116,21 +119,31 @@ def _own_ops(op_nodes: tuple[Mapping, ...]) -> tuple[frozenset[str], frozenset[s
     return frozenset(names), frozenset(mutating), returns
 
 
-def with_stems(ops: list[Op]) -> list[Op]:
+def with_stems(ops: list[Op], pinned: dict[str, str] | None = None) -> list[Op]:
     """Each op with the stem of its generated names: its name, less the trailing `_` of an in-place op
     (`scale_cpu_kernel`, not `scale__cpu_kernel`). Where that stem is another op's name or stem (`scale`
     beside `scale_`), `scale_inplace`; where that is taken too, the op's own name, which no other op has.
-    And the names the op binds at module level, settled package-wide from the stems."""
+    `pinned`: the stems the repo's files were written under (.kopgen/state.json), which their ops keep, so
+    that an op added later never renames another's files: `scale` added beside `scale_` (stem `scale`)
+    becomes `scale_functional`. And the names the op binds at module level, settled package-wide."""
     names = {op.name for op in ops}
-    taken = set(names)
+    kept: dict[str, str] = {}
+    for name, stem in (pinned or {}).items():  # checked: the state may have been edited by hand
+        if name in names and stem.isidentifier() and stem.startswith(name.rstrip("_")) and stem not in kept.values():
+            kept[name] = stem
+    used = set(kept.values())
     stems = {}
     for op in ops:
         base = op.name.rstrip("_")
-        if base == op.name or not base:
-            stems[op.name] = op.name
-            continue
-        stem = next((s for s in (base, f"{base}_inplace") if s not in taken), op.name)
-        taken.add(stem)
+        if op.name in kept:
+            candidates: tuple[str, ...] = (kept[op.name],)
+        elif base == op.name or not base:
+            candidates = (op.name, f"{op.name}_functional")
+        else:
+            candidates = (base, f"{base}_inplace", op.name)
+        free = [s for s in candidates if op.name in kept or (s not in used and (s == op.name or s not in names))]
+        stem = free[0] if free else next(s for n in itertools.count(2) if (s := f"{op.name}_{n}") not in used | names)
+        used.add(stem)
         stems[op.name] = stem
     # the names each op binds at module level (_registration.py, ops.py), unique in the package
     module_names = module_level_names([stems[op.name] for op in ops])

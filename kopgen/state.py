@@ -57,6 +57,9 @@ class State:
     # The user's files that stood in the repo before `kopgen adopt` (README.md, ...): kopgen never rendered
     # them, so an update has no merge base for them and leaves them as they are.
     adopted: list[str] = field(default_factory=list)
+    # The stems of the ops whose stem is not their name (`scale` of scale_): the names of their files and
+    # functions, which an op added later must not take (resolve.with_stems).
+    stems: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
         data = {
@@ -67,6 +70,8 @@ class State:
         }
         if self.adopted:  # only where adopt kept files: other repos' states stay as they were
             data["adopted"] = sorted(self.adopted)
+        if self.stems:  # only where an op's stem is not its name
+            data["stems"] = dict(sorted(self.stems.items()))
         return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
 
     @classmethod
@@ -96,7 +101,7 @@ class State:
                 f"this repo was last written by kopgen {version}, newer than this kopgen {__version__}: "
                 f"update it with kopgen>={version} (an older kopgen would undo the newer one's files)"
             )
-        if sorted(set(data) - {"adopted"}) != sorted(keys):
+        if sorted(set(data) - {"adopted", "stems"}) != sorted(keys):
             raise StateError(f"keys {', '.join(keys)} expected, not {', '.join(map(str, data)) or 'none'}")
         spec_sha256, generated, user_base = (data[key] for key in keys[1:])
         adopted = data.get("adopted", [])
@@ -110,7 +115,10 @@ class State:
             raise StateError(f"spec_sha256: a SHA-256 hash expected, not {spec_sha256!r}")
         _check_table("generated", generated, hashes=True)
         _check_table("user_base", user_base, hashes=False)
-        return cls(version, spec_sha256, generated, user_base, list(dict.fromkeys(adopted)))
+        stems = data.get("stems", {})
+        if not (isinstance(stems, dict) and all(isinstance(v, str) and v.isidentifier() for v in stems.values())):
+            raise StateError(f"stems: an object of op names to identifiers expected, not {stems!r:.40}")
+        return cls(version, spec_sha256, generated, user_base, list(dict.fromkeys(adopted)), stems)
 
 
 def _is_version(text: str) -> bool:

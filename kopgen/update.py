@@ -142,7 +142,7 @@ def plan_update(repo: Path, force: bool = False) -> UpdatePlan:
         return UpdatePlan(state=old, unresolved=unresolved)
     if _unchanged(repo, old, spec_text):
         return UpdatePlan(state=old)
-    package = load_spec_text(spec_text, str(repo / SPEC_PATH))
+    package = load_spec_text(spec_text, str(repo / SPEC_PATH), stems=old.stems)
     files = render_repo(package)
     plan = UpdatePlan(state=state_of(package, files, adopted=[p for p in old.adopted if p in files]), corrupt_state=corrupt)
     for path, (owner, text) in sorted(files.items()):

@@ -167,6 +167,30 @@ def test_an_op_removed_then_added_back_takes_the_kept_kernel_back(repo):
     assert (repo / "tests/test_pairsum.py").exists() and update(repo, "--check").exit_code == 0
 
 
+def test_an_op_added_beside_an_in_place_one_never_takes_its_files(tmp_path):
+    """`neg` added beside `neg_` (stem `neg`: csrc/neg.cpp, neg_cpu) took neg_'s names: neg_'s kernel became a
+    new skeleton csrc/neg_inplace.cpp, and neg's skeleton was merged into the user's kernel of neg_. The
+    stems the files were written under are kept in the state: the newcomer is `neg_functional`."""
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text("kopgen: 1\npackage: kstem\ndefaults: {registration: torch_library, backends: {cpu: cpp}}\n"
+                    'ops:\n  - schema: "neg_(Tensor! x) -> ()"\n    kernel: custom\n    reference: {x: "-x"}\n')
+    repo = generate(spec, tmp_path / "repo")
+    kernel = repo / "kstem/csrc/neg.cpp"
+    kernel.write_text(kernel.read_text() + "// my kernel of neg_\n")
+    (repo / "kopgen.yaml").write_text(spec.read_text() + '  - schema: "neg(Tensor x) -> Tensor"\n    kernel: custom\n'
+                                      '    reference: "-x"\n    fake: {shape: x.shape}\n')
+    result = update(repo)
+    assert result.exit_code == 0, result.output
+    assert "created kstem/csrc/neg_functional.cpp" in result.output and "neg_inplace" not in result.output
+    assert kernel.read_text().endswith("// my kernel of neg_\n")
+    header = (repo / "kstem/csrc/kernels.h").read_text()
+    assert "void neg_cpu(at::Tensor& x);" in header and "void neg_functional_cpu(const at::Tensor& x, at::Tensor& out);" in header
+    assert update(repo, "--check").exit_code == 0
+    # A new repo of both ops names them as before: the in-place one steps aside.
+    fresh = generate(repo / "kopgen.yaml", tmp_path / "fresh")
+    assert (fresh / "kstem/csrc/neg_inplace.cpp").exists() and (fresh / "kstem/csrc/neg.cpp").exists()
+
+
 def test_conflict_leaves_markers_and_exits_1(repo):
     readme = repo / "README.md"
     text = readme.read_text()

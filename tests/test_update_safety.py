@@ -141,6 +141,8 @@ CORRUPT_STATES = {
     "version invalid": state(kopgen="banana"),
     "path out of the repo": state(generated={"../outside.py": "0" * 64}),
     "absolute path": state(user_base={"/etc/passwd": ""}),
+    "stems a list": state(stems=["scale"]),
+    "a stem not a name": state(stems={"scale_": "../../etc"}),
 }
 
 
