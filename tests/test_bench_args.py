@@ -45,3 +45,16 @@ def test_a_kernel_ops_arguments_keep_its_tests_relations_dtypes_and_bounds(numel
     # the rows follow the size: about `numel` elements in the largest Tensor (a row at least)
     assert query.numel() == max(1, numel // query.shape[1]) * query.shape[1]
     assert x.numel() <= max(numel, x.shape[1])
+
+
+def test_a_relation_that_refuses_more_rows_keeps_the_samples_shapes(tmp_path):
+    """`w`'s rows are 16 less x's: no number of rows but the sample's suits it, and generating stopped on it."""
+    spec = (
+        "kopgen: 1\npackage: krel\ndefaults: {backends: {cpu: python}}\nops:\n"
+        '  - schema: "f(Tensor x, Tensor w) -> Tensor"\n    kernel: custom\n    reference: "x[:8] * w"\n'
+        "    fake: {shape: w.shape}\n    tests:\n      shapes: [{x: [8, 6], w: [8, 6]}]\n"
+        '      args:\n        w: {shape: "(16 - x.shape[0], x.shape[1])"}\n'
+    )
+    package = load_spec_text(spec, "kopgen.yaml")
+    (bench,) = [f for f in plan(package) if f.path == "benchmarks/bench_ops.py"]
+    assert '"f": lambda: (drawn(8, 6), drawn(8, 6)),' in render(bench, package)
