@@ -206,8 +206,8 @@ def update(directory: Path, check: bool, dry_run: bool, force: bool) -> None:
     except OutputError as error:
         _repo_error(error)
     except OSError as error:  # disk full, permissions: each file is old or new, and the state is written last
-        _repo_error(f"the update stopped: {error}; every file is as it was or updated, and kopgen update "
-                    "finishes the job once the cause is fixed")
+        _fail(f"error: the update stopped: {error}; every file is as it was or updated, and kopgen update "
+              "finishes the job once the cause is fixed", EXIT_FAILED)  # the environment failed: exit 1
     if saved:
         count = len(plan.overwrites)
         click.echo(f"backed up {count} file{'s' if count > 1 else ''} to {saved}")

@@ -167,7 +167,7 @@ def _has_conflict_markers(disk: str | bytes | None) -> bool:
     if not isinstance(disk, str):
         return False
     lines = disk.splitlines()
-    return CONFLICT_START in lines and CONFLICT_END in lines
+    return CONFLICT_START in lines or CONFLICT_END in lines  # either left: the merge is not resolved
 
 
 def _all_crlf(data: bytes) -> bool:
@@ -185,6 +185,8 @@ def _read_state(repo: Path, force: bool) -> tuple[State, bool]:
         read_file(repo, STATE_PATH)  # a folder there: an error now, not after every other file is written
         return State(), True  # kopgen wrote nothing as far as it knows: every file in the way is backed up
     if old is None:
+        if not repo.is_dir():
+            raise OutputError(f"{repo} is no folder: kopgen update works in a repo that kopgen new made")
         raise OutputError(f"{repo} has no {STATE_PATH}: it was not made by kopgen new (or the file was deleted)")
     return old, False
 

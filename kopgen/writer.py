@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
@@ -60,6 +61,7 @@ def _create_folder(target: Path, files: dict[str, str]) -> None:
         for folder in reversed(missing):
             folder.mkdir(exist_ok=True)
         stage = Path(tempfile.mkdtemp(prefix=f".{target.name}.kopgen-", dir=parent))
+        stage.chmod(_created_mode(0o777))  # mkdtemp's 0700 would become the repo's
         _write_all(stage, files)
         try:
             os.rename(stage, target)  # atomic; fails if another process filled the target meanwhile
@@ -138,6 +140,13 @@ def _remove_if_empty(folder: Path) -> None:
         pass
 
 
+def _created_mode(mode: int) -> int:
+    """`mode` less the process's umask: what mkdir and open give a new folder or file."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return mode & ~umask
+
+
 def inside(root: Path, relative: str) -> Path:
     """root/relative, resolved; an OutputError if it leaves `root` (`..`, a symbolic link) or cannot be
     resolved (a loop of symbolic links)."""
@@ -168,6 +177,8 @@ def replace_file(root: Path, relative: str, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        # the file's own mode where it stands (mkstemp's 0600 would replace it), else as open() would make it
+        os.fchmod(handle, stat.S_IMODE(path.stat().st_mode) if path.exists() else _created_mode(0o666))
         with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as stream:
             stream.write(text)
         os.replace(temporary, path)

@@ -210,6 +210,9 @@ def test_conflict_leaves_markers_and_exits_1(repo):
         assert result.exit_code == 1, (flags, result.output)
         assert "conflicts of the last kopgen update are not resolved in README.md" in result.output
     assert readme.read_text() == merged and "a * b * 2" not in (repo / "kwalk/reference.py").read_text()
+    # One marker left is no resolution either.
+    readme.write_text("\n".join(line for line in merged.splitlines() if not line.startswith(("<<<", "==="))))
+    assert update(repo).exit_code == 1
     readme.write_text("\n".join(line for line in merged.splitlines() if not line.startswith(("<<<", "===", ">>>"))))
     result = update(repo)
     assert result.exit_code == 0, result.output

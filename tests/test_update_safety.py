@@ -5,12 +5,14 @@ an exit code, and the repo byte for byte as it was."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from pathlib import Path
 
 import pytest
 
-from kopgen import __version__
+from kopgen import __version__, generate
 from kopgen.state import STATE_PATH, digest
 
 from .test_update import BASE, edit_spec, update
@@ -291,3 +293,42 @@ def test_a_repo_of_a_newer_kopgen_is_refused(repo, flags):
     output = refused(update(repo, *flags), 2)
     assert "kopgen 99.0.0" in output and f"kopgen {__version__}" in output, output
     assert snapshot(repo) == before
+
+
+def test_modes_are_those_of_the_users_umask_and_files(tmp_path):
+    """The repo's folder came out 0700 (mkdtemp's) and every file update rewrote 0600 (mkstemp's): a README
+    the user made executable lost its x bit, and files others could read no longer could."""
+    old = os.umask(0o022)
+    try:
+        spec = tmp_path / "kwalk.yaml"
+        spec.write_text(BASE)
+        repo = generate(spec, tmp_path / "repo")
+        assert stat.S_IMODE(repo.stat().st_mode) == 0o755
+        (repo / "README.md").chmod(0o755)
+        edit_spec(repo, 'compute: "a * b + c"', 'compute: "a * b - c"')
+        edit_spec(repo, "package: kwalk\n", "package: kwalk\ndescription: My ops\n")
+        assert update(repo).exit_code == 0
+        assert "My ops" in (repo / "README.md").read_text() and "a * b - c" in (repo / "kwalk/reference.py").read_text()
+        assert stat.S_IMODE((repo / "README.md").stat().st_mode) == 0o755
+        assert stat.S_IMODE((repo / "kwalk/reference.py").stat().st_mode) == 0o644
+        assert stat.S_IMODE((repo / STATE_PATH).stat().st_mode) == 0o644
+    finally:
+        os.umask(old)
+
+
+def test_a_write_the_environment_stops_exits_1(repo, monkeypatch):
+    """A full disk (or a file-size limit) midway is the environment's failure: exit 1, as the README says
+    (it was 2, a bad spec's code), and the next update finishes the job."""
+    import kopgen.update
+
+    real = kopgen.update.replace_file
+    edit_spec(repo, 'compute: "a * b + c"', 'compute: "a * b - c"')
+
+    def full(root, relative, text):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(kopgen.update, "replace_file", full)
+    result = update(repo)
+    assert result.exit_code == 1 and "the update stopped: [Errno 28] No space left on device" in result.output
+    monkeypatch.setattr(kopgen.update, "replace_file", real)
+    assert update(repo).exit_code == 0 and "a * b - c" in (repo / "kwalk/reference.py").read_text()
