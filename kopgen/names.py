@@ -331,6 +331,15 @@ C_STD_PATTERN = re.compile(
 MAX_NAME_LENGTH = 64  # package, namespace, op and argument names: well before the file system's limit
 # Modules a package must not be named after: the standard library's and those the generated code,
 # its tests and its build import (the package would shadow them, or import itself).
+# The generated repo's own top-level names: a package of that name would be merged into them or hidden.
+REPO_LAYOUT = {
+    "tests": "would be merged into the repo's test suite (tests/)",
+    "benchmarks": "would be merged into the repo's benchmarks/",
+    "conftest": "would stand for pytest's tests/conftest.py, which pytest imports as `conftest`",
+    "dist": "would be left out of git: .gitignore leaves out dist/ (python -m build's wheels)",
+    "LICENSE": "would stand where the repo's LICENSE file goes",
+    "kopgen": "would hide kopgen itself, which updates the repo",
+}
 SHADOWED_MODULES = frozenset(sys.stdlib_module_names) | frozenset(
     {
         *("torch", "torchgen", "functorch", "triton", "numpy", "pytest", "setuptools", "pkg_resources", "hypothesis"),
@@ -398,6 +407,8 @@ def check_package_names(root: Mapping, namespace: str, namespace_at: Position, d
     elif DUNDER_PATTERN.match(package):
         diagnostics.error(at, f"package '{package}' is a Python special name (__x__), which Python's import "
                               "machinery gives its own meaning; choose another name")
+    elif package in REPO_LAYOUT:
+        diagnostics.error(at, f"package '{package}' {REPO_LAYOUT[package]}; choose another name")
     elif package in SHADOWED_MODULES:
         diagnostics.error(at, f"package '{package}' would shadow the module '{package}' (of the standard library, "
                               "or one the generated code imports); choose another name")

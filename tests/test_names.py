@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from kopgen import generate, names
-from kopgen.pipeline import load_spec
+from kopgen.errors import SpecError
+from kopgen.pipeline import load_spec, load_spec_text
 from kopgen.schema import parse_schema
 
 from .conftest import EXAMPLES, ROOT, installed_suite_passes
@@ -323,3 +324,13 @@ def test_ops_named_like_each_others_module_names_get_distinct_names(tmp_path, ro
     if route in ("custom_op", "triton_op"):
         assert "\n_support_ = torch.library" in registration or "def _support_(" in registration
     assert "_support_ = torch.ops.kfnames.support.default" in (repo / "kfnames/ops.py").read_text()
+
+
+@pytest.mark.parametrize("package", ["tests", "benchmarks", "conftest", "dist", "LICENSE", "kopgen"])
+def test_a_package_named_like_the_repos_own_layout_is_refused(package):
+    """`package: tests` was merged into the suite's folder, `conftest` broke pytest's imports, `dist` was
+    left out of git, `LICENSE` failed as a write error."""
+    spec = f'kopgen: 1\npackage: {package}\nops:\n  - schema: "f(Tensor x) -> Tensor"\n    compute: "x * 2"\n'
+    with pytest.raises(SpecError) as caught:
+        load_spec_text(spec, "kopgen.yaml")
+    assert f"kopgen.yaml:2:10: error: package '{package}' would" in str(caught.value)
