@@ -216,7 +216,11 @@ def update(directory: Path, check: bool, dry_run: bool, force: bool) -> None:
     for path in plan.deletes + [p for p in plan.hand_edited if p not in plan.writes]:
         click.echo(f"deleted {path}")
     for path in plan.kept:
-        click.echo(f"kept {path} (yours; its op is gone from kopgen.yaml)")
+        if path in plan.moved:
+            click.echo(f"kept {path} (yours): its op's kernel is now {plan.moved[path]}, a new skeleton: move your "
+                       "code there")
+        else:
+            click.echo(f"kept {path} (yours; no op of kopgen.yaml has its kernel there now)")
     if not plan.changes:
         click.echo("up to date")
     if plan.conflicts:

@@ -48,6 +48,8 @@ class UpdatePlan:
     yours: list[str] = field(default_factory=list)  # files kopgen never wrote (or the user's), in the way of a write
     conflicts: list[str] = field(default_factory=list)  # user files whose merge left markers
     kept: list[str] = field(default_factory=list)  # user files of removed ops: kept, never deleted
+    # kept files whose op is still there, its kernel now at another path (the package renamed, another route)
+    moved: dict[str, str] = field(default_factory=dict)
     crlf: list[str] = field(default_factory=list)  # merged user files written with CRLF line ends, as they were
     unresolved: list[str] = field(default_factory=list)  # user files still holding an earlier merge's markers
     state: State | None = None  # what .kopgen/state.json says afterwards
@@ -155,6 +157,11 @@ def plan_update(repo: Path, force: bool = False) -> UpdatePlan:
     plan.kept = [path for path in sorted(old.user_base) if path not in files and (repo / path).exists()]
     for path in plan.kept:  # its merge base stays recorded: the op back in the spec merges into the user's file
         plan.state.user_base[path] = old.user_base[path]
+    skeletons = [p for p in plan.created if files[p][0] != KOPGEN]
+    for path in plan.kept:  # a new skeleton of the same name: the same op's kernel, at its new place
+        same = [new for new in skeletons if PurePosixPath(new).stem == PurePosixPath(path).stem]
+        if same:
+            plan.moved[path] = same[0]
     # Texts are read with universal newlines: a user's file that ends every line in CRLF is merged as LF,
     # then written back with CRLF, not rewritten line by line.
     merged = [path for path in plan.writes if path in old.user_base and files[path][0] != KOPGEN]

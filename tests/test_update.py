@@ -191,6 +191,19 @@ def test_an_op_added_beside_an_in_place_one_never_takes_its_files(tmp_path):
     assert (fresh / "kstem/csrc/neg_inplace.cpp").exists() and (fresh / "kstem/csrc/neg.cpp").exists()
 
 
+def test_a_renamed_package_says_where_the_custom_kernel_goes_now(repo):
+    """After the package was renamed, update said the custom kernel's op "is gone from kopgen.yaml" (it
+    was not) and wrote a new skeleton at the new path without a word."""
+    kernel = repo / "kwalk/kernels/pairsum.py"
+    kernel.write_text(kernel.read_text() + "# MY LINE\n")
+    edit_spec(repo, "package: kwalk\n", "package: kwalk2\n")
+    result = update(repo)
+    assert result.exit_code == 0, result.output
+    assert ("kept kwalk/kernels/pairsum.py (yours): its op's kernel is now kwalk2/kernels/pairsum.py, a new "
+            "skeleton: move your code there") in result.output
+    assert kernel.read_text().endswith("# MY LINE\n")
+
+
 def test_conflict_leaves_markers_and_exits_1(repo):
     readme = repo / "README.md"
     text = readme.read_text()
