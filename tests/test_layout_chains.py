@@ -1,6 +1,7 @@
-"""Method chains in generated Python as ruff format lays them out (kopgen/lang/layout.py's fluent layout):
+"""Generated Python as ruff format lays it out: method chains (kopgen/lang/layout.py's fluent layout):
 a long `reference` such as a quantisation's (`(...).round().clamp(-128, 127).to(torch.int8)`) came out
-split at its last bracket, which `ruff format --check` in the generated repo's CI refused."""
+split at its last bracket, which `ruff format --check` in the generated repo's CI refused; and docstrings of
+several paragraphs or with invisible characters."""
 
 from __future__ import annotations
 
@@ -68,3 +69,22 @@ def test_a_quantisation_reference_passes_the_generated_repos_ruff_check(tmp_path
                             cwd=repo, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
     assert ".clamp(-128, 127)\n" in (repo / "kquant/reference.py").read_text()
+
+
+def test_docs_with_paragraphs_trailing_spaces_and_invisible_characters_pass_ruff(tmp_path):
+    """A `doc: |` of two paragraphs left four spaces on the blank line (ruff format refused it), and a zero-width
+    space in `description` stood as it was (ruff check: PLE2515)."""
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text(
+        'kopgen: 1\npackage: kdoc\ndescription: "zero\\u200bwidth and a\\u2028separator  "\nops:\n'
+        '  - schema: "scale(Tensor x) -> Tensor"\n    doc: |\n      First paragraph.   \n\n'
+        "      Second paragraph, with a tab:\there.\n"
+        '    compute: "x * 2"\n'
+    )
+    repo = generate(spec, tmp_path / "repo")
+    for command in (["check", "--no-cache", "."], ["format", "--check", "--no-cache", "."]):
+        result = subprocess.run([sys.executable, "-m", "ruff", *command], cwd=repo, capture_output=True, text=True,
+                                check=False)
+        assert result.returncode == 0, result.stdout + result.stderr
+    assert '    """First paragraph.\n\n    Second paragraph, with a tab:\\x09here."""' in (repo / "kdoc/ops.py").read_text()
+    assert (repo / "kdoc/__init__.py").read_text().splitlines()[1] == '"""zero\\u200bwidth and a\\u2028separator'

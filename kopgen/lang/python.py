@@ -12,6 +12,7 @@ as they are written.
 from __future__ import annotations
 
 import textwrap
+import unicodedata
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -95,9 +96,20 @@ def _tensors(count: int) -> str:
 
 
 def docstring(text: str, indent: str) -> str:
-    """`text` made safe inside \"\"\"...\"\"\": no escape sequences, no closing quotes; lines indented."""
+    """`text` made safe inside \"\"\"...\"\"\": no escape sequences, no closing quotes, control and invisible
+    characters escaped (ruff refuses a zero-width space as it stands); lines indented, as ruff leaves them
+    (no trailing spaces, blank lines empty)."""
     text = text.replace("\\", "\\\\").replace('"', '\\"')
-    return f"\n{indent}".join(text.splitlines())
+    text = "".join(_escaped(c) if c not in "\n " and unicodedata.category(c) in _UNSEEN else c for c in text)
+    return "\n".join(f"{indent}{line.rstrip()}" if line.strip() else "" for line in text.splitlines())[len(indent):]
+
+
+_UNSEEN = ("Cc", "Cf", "Zl", "Zp", "Zs")  # controls, format characters (zero-width), separators, odd spaces
+
+
+def _escaped(character: str) -> str:
+    code = ord(character)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def doc(op: Op) -> str:
