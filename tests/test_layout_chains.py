@@ -1,7 +1,7 @@
 """Generated Python as ruff format lays it out: method chains (kopgen/lang/layout.py's fluent layout):
 a long `reference` such as a quantisation's (`(...).round().clamp(-128, 127).to(torch.int8)`) came out
 split at its last bracket, which `ruff format --check` in the generated repo's CI refused; and docstrings of
-several paragraphs or with invisible characters."""
+several paragraphs or with invisible characters; and powers."""
 
 from __future__ import annotations
 
@@ -40,6 +40,18 @@ CASES = [
                ".to(x.dtype)")),
     ("out =", ("torch.where(mask, x.abs().amax(-1, keepdim=True).clamp(min=1e-06).to(torch.float32), "
               "y.abs().amax(-1, keepdim=True).clamp(min=1e-06))")),
+]
+
+
+# Powers: ruff writes `x**2` where both operands are simple (names, numbers, dotted names, a negated right
+# one), and `-(x**2)` for a unary minus before one; every generated repo with a `**` failed its format check.
+CASES += [
+    ("a =", "x ** 2"),
+    ("b =", "x ** k + y.z ** -w + 2 ** (-x)"),
+    ("c =", "(x + 1) ** 2 + f(x) ** 2 + x[0] ** 2 + x ** (1 / 3)"),
+    ("d =", "-x ** 2 + (-x) ** 3 + 1.5 ** x - x ** -1"),
+    ("e =", "torch.where(x > 0, grad * 3 * x ** 2, -y ** 2.5) ** 2"),
+    ("f =", "x ** y ** z + a.b().c ** 2 + 3 ** a.b"),
 ]
 
 

@@ -237,9 +237,70 @@ def statement(text: str, indent: int) -> str:
     from there; the first line is printed where the template puts it)."""
     if "\n" in text:  # already laid out: its tokens would be cut short, not split again
         raise ValueError(f"statement() lays out one line, got {text!r}")
-    line = _Line(text)
+    line = _Line(_hug_powers(text) if "**" in text else text)
     lines = _split(line, 0, len(line.tokens), indent, value_from=_value_start(line))
     return "\n".join(lines)[indent:]
+
+
+def _hug_powers(text: str) -> str:
+    """`x ** 2` as ruff writes it, `x**2`, where both operands are simple (a name, a number, a dotted name, the
+    right one maybe negated); a unary minus before such a power takes parentheses, `-(x**2)`, as ruff adds."""
+    tokens = [t for t in tokenize.generate_tokens(io.StringIO(text).readline) if t.type not in _LAYOUT_TOKENS]
+    edits = []  # (start, end, replacement) in the text's columns
+    for i, token in enumerate(tokens):
+        if token.string != "**" or token.type != tokenize.OP:
+            continue
+        first, last = _simple_before(tokens, i), _simple_after(tokens, i)
+        if first is None or last is None:
+            continue
+        edits.append((tokens[i - 1].end[1], tokens[i + 1].start[1], "**"))
+        before = tokens[first - 1] if first else None
+        if before is not None and before.string == "-" and _is_unary(tokens, first - 1):
+            edits += [(tokens[first].start[1], tokens[first].start[1], "("), (tokens[last].end[1], tokens[last].end[1], ")")]
+    for start, end, replacement in sorted(edits, reverse=True):
+        text = text[:start] + replacement + text[end:]
+    return text
+
+
+_LAYOUT_TOKENS = (tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER, tokenize.INDENT, tokenize.DEDENT)
+
+
+def _simple(token: tokenize.TokenInfo) -> bool:
+    """A name (True, None too) or a number: what a simple power operand is made of."""
+    if token.type == tokenize.NUMBER:
+        return True
+    return token.type == tokenize.NAME and (not keyword.iskeyword(token.string) or token.string in ("True", "False", "None"))
+
+
+def _simple_before(tokens: list, power: int) -> int | None:
+    """The index of the first token of the simple operand that ends before tokens[power], if it is one."""
+    first = power - 1
+    if first < 0 or not _simple(tokens[first]):
+        return None
+    while first >= 2 and tokens[first - 1].string == "." and tokens[first - 2].type == tokenize.NAME:
+        first -= 2
+    return None if first and tokens[first - 1].string == "." else first
+
+
+def _simple_after(tokens: list, power: int) -> int | None:
+    """The index of the last token of the simple operand that starts after tokens[power], if it is one."""
+    last = power + 1
+    if last < len(tokens) and tokens[last].string in ("-", "+"):
+        last += 1
+    if last >= len(tokens) or not _simple(tokens[last]):
+        return None
+    while last + 2 < len(tokens) and tokens[last + 1].string == "." and tokens[last + 2].type == tokenize.NAME:
+        last += 2
+    return None if last + 1 < len(tokens) and tokens[last + 1].string in ("(", "[", ".") else last
+
+
+def _is_unary(tokens: list, index: int) -> bool:
+    """Whether the +/- at tokens[index] is unary: at the start, after an operator, a bracket or a keyword."""
+    if index == 0:
+        return True
+    before = tokens[index - 1]
+    return before.type == tokenize.OP and before.string not in (")", "]", "}") or (
+        before.type == tokenize.NAME and keyword.iskeyword(before.string) and before.string not in ("True", "False", "None"))
 
 
 def _value_start(line: _Line) -> int | None:
