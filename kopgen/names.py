@@ -52,7 +52,7 @@ CPP_TYPE_NAMES |= {"reduced", "finished", "kKept", "column_sums", "kept_stat", "
 CPP_TYPE_NAMES |= {"AutogradContext", "variable_list"}  # the autograd of csrc/ops.cpp (lang/cpp_autograd.py)
 # A CUDA functor's storage type, its compute type and the exp it calls (csrc/cuda/kernels.cu, pointwise.cuh);
 # the exp a CPU functor calls (csrc/pointwise.h)
-CPP_TYPE_NAMES |= {"scalar_t", "compute_t", "exp_for", "exp_of", "divide_for"}
+CPP_TYPE_NAMES |= {"scalar_t", "compute_t", "exp_for", "exp_of", "divide_for", "nan_max", "nan_min"}
 # The helpers of csrc/custom.h that a custom kernel's host function calls (ops.cpp, cuda/ops.cpp) among
 # its arguments: an argument of that name hides them there (the op's own function has another name)
 CPP_HELPER_NAMES = frozenset({"check_device", "check_contiguous", "as_dense", "new_output", "new_strided_output"})

@@ -220,8 +220,12 @@ def cpp_outputs(tmp_path_factory):
     # exp_of, the exp the CPU functors call, as csrc/pointwise.h defines it
     header = (ROOT / "tests/golden/fused/kfused/csrc/pointwise.h").read_text()
     exp_of = re.search(r"^inline float exp_of\(float x\).*?^inline double exp_of.*?^\}\n", header, re.DOTALL | re.MULTILINE).group(0)
-    source = "#include <algorithm>\n#include <cmath>\n#include <cstdint>\n#include <cstdio>\n#include <cstring>\n\n" + (
-        exp_of + "\n" + "\n".join(functions) + CPP_MAIN.replace("CALLS", calls))
+    # ... and Max and Min, whose combine minimum and maximum call (a NaN in either operand wins)
+    extremes = re.search(r"^template <typename acc_t>\nstruct Max \{.*?^struct Min \{.*?^\};\n", header,
+                         re.DOTALL | re.MULTILINE).group(0)
+    source = "#include <algorithm>\n#include <cmath>\n#include <cstdint>\n#include <cstdio>\n#include <cstring>\n" + (
+        "#include <limits>\n\n" + exp_of + "\n" + extremes + "\n" + "\n".join(functions)
+        + CPP_MAIN.replace("CALLS", calls))
     (tmp / "exprs.cpp").write_text(source)
     subprocess.run(["g++", "-std=c++17", "-Wall", "-Werror", "-O0", "-o", tmp / "exprs",
                     tmp / "exprs.cpp"], check=True, timeout=120)
@@ -257,8 +261,8 @@ def test_cpp_translation(cpp_outputs, i, fn):
      "acc_t(1) / (acc_t(1) + exp_of(-(a + b)))"),
     ("a * sigmoid(alpha)", "a * (1 / (1 + math.exp(-alpha)))", "a * (1.0 / (1.0 + tl.exp(-alpha)))",
      "a * (acc_t(1) / (acc_t(1) + exp_of(-alpha)))"),
-    ("minimum(alpha, a)", "torch.clamp(a, max=alpha)", "tl.minimum(alpha, a)",
-     "std::min(alpha, a)"),
+    ("minimum(alpha, a)", "torch.clamp(a, max=alpha)", "tl.minimum(alpha, a, propagate_nan=tl.PropagateNan.ALL)",
+     "Min<acc_t>::combine(alpha, a)"),
     ("a if flag else 2.0", "a if flag else 2.0", "tl.where(flag != 0, a, 2.0)",
      "(flag ? a : acc_t(2.0))"),
     ("where(not (a > 0) or b < 1 and flag, a, b)",

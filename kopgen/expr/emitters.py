@@ -60,11 +60,13 @@ _TRITON = {  # only `tl` primitives: the Triton CPU interpreter has no libdevice
     # tl.sigmoid is a @triton.jit helper, which Triton's interpreter cannot call in-process.
     "sigmoid": ("1.0 / (1.0 + tl.exp(-{}))", 11, 13),
     "tanh": ("2.0 / (1.0 + tl.exp(-2.0 * {})) - 1.0", 10, 12),
-    "relu": ("tl.maximum({}, 0.0)", _ATOM, 0),
+    # propagate_nan: a NaN wins, as in torch (tl.maximum's default drops it)
+    "relu": ("tl.maximum({}, 0.0, propagate_nan=tl.PropagateNan.ALL)", _ATOM, 0),
     "silu": ("{0} / (1.0 + tl.exp(-{0}))", 11, 13),
     # 0.5 * x * (1 + tanh(z)) is x * sigmoid(2 * z), z = sqrt(2 / pi) * (x + 0.044715 * x ** 3): one exp
     "gelu_tanh": ("{0} / (1.0 + tl.exp(-1.5957691216057308 * ({0} + 0.044715 * {0} * {0} * {0})))", 11, 13),
-    "minimum": ("tl.minimum({}, {})", _ATOM, 0), "maximum": ("tl.maximum({}, {})", _ATOM, 0),
+    "minimum": ("tl.minimum({}, {}, propagate_nan=tl.PropagateNan.ALL)", _ATOM, 0),
+    "maximum": ("tl.maximum({}, {}, propagate_nan=tl.PropagateNan.ALL)", _ATOM, 0),
     "and": (" & ", 8, 9), "or": (" | ", 6, 9), "not": ("{} == 0", 5, 6),
     "where": ("tl.where({}, {}, {})", _ATOM, 0),
     "present": ("HAS_{}", _ATOM, _ATOM),  # a constexpr: Triton compiles a kernel per case
@@ -79,7 +81,8 @@ _CPP = {
     "silu": ("{0} / (acc_t(1) + exp_of(-{0}))", 11, 13),
     "gelu_tanh": ("{0} / (acc_t(1) + exp_of(acc_t(-1.5957691216057308) * ({0} + acc_t(0.044715) * {0} * {0} * {0})))",
                   11, 13),
-    "minimum": ("std::min({}, {})", _ATOM, 0), "maximum": ("std::max({}, {})", _ATOM, 0),
+    # a NaN in either operand wins, as in torch (std::max(0, nan) is 0): csrc/pointwise.h's Max and Min
+    "minimum": ("Min<acc_t>::combine({}, {})", _ATOM, 0), "maximum": ("Max<acc_t>::combine({}, {})", _ATOM, 0),
     "pow": ("std::pow({}, {})", _ATOM, 0), "**": ("std::pow({}, {})", _ATOM, 0),
     # Operands of || and && bind tighter than &&: C++'s -Wparentheses wants `(a && b) || c`.
     "and": (" && ", 3, 4), "or": (" || ", 2, 4), "not": ("!{}", 12, 13),
@@ -92,6 +95,7 @@ _CPP = {
 _CUDA = {name: (code.replace("exp_of(", "exp_for<scalar_t>("), *precedences)
          for name, (code, *precedences) in _CPP.items()}
 _CUDA |= {
+    "minimum": ("nan_min({}, {})", _ATOM, 0), "maximum": ("nan_max({}, {})", _ATOM, 0),  # cuda/pointwise.cuh
     "sigmoid": ("divide_for<scalar_t>(acc_t(1), acc_t(1) + exp_for<scalar_t>(-{}))", _ATOM, 13),
     "silu": ("divide_for<scalar_t>({0}, acc_t(1) + exp_for<scalar_t>(-{0}))", _ATOM, 13),
     "gelu_tanh": (("divide_for<scalar_t>({0}, acc_t(1) + exp_for<scalar_t>(acc_t(-1.5957691216057308)"

@@ -1,0 +1,64 @@
+"""minimum, maximum and relu let a NaN win on every backend, as torch does. Triton's tl.maximum and
+tl.minimum drop a NaN unless told (a correct `minimum(maximum(x, -limit), limit)` failed its generated
+suite's NaN test), and std::max(0, nan) is 0 (the first operand wins): `maximum(0.0, x)` dropped it on the
+compiled routes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from kopgen import generate
+
+from .conftest import pip_install
+
+OPS = """\
+ops:
+  - schema: "rowmin_clamp(Tensor x, float limit=0.25) -> Tensor"
+    reduce: {op: min, expr: "minimum(maximum(x, -limit), limit)"}
+  - schema: "crelu(Tensor x) -> Tensor"
+    compute: "relu(minimum(6.0, maximum(0.0, x)))"
+"""
+CHECK = """\
+import torch, knan
+x = torch.tensor([[float("nan"), -1.0, 0.5, 7.0], [1.0, 2.0, 3.0, 4.0]])
+for op in ("crelu", "rowmin_clamp"):
+    got, want = getattr(knan, op)(x), getattr(knan.reference, op)(x)
+    assert torch.equal(got.isnan(), want.isnan()) and torch.allclose(got.nan_to_num(), want.nan_to_num()), (op, got)
+"""
+
+
+def run_check(env: dict) -> None:
+    result = subprocess.run([sys.executable, "-c", CHECK], env={**os.environ, **env}, capture_output=True, text=True,
+                            check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_triton_kernels_let_a_nan_win(tmp_path):
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text("kopgen: 1\npackage: knan\ndefaults: {backends: {cpu: triton, cuda: triton}}\n" + OPS)
+    repo = generate(spec, tmp_path / "repo")
+    run_check({"PYTHONPATH": str(repo), "TRITON_INTERPRET": "1"})
+
+
+@pytest.mark.slow
+def test_cpp_kernels_let_a_nan_win_in_either_operand(tmp_path):
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text("kopgen: 1\npackage: knan\ndefaults: {registration: torch_library, backends: {cpu: cpp}}\n" + OPS)
+    repo = generate(spec, tmp_path / "repo")
+    pip_install(repo, tmp_path / "site")
+    run_check({"PYTHONPATH": str(tmp_path / "site")})
+
+
+def test_cuda_kernels_take_the_min_and_max_that_let_a_nan_win(tmp_path):
+    """No GPU here: the CUDA functors call cuda/pointwise.cuh's nan_min and nan_max (a NaN in either operand wins)."""
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text("kopgen: 1\npackage: knan\ndefaults: {registration: torch_library, backends: {cpu: cpp, cuda: cuda}}\n"
+                    + OPS)
+    kernels = (generate(spec, tmp_path / "repo") / "knan/csrc/cuda/kernels.cu").read_text()
+    # relu keeps std::max(x, 0): its first operand, x, wins where it is NaN
+    assert "{std::max(nan_min(acc_t(6.0), nan_max(acc_t(0.0), x)), acc_t(0))}" in kernels
+    assert "nan_min(nan_max(x, -limit), limit)" in kernels
