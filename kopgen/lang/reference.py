@@ -203,6 +203,8 @@ def _written_kernel_body(op: Op) -> list[str]:
                  "    " + check_written(op, 4)]
         if len(op.writes) == 1:
             return lines + ["    " + layout.statement(f"{op.writes[0].name}.copy_({reference})", 4)]
+        if any(w.expr.text.strip().isidentifier() for w in op.writes):  # `{a: b, b: a}`: b itself, copied first
+            reference = f"tuple({local.output}.clone() for {local.output} in {reference})"
         lines.append("    " + layout.assign(expected, reference, 4))
         return lines + [f"    {w.name}.copy_({expected}[{i}])" for i, w in enumerate(op.writes)]
     lines = ['    """The PyTorch reference as a kernel, written into fresh contiguous output."""']
@@ -271,6 +273,9 @@ def _custom_mutating_body(op: Op) -> list[str]:
     if outs:
         allocated = local.outputs if len(outs) > 1 else outs[0]
         lines.append("    " + layout.assign(allocated, allocate(op), 4))
+    if len(written) > 1:  # a value may be another written argument itself (a swap): copied before any write
+        value = local.output
+        reference = f"tuple(None if {value} is None else {value}.clone() for {value} in {reference})"
     lines.append("    " + layout.assign(local.expected, reference, 4))  # before any argument is written
     for i, arg in enumerate(written):
         copy = f"{arg.name}.copy_({local.expected}[{i}])"

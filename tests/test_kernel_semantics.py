@@ -1,7 +1,9 @@
-"""minimum, maximum and relu let a NaN win on every backend, as torch does. Triton's tl.maximum and
+"""Generated kernels compute what torch computes, in cases found by writing specs as a user would.
+
+minimum, maximum and relu let a NaN win on every backend, as torch does. Triton's tl.maximum and
 tl.minimum drop a NaN unless told (a correct `minimum(maximum(x, -limit), limit)` failed its generated
 suite's NaN test), and std::max(0, nan) is 0 (the first operand wins): `maximum(0.0, x)` dropped it on the
-compiled routes."""
+compiled routes. And a python kernel that swaps two arguments copies them before it writes."""
 
 from __future__ import annotations
 
@@ -62,3 +64,26 @@ def test_cuda_kernels_take_the_min_and_max_that_let_a_nan_win(tmp_path):
     # relu keeps std::max(x, 0): its first operand, x, wins where it is NaN
     assert "{std::max(nan_min(acc_t(6.0), nan_max(acc_t(0.0), x)), acc_t(0))}" in kernels
     assert "nan_min(nan_max(x, -limit), limit)" in kernels
+
+
+def test_a_python_kernel_that_swaps_two_arguments_copies_before_it_writes(tmp_path):
+    """`compute: {a: b, b: a}`: the reference returned b and a themselves (float32 upcasts to itself), so the
+    python kernel wrote a, then copied the new a into b: both ended as b."""
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text(
+        "kopgen: 1\npackage: kswap\ndefaults: {registration: library, backends: {cpu: python}}\nops:\n"
+        '  - schema: "swap_(Tensor(a!) a, Tensor(b!) b) -> ()"\n    compute: {a: "b", b: "a"}\n'
+        '  - schema: "swap_k_(Tensor(a!) a, Tensor(b!) b) -> ()"\n    kernel: custom\n'
+        '    reference: {a: "b", b: "a"}\n'
+    )
+    repo = generate(spec, tmp_path / "repo")
+    check = (
+        "import torch, kswap\n"
+        "for op in (kswap.swap_, kswap.swap_k_):\n"
+        "    a, b = torch.ones(3), torch.zeros(3)\n"
+        "    op(a, b)\n"
+        "    assert a.eq(0).all() and b.eq(1).all(), (op, a, b)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", check], env={**os.environ, "PYTHONPATH": str(repo)},
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
