@@ -255,7 +255,11 @@ def test_cpp_translation(cpp_outputs, i, fn):
     ("a - (b - a)", "a - (b - a)", "a - (b - a)", "a - (b - a)"),
     ("-a ** 2", "-a ** 2", "-(a * a)", "-(a * a)"),
     ("a ** -2", "a ** (-2)", "1.0 / (a * a)", "std::pow(a, -acc_t(2))"),
-    ("a ** alpha", "a ** alpha", "tl.exp2(alpha * tl.log2(a))", "std::pow(a, alpha)"),
+    ("a ** alpha", "a ** alpha",
+     ("tl.where(alpha == 0.0, 1.0, tl.where(tl.floor(alpha * 1.0) == alpha, tl.exp2(alpha * tl.log2(tl.abs(a))) * "
+      "tl.where((a < 0.0) | (1.0 / a < 0.0), tl.where(alpha % 2.0 != 0.0, -1.0, 1.0), 1.0), "
+      "tl.exp2(alpha * tl.log2(a))))"),
+     "std::pow(a, alpha)"),
     ("tanh(a)", "torch.tanh(a)", "2.0 / (1.0 + tl.exp(-2.0 * a)) - 1.0", "std::tanh(a)"),
     ("sigmoid(a + b)", "torch.sigmoid(a + b)", "1.0 / (1.0 + tl.exp(-(a + b)))",
      "acc_t(1) / (acc_t(1) + exp_of(-(a + b)))"),

@@ -87,3 +87,33 @@ def test_a_python_kernel_that_swaps_two_arguments_copies_before_it_writes(tmp_pa
     result = subprocess.run([sys.executable, "-c", check], env={**os.environ, "PYTHONPATH": str(repo)},
                             capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_triton_powers_of_negative_bases_are_torchs(tmp_path):
+    """Triton has no pow: x ** k was exp2(k * log2(x)), NaN for every negative x (the generated suite draws
+    positive inputs for powers, so it passed). Now an integer exponent keeps the base's sign where odd, a
+    fractional one gives NaN as torch does, and x ** 0 is 1."""
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text(
+        "kopgen: 1\npackage: kpow\ndefaults: {backends: {cpu: triton, cuda: triton}}\nops:\n"
+        '  - schema: "pw(Tensor x, int k=2) -> Tensor"\n    compute: "x ** k"\n'
+        '  - schema: "pwt(Tensor x, Tensor y) -> Tensor"\n    compute: "x ** y"\n'
+        '  - schema: "p11(Tensor x) -> Tensor"\n    compute: "x ** 11 + x ** 10 + (x * x) ** 0.5"\n'
+    )
+    repo = generate(spec, tmp_path / "repo")
+    check = (
+        "import torch, kpow\n"
+        "x = torch.tensor([-2.0, -1.5, -0.0, 0.0, 0.5, 2.0, float('nan')])\n"
+        "def same(got, want):\n"
+        "    assert torch.equal(got.isnan(), want.isnan()), (got, want)\n"
+        "    assert torch.allclose(got.nan_to_num(), want.nan_to_num(), rtol=1e-5), (got, want)\n"
+        "for k in (0, 1, 2, 3, -3):\n"
+        "    same(kpow.pw(x, k), kpow.reference.pw(x, k))\n"
+        "y = torch.tensor([3.0, 2.5, -1.0, 0.0, -2.0, 0.5, 0.0])\n"
+        "same(kpow.pwt(x, y), kpow.reference.pwt(x, y))\n"
+        "same(kpow.p11(x), kpow.reference.p11(x))\n"
+    )
+    result = subprocess.run([sys.executable, "-W", "ignore", "-c", check],
+                            env={**os.environ, "PYTHONPATH": str(repo), "TRITON_INTERPRET": "1"},
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]

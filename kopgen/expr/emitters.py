@@ -254,8 +254,7 @@ class TritonEmitter(Emitter):
     def power(self, base: ast.AST, exp: ast.AST, node: ast.AST, name: str) -> tuple[str, int]:
         n = _small_int(exp)
         if n is None:
-            # Valid for base > 0 only (tl has no pow; exp2/log2 loses the sign).
-            return f"tl.exp2({self.sub(exp, 11)} * tl.log2({self.sub(base, 0)}))", _ATOM
+            return self.general_power(base, exp)
         if n == 0:  # keep the block shape of a tensor base
             tensor = self.kinds[base].tensor
             # tl.full, not tl.zeros_like: the interpreter cannot call Triton's @triton.jit helpers.
@@ -267,6 +266,33 @@ class TritonEmitter(Emitter):
         if n > 0:
             return product, 11
         return f"1.0 / {product if n == -1 else f'({product})'}", 11
+
+
+    def general_power(self, base: ast.AST, exp: ast.AST) -> tuple[str, int]:
+        """base ** exp as torch.pow has it (tl has no pow): exp2(exp * log2(base)), which is NaN for a negative
+        base, as torch's is where the exponent is fractional; for an integer exponent |base| ** exp with the
+        base's sign where the exponent is odd; and x ** 0 is 1 (NaN and 0 bases too)."""
+        b, e = self.sub(base, 0), self.sub(exp, _PREC["*"])
+        # below zero, -0.0 too (its odd negative powers are -inf): 1 / -0.0 is -inf
+        negative = f"({self.sub(base, _PREC['cmp'] + 1)} < 0.0) | (1.0 / {self.sub(base, _PREC['*'] + 1)} < 0.0)"
+        raw, signed = f"tl.exp2({e} * tl.log2({b}))", f"tl.exp2({e} * tl.log2(tl.abs({b})))"
+        value = self.constant_value(exp)
+        if value is not None and not float(value).is_integer():
+            return raw, _ATOM
+        if value is not None:
+            return (f"{signed} * tl.where({negative}, -1.0, 1.0)" if value % 2 else signed), 11
+        sign = f"tl.where({negative}, tl.where({e} % 2.0 != 0.0, -1.0, 1.0), 1.0)"
+        return f"tl.where({e} == 0.0, 1.0, tl.where(tl.floor({e} * 1.0) == {e}, {signed} * {sign}, {raw}))", _ATOM
+
+    @staticmethod
+    def constant_value(node: ast.AST) -> float | int | None:
+        """A numeric literal's value (maybe negated), else None."""
+        sign = 1
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            sign, node = (-1 if isinstance(node.op, ast.USub) else 1), node.operand
+        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+            return sign * node.value
+        return None
 
 
 def _small_int(node: ast.AST) -> int | None:
