@@ -5,6 +5,7 @@ several paragraphs or with invisible characters; and powers."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -12,6 +13,8 @@ import pytest
 
 from kopgen import generate
 from kopgen.lang import layout
+
+from .conftest import EXAMPLES
 
 # (statement head, expression): chains in a return, an assignment, call arguments, a tuple, after a
 # parenthesized value, behind a unary minus, with a subscript; and chains that must stay as they are
@@ -100,3 +103,19 @@ def test_docs_with_paragraphs_trailing_spaces_and_invisible_characters_pass_ruff
         assert result.returncode == 0, result.stdout + result.stderr
     assert '    """First paragraph.\n\n    Second paragraph, with a tab:\\x09here."""' in (repo / "kdoc/ops.py").read_text()
     assert (repo / "kdoc/__init__.py").read_text().splitlines()[1] == '"""zero\\u200bwidth and a\\u2028separator'
+
+
+@pytest.mark.parametrize("example", ["muladd", "rows", "norms", "gated", "fused_stable", "triton_op"])
+def test_a_long_package_name_passes_the_generated_repos_ruff(example, tmp_path):
+    """A package name of 14 characters made the benchmark's `bandwidth(getattr(<package>, op), ...)` line too
+    long, and longer ones the op handles, vmap rules, autocast rules and fused backward calls: every repo
+    failed its own `ruff format --check`. Checked with a name of 40 characters."""
+    text = (EXAMPLES / f"{example}.yaml").read_text()
+    text = re.sub(r"(?m)^package: .*$", "package: my_very_long_package_name_of_forty_chars", text)
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text(re.sub(r"(?m)^namespace: .*\n", "", text))
+    repo = generate(spec, tmp_path / "repo")
+    for command in (["check", "--no-cache", "."], ["format", "--check", "--no-cache", "."]):
+        result = subprocess.run([sys.executable, "-m", "ruff", *command], cwd=repo, capture_output=True, text=True,
+                                check=False)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr

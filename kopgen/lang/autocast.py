@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from ..choices import Autocast
 from ..model import Op, PointwiseCompute, RowNormalization, RowReduction
+from . import layout
 
 # What each policy does, said in the comment above the op's rule.
 _SAYS = {
@@ -97,7 +98,7 @@ def registration(op: Op) -> list[str]:
     if not casts(op):
         return []
     return ["", "", f"# Under torch.autocast: {_SAYS[policy(op)]}, then the op.",
-            f'_support.register_autocast("{op.qualname}", "{policy(op)}")']
+            layout.statement(f'_support.register_autocast("{op.qualname}", "{policy(op)}")', 0)]
 
 
 def data(op: Op) -> list[list[str]]:

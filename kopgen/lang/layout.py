@@ -323,11 +323,17 @@ def _split(line: _Line, lo: int, hi: int, indent: int, value_from: int | None = 
     if value_from is not None and value_from < hi and not _can_omit_parentheses(line, value_from, hi, indent):
         return _parenthesized(line, lo, value_from, hi, indent)
     split = _right_hand_split(line, lo, hi, indent, first_bracket=value_from or lo, comma=comma)
+    if split is not None and value_from is not None and value_from < hi and len(split[0]) > LINE_LENGTH:
+        # its head does not fit: the value in parentheses, where its own head fits there
+        inner = _right_hand_split(line, value_from, hi, indent + 4, first_bracket=value_from, comma=False)
+        if inner is not None and len(inner[0]) <= LINE_LENGTH:
+            return _parenthesized(line, lo, value_from, hi, indent)
     if split is not None:
         return split
-    if value_from is not None and value_from < hi:
+    if value_from is not None and value_from < hi and (line.delimiters(value_from, hi)
+                                                       or _fits(line, value_from, hi, indent + 4)):
         return _parenthesized(line, lo, value_from, hi, indent)
-    return [pad + line.source(lo, hi, comma)]  # nothing to split at: left long
+    return [pad + line.source(lo, hi, comma)]  # nothing to split at, or parentheses would not help: left long
 
 
 def _parenthesized(line: _Line, lo: int, value_from: int, hi: int, indent: int) -> list[str]:

@@ -452,7 +452,7 @@ def saved_stats_registration(op: Op) -> list[str]:
         "    " + allocate,
         f"    return {local.output}, " + ", ".join(f"_support.norm_stat({local.output})" for _ in stats),
         "", "",
-        f"{forward} = torch.ops.{op.namespace}.{name}.default",
+        python.layout.assign(forward, f"torch.ops.{op.namespace}.{name}.default", 0),
         "# torch.compile traces it as its PyTorch reference too, which Inductor fuses (fusion.py).",
         wrap("_support.trace_as_reference(", [literal(f"{op.namespace}::{name}"), f"reference.{forward_reference(op)}"]),
         "", "",

@@ -134,6 +134,11 @@ def handle(op: Op) -> str:
     return module_name(op, "handle")
 
 
+def handle_definition(op: Op) -> str:
+    """ops.py's `_op = torch.ops.<namespace>.<op>.default`, laid out as ruff does for long names."""
+    return layout.assign(handle(op), f"torch.ops.{op.namespace}.{op.name}.default", 0)
+
+
 def exports(package: Package) -> str:
     """__init__.py's `__all__`."""
     return wrap("__all__ = [", [literal(name) for name in sorted(op.name for op in package.ops)], "]")

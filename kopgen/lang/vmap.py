@@ -16,6 +16,7 @@ from __future__ import annotations
 from ..model import Op, PointwiseCompute, RowReduction
 from ..names import module_name
 from ..split import GatedSplit
+from . import layout
 
 _BATCHED_KINDS = (PointwiseCompute, GatedSplit, RowReduction)
 
@@ -40,11 +41,11 @@ def registration(op: Op) -> list[str]:
         return []
     out_dims = "0" if op.num_outputs == 1 else "(" + ", ".join(["0"] * op.num_outputs) + ")"
     return ["", "",
-            f'@torch.library.register_vmap("{op.qualname}")',
+            layout.statement(f'@torch.library.register_vmap("{op.qualname}")', 0),
             f"def {module_name(op, 'vmap')}(info, in_dims, *args, **kwargs):",  # names.VMAP_RULE_PARAMETERS
             "    # One call for the batch: batch dimensions in front, the rest aligned at the right.",
             "    args = _support.batch_in_front(in_dims, args)",
-            f"    return torch.ops.{op.namespace}.{op.name}.default(*args, **kwargs), {out_dims}"]
+            "    " + layout.statement(f"return torch.ops.{op.namespace}.{op.name}.default(*args, **kwargs), {out_dims}", 4)]
 
 
 # _support.py's helper of the rules (after two blank lines), in a package with one.

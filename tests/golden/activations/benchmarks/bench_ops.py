@@ -19,7 +19,7 @@ import time
 
 import torch
 
-import kact
+import kact as package  # one short name, whatever the package's length
 from kact import reference
 from kact.kernels import mymul as mymul_kernels
 from kact.kernels import scaled_sigmoid as scaled_sigmoid_kernels
@@ -52,7 +52,7 @@ def bytes_moved(op: str, args: tuple) -> int:
     argument: written once), each argument it writes after reading it written once more, each
     output written once. Every variant of the op is measured against these bytes: the eager
     reference returns what the op writes in place."""
-    returned = getattr(kact, op)(*args)
+    returned = getattr(package, op)(*args)
     outputs = returned if isinstance(returned, tuple) else (returned,)
     written = [args[position] for position in READ_AND_WRITTEN[op]]
     tensors = [t for t in (*args, *written, *outputs) if isinstance(t, torch.Tensor)]
@@ -77,7 +77,7 @@ def sweep(op: str, device: str, sizes: list[int], min_time=0.2) -> list[tuple]:
     """(bytes moved, operator GB/s, copy GB/s) of `op` at each size in `sizes`."""
     points = []
     for numel in sizes:
-        gbps, moved = bandwidth(getattr(kact, op), op, numel, device, min_time)
+        gbps, moved = bandwidth(getattr(package, op), op, numel, device, min_time)
         points.append((moved, gbps, copy_bandwidth(moved, device, min_time)))
     return points
 
@@ -135,7 +135,7 @@ def variants_of(op: str, device: str) -> dict:
         },
     }[op]
     variants = {"bare launcher": launchers[device]} if device in launchers else {}
-    variants["operator"] = getattr(kact, op)
+    variants["operator"] = getattr(package, op)
     variants["eager reference"] = getattr(reference, op)
     if KEYWORD_ONLY[op]:  # make_args gives every argument positionally
         names = KEYWORD_ONLY[op]
