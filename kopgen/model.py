@@ -531,8 +531,9 @@ class Package:
 
     @property
     def repo_spec_text(self) -> str:
-        """The spec as the repo keeps it: headed by a line that points editors at its JSON Schema."""
-        if self.spec_text.startswith(SCHEMA_MODELINE):
+        """The spec as the repo keeps it: headed by a line that points editors at its JSON Schema (unless
+        the spec names a schema of its own there)."""
+        if self.spec_text.startswith("# yaml-language-server:"):
             return self.spec_text
         return f"{SCHEMA_MODELINE}\n{self.spec_text}"
 

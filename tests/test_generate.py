@@ -55,6 +55,14 @@ def test_every_kopgen_file_is_headed_generated(tmp_path, muladd_spec):
     assert (repo / "kopgen.yaml").read_text().startswith("# yaml-language-server: $schema=.kopgen/schema.json\n")
 
 
+def test_a_spec_that_names_its_own_schema_keeps_its_line_alone(tmp_path, muladd_spec):
+    """A spec headed by its own yaml-language-server line got kopgen's above it: two lines, the user's ignored."""
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text("# yaml-language-server: $schema=../my/schema.json\n" + muladd_spec.read_text())
+    text = (generate(spec, tmp_path / "repo") / "kopgen.yaml").read_text()
+    assert text == spec.read_text()
+
+
 @pytest.mark.parametrize(
     "spec", sorted(EXAMPLES.glob("*.yaml")) + sorted((ROOT / "tests" / "specs").glob("*.yaml")), ids=lambda p: p.name
 )

@@ -82,8 +82,8 @@ def parse(text: str) -> ast.expr:
     while stack:
         node, depth = stack.pop()
         if depth > MAX_DEPTH:
-            raise node_error(text, node, f"the expression is nested too deeply (at most {MAX_DEPTH} "
-                                         "levels)")
+            raise node_error(text, node, f"the expression is nested too deeply (at most {MAX_DEPTH} levels; a "
+                                         "chain `a + b + c ...` nests one level a term)")
         stack.extend((c, depth + isinstance(c, ast.expr)) for c in ast.iter_child_nodes(node))
     return body
 
