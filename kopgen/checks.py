@@ -29,7 +29,7 @@ from .expr.syntax import did_you_mean
 from .lang.sample_shapes import SampleShapeError, checked_shape
 from .lang.tests import is_tensor_list, sample_setting, sample_shapes, sample_value, tensor_list
 from .loader import Mapping, Scalar, Sequence
-from .model import CustomKernel, Op, Package
+from .model import CustomKernel, Op, Package, PointwiseCompute
 
 # Names kernel authors give the Tensors their kernels write into.
 OUTPUT_NAME = re.compile(r"(out|output|result|dst)\d*|out_.*|.*_out")
@@ -104,7 +104,8 @@ def sample_errors(root: Mapping, package: Package) -> list[Diagnostic]:
         tests = node.get("tests") or (defaults.get("tests") if defaults is not None else None)
         for index, given in enumerate(op.shapes):
             try:
-                for name, shape in sample_shapes(op, given).items():
+                shapes = sample_shapes(op, given)
+                for name, shape in shapes.items():
                     checked_shape(name, shape)
             except SampleShapeError as error:
                 relations = tests.get("args") if tests is not None else None
@@ -119,7 +120,38 @@ def sample_errors(root: Mapping, package: Package) -> list[Diagnostic]:
                 shapes = ", ".join(f"{name}: {_shape(shape)}" for name, shape in given.items() if name not in related)
                 found.append(Diagnostic(where, f"{what} {error} (test shapes {shapes})"))
                 break  # one set of shapes shows it
+            written = _narrow_in_place_write(op, shapes)
+            if written:
+                where = tests.get("shapes").items[index].position if tests is not None and tests.get("shapes") else \
+                    node.position
+                found.append(Diagnostic(where, written))
+                break
     return found
+
+
+def _narrow_in_place_write(op: Op, shapes: dict[str, tuple[int, ...]]) -> str | None:
+    """A compute op's argument written in place whose test shape is not the inputs' broadcast shape: every
+    test would fail (`x has shape [6] but the result has shape [8, 6]`)."""
+    if not isinstance(op.body, PointwiseCompute):
+        return None
+    full = _broadcast(list(shapes.values()))
+    for write in op.body.writes:
+        if write.arg is not None and full is not None and shapes.get(write.arg.name) != full:
+            return (f"'{write.arg.name}' is written in place, but its test shape {_shape(shapes[write.arg.name])} is "
+                    f"not the inputs' broadcast shape {_shape(full)}: an in-place write keeps its argument's shape")
+    return None
+
+
+def _broadcast(shapes: list[tuple[int, ...]]) -> tuple[int, ...] | None:
+    """The shapes broadcast together, as torch does; None where they do not."""
+    rank = max((len(s) for s in shapes), default=0)
+    result = []
+    for sizes in zip(*[(1,) * (rank - len(s)) + tuple(s) for s in shapes], strict=True):
+        others = {n for n in sizes if n != 1}
+        if len(others) > 1:
+            return None
+        result.append(others.pop() if others else 1)
+    return tuple(result)
 
 
 def _spec_ops(root: Mapping, package: Package) -> Iterator[tuple[Mapping, Op]]:
