@@ -310,3 +310,23 @@ def test_bfloat16_gradients_in_torch_ops_and_opcheck_against_the_traced_referenc
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", chosen, "tests"],
                             cwd=repo, capture_output=True, text=True, check=False, timeout=600)
     assert result.returncode == 0 and " passed" in result.stdout, result.stdout[-3000:]
+
+
+def test_bfloat16_compiled_gradients_against_the_backward_kernel_take_a_half_dtypes_tolerances(tmp_path):
+    """A bfloat16 temperature log-softmax whose backward reads `result`: the compiled graph differentiates the
+    traced float32 reference where eager runs the backward kernel on the saved bfloat16 result, and where
+    `1 - N * softmax` nearly cancels they differ by its rounding (abs 0.0098). The compile test compared them
+    with the op's own tolerances and failed; it now takes the half dtype's, as opcheck does."""
+    spec = tmp_path / "klsm.yaml"
+    spec.write_text(
+        "kopgen: 1\npackage: klsm\ndefaults:\n  dtypes: [bfloat16]\nops:\n"
+        '  - schema: "lsm_t(Tensor x, float temperature=2.0) -> Tensor"\n    normalize:\n'
+        '      stats: {m: "max(x / temperature)", lse: "log(sum(exp(x / temperature - m))) + m"}\n'
+        '      compute: "x / temperature - lse"\n    backward:\n'
+        '      x: "(grad - torch.exp(result) * grad.sum(-1, keepdim=True)) / temperature"\n'
+    )
+    repo = generate(spec, tmp_path / "repo")
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k",
+                             "compile_fullgraph and aot_eager", "tests"],
+                            cwd=repo, capture_output=True, text=True, check=False, timeout=600)
+    assert result.returncode == 0 and "2 passed" in result.stdout, result.stdout[-3000:]
