@@ -163,10 +163,4 @@ def _size(small: int, large: int, width: int) -> str | None:
 
 def _drawn(op: Op, arg: Arg, sizes: list[str]) -> str:
     """`drawn(rows(6), 6, dtype=torch.int64, low=0, high=8)`: a Tensor as the spec's `tests: args:` draws it."""
-    setting = tests.sample_setting(op, arg)
-    keywords = []
-    if setting is not None:
-        keywords += [f"dtype=torch.{setting.dtype}"] if setting.dtype else []
-        keywords += [f"{name}={value!r}" for name, value in (("low", setting.low), ("high", setting.high))
-                     if value is not None]
-    return f"drawn({', '.join(sizes + keywords)})"
+    return f"drawn({', '.join(sizes + tests.drawn_keywords(op, arg))})"

@@ -451,12 +451,21 @@ def _make(op: Op, arg: Arg, shape: tuple[int, ...], strided: bool = False) -> st
     """`make(8, 6)`, `make.strided(8, 6)`, or `make.drawn(8, dtype=torch.int64, low=0, high=10)` for a
     Tensor the spec's `tests: args:` sets."""
     sizes = [str(n) for n in shape]
-    setting = sample_setting(op, arg)
-    if setting is None or (setting.dtype is None and setting.low is None and setting.high is None):
+    keywords = drawn_keywords(op, arg)
+    if not keywords:
         return f"{'make.strided' if strided else 'make'}({', '.join(sizes)})"
-    keywords = [f"dtype=torch.{setting.dtype}"] if setting.dtype else []
-    keywords += [f"{name}={value!r}" for name, value in (("low", setting.low), ("high", setting.high)) if value is not None]
     return f"make.drawn({', '.join(sizes + keywords + (['strided=True'] if strided else []))})"
+
+
+def drawn_keywords(op: Op, arg: Arg) -> list[str]:
+    """`dtype=torch.int64, low=0, high=8`: how the spec's `tests: args:` draws a Tensor (the tests' Make.drawn,
+    the benchmark's drawn); none where it says nothing of it."""
+    setting = sample_setting(op, arg)
+    if setting is None:
+        return []
+    keywords = [f"dtype=torch.{setting.dtype}"] if setting.dtype else []
+    return keywords + [f"{name}={value!r}" for name, value in (("low", setting.low), ("high", setting.high))
+                       if value is not None]
 
 
 # -- formatting: each statement as `ruff format` writes it, given the column it starts at
