@@ -334,7 +334,8 @@ def test_a_compiled_routes_weight_formula_that_recomputes_statistics_is_summed_i
 
 def test_two_column_sums_of_a_triton_launcher_are_summed_apart():
     """Views of one Tensor as two outputs alias each other, which torch.library refuses (opcheck, and
-    autograd through the op): each column sum is its own sum of the partial rows."""
+    autograd through the op): each column sum is its own sum of the partial rows, into its own output
+    (test_normalize.py runs them)."""
     from kopgen.lang import norm_sums
 
     ops = ops_of("""\
@@ -351,8 +352,8 @@ def test_two_column_sums_of_a_triton_launcher_are_summed_apart():
     kernel = ops["layer_norm_backward"]
     assert [c.like for c in kernel.body.column_sums] == ["weight", "bias"]
     epilogue = "\n".join(norm_sums.epilogue(kernel))
-    assert "norm_column_sum(partials[:, 0].sum(0), out1)" in epilogue
-    assert "norm_column_sum(partials[:, 1].sum(0), out2)" in epilogue and "sums =" not in epilogue
+    assert "norm_column_sum(partials, 0, out1, kernel)" in epilogue
+    assert "norm_column_sum(partials, 1, out2, kernel)" in epilogue and "sums =" not in epilogue
 
 
 def test_a_normalisations_backward_runs_its_kernel_once_for_every_gradient_it_computes():
@@ -372,7 +373,8 @@ def test_a_normalisations_backward_runs_its_kernel_once_for_every_gradient_it_co
     tail = "\n".join(norm_sums.column_sum_tail(kernel))
     assert "tl.store(partials_ptr + offsets, out1, mask=cols < n_cols)" in tail
     looped = "\n".join(norms.looped(kernel, 8))
-    assert "tl.load(partials_ptr + offsets, mask=cols < n_cols) + values" in looped
+    # its first block's sums stored: the partial rows need no zeros first
+    assert "mask=(cols < n_cols) & (step > 0),\n" in looped and "other=0.0," in looped
     # DTensor: weight's gradient is a partial sum where the rows are sharded
     assert "summed=(2,)" in "".join(sharding.registration(kernel))
 

@@ -32,15 +32,15 @@ def reference_dtypes(op: Op) -> list[str]:
 def column_sum_parts(op: Op, indent: int, looped: bool) -> list[str]:
     """Each gradient summed over the rows: its formula over the block summed over the block's rows, added
     to its sum over the program's blocks: in registers (one pass; column_sum_tail stores it), or, for
-    longer rows, to the program's partial row of `partials` (programs x column sums x columns, zeros
-    first), which the launcher sums."""
+    longer rows, to the program's partial row of `partials` (programs x column sums x columns; its first
+    block's sums stored, not added), which the launcher sums."""
     sums = column_sums(op)
     if not sums:
         return []
     local = locals_for(op)
     lines = [f"if {local.COLUMN_SUMS}:"]
     if looped:
-        lines += ["    # the program's partial rows", f"    {local.offsets} = {_partial_row(op)} + {local.cols}"]
+        lines += ["    # the program's partial rows: stored at its first block, added to after", f"    {local.offsets} = {_partial_row(op)} + {local.cols}"]
     for k, total in enumerate(sums):
         values = f"tl.where({local.mask}, {python.layout.operand(total.expr.to_triton())}.to({local.COMPUTE_DTYPE}), 0.0)"
         lines.append(f"    # {total.like}'s gradient: {total.expr.text}, summed over the rows")
@@ -49,7 +49,7 @@ def column_sum_parts(op: Op, indent: int, looped: bool) -> list[str]:
             continue
         lines.append("    " + wrap(f"{local.values} = tl.reduce(", [values, "0", _SUM], ")", indent + 4))
         pointer = _partial_pointer(op, k)
-        partial = f"tl.load({pointer}, mask={local.cols} < {local.n_cols})"
+        partial = f"tl.load({pointer}, mask=({local.cols} < {local.n_cols}) & ({local.step} > 0), other=0.0)"
         lines.append("    " + wrap("tl.store(", [pointer, f"{partial} + {local.values}", f"mask={local.cols} < {local.n_cols}"],
                                    ")", indent + 4))
     if looped:  # the next step's load may be another thread's (a column held by several): after this store
@@ -130,12 +130,9 @@ def epilogue(op: Op) -> list[str]:
     """After the launch: the programs' partial rows summed, or the formulas in torch."""
     sums, local = column_sums(op), locals_for(op)
     lines = [f"    if {local.column_sums}:"]
-    if len(sums) == 1:
-        # (programs, 1, columns) summed: the row of sums, without indexing it out
-        lines.append("        " + python.layout.assign(sums[0].name, f"_support.norm_column_sum({local.partials}.sum(0), {sums[0].name})", 8))
-    else:  # each summed apart: outputs that are views of one Tensor would alias each other
-        lines += ["        " + python.layout.assign(c.name, f"_support.norm_column_sum({local.partials}[:, {k}].sum(0), {c.name})", 8)
-                  for k, c in enumerate(sums)]
+    # summed by a kernel launched as the backward kernel was (compiled, through wrap_triton or interpreted)
+    lines += ["        " + python.layout.assign(c.name, f"_support.norm_column_sum({local.partials}, {k}, {c.name}, {local.kernel})", 8)
+              for k, c in enumerate(sums)]
     lines.append("    else:  # an input with rows of its own: its formula in torch, summed to its shape")
     lines += ["        " + python.layout.assign(c.name, f"_support.summed_to({c.expr.to_torch()}, {c.name}.shape, {c.name}.dtype)", 8)
               for c in sums]
@@ -150,7 +147,7 @@ def launch(op: Op, constants: list[tuple[str, str]]) -> list[str]:
                                     f"_support.norm_programs({local.grid}[0], {first}, {local.per_sm})", 4)
     # Each program's partial row of each column sum, in COMPUTE_DTYPE (a placeholder where none is summed)
     partials = python.layout.assign(local.partials, f"_support.norm_partials({first}, {local.n_programs}, "
-                                    f"{len(column_sums(op))}, {local.n_cols}, {local.column_sums}, {local.one_pass})", 4)
+                                    f"{len(column_sums(op))}, {local.n_cols}, {local.column_sums})", 4)
     constants_ = [*constants, ("COLUMN_SUMS", local.column_sums),
                   ("CONST_STEPS", f"None if {first}.is_cuda else {local.steps}")]
     return ["    # Fewer programs than blocks, each summing its blocks' column sums: few partial rows to sum.",

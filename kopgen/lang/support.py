@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..model import CustomKernel, Op, Package
 from ..split import GatedSplit, SplitGradient
-from . import fusion, layout, python, sharding
+from . import fusion, layout, norm_sums, python, sharding
 from .layout import wrap
 
 
@@ -50,12 +50,16 @@ def support_imports(package: Package) -> list[str]:
 
 
 def third_party_imports(package: Package) -> list[str]:
-    """torch, Triton where _support launches compiled kernels, FunctionalTensorMode for trace_as_reference."""
+    """torch, Triton where _support launches compiled kernels or has a kernel of its own (the column sums'),
+    FunctionalTensorMode for trace_as_reference."""
     triton = launches_compiled_triton(package)
+    kernel = norm_sums.any_launched_column_sums(package)
     traced = fusion.traces_references(package)
-    return ["import torch", *["import triton"] * triton, "from torch import Tensor",
+    return ["import torch", *["import triton"] * (triton or kernel), *["import triton.language as tl"] * kernel,
+            "from torch import Tensor",
             *["from torch._subclasses.functional_tensor import FunctionalTensorMode"] * traced,
-            *["from triton.runtime.jit import JITFunction"] * triton]
+            *["from triton.runtime.interpreter import InterpretedFunction"] * kernel,
+            *["from triton.runtime.jit import JITFunction"] * (triton or kernel)]
 
 
 def traces_references(package: Package) -> bool:

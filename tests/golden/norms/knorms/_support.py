@@ -12,8 +12,10 @@ from collections.abc import Callable
 
 import torch
 import triton
+import triton.language as tl
 from torch import Tensor
 from torch._subclasses.functional_tensor import FunctionalTensorMode
+from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction
 
 
@@ -216,18 +218,20 @@ def norm_sum_blocks(
     n_rows: int, n_cols: int, element_size: int
 ) -> tuple[int, int, bool, int, int]:
     """norm_blocks for a backward kernel with column sums, whose programs each take many blocks of rows,
-    and its programs a multiprocessor. Rows of 4096 columns up to 32 KiB: several rows a block up to 32 KiB,
-    64 bytes a thread on 16 warps, one program a multiprocessor (it holds the registers of one). On an H200
-    (rows 4096) bfloat16 rms_norm's backward at hidden 8192 took 63.3 us so, 81.8 at best in blocks of 1 row
-    (4 programs a multiprocessor on 4 warps, the loop over blocks pipelined); float32 at 8192 105.2 us, not
-    124.7 (docs/performance.md, 2026-12-04, fifth session; measured at 4096 and 8192 columns). Other rows
-    as norm_blocks gives, 4 programs a multiprocessor, as before."""
-    if n_cols < 4096 or n_cols * element_size > 32768:
-        return *norm_blocks(n_rows, n_cols, element_size), 4
-    block_cols = _power_of_2(n_cols)
-    block_rows = min(max(32768 // (block_cols * element_size), 1), _power_of_2(n_rows))
+    and its programs a multiprocessor. A row up to 32 KiB: blocks of 4 rows, 8 to 32 KiB; longer rows 32 KiB
+    of one row a step. 64 bytes a thread; one program a multiprocessor at 32 KiB (it holds the registers of
+    one), else 2. On an H200 (rows 4096) bfloat16 rms_norm's backward at hidden 8192 took 63.3 us so, 81.8
+    in blocks of 1 row on 4 programs a multiprocessor (docs/performance.md, 2026-12-04, fifth session); on an
+    H100 at hidden 512 to 2048 and rows over 32 KiB, 1.1x to 1.8x faster than norm_blocks' block on 4
+    programs a multiprocessor (2026-12-05)."""
+    if n_cols * element_size > 32768:
+        return 1, 32768 // element_size, False, 16, 1
+    block_cols = _power_of_2(max(n_cols, 16))
+    block_bytes = min(max(4 * block_cols * element_size, 8192), 32768)
+    block_rows = min(block_bytes // (block_cols * element_size), _power_of_2(n_rows))
     warps = block_rows * block_cols * element_size // 2048  # 64 bytes per thread
-    return block_rows, block_cols, True, min(warps, 16), 1
+    per_sm = 1 if block_bytes == 32768 else 2
+    return block_rows, block_cols, True, min(max(warps, 1), 16), per_sm
 
 
 def norm_programs(blocks: int, out: Tensor, per_sm: int) -> tuple[int, int]:
@@ -244,26 +248,63 @@ def _multiprocessors(device: torch.device) -> int:
 
 
 def norm_partials(
-    out: Tensor, programs: int, count: int, n_cols: int, summed: bool, one_pass: bool
+    out: Tensor, programs: int, count: int, n_cols: int, summed: bool
 ) -> Tensor:
     """The partial rows of a backward kernel's column sums: one per program and column sum, in
-    float32 (float64 for float64), zeros where the kernel adds to them (rows longer than a block);
-    a placeholder where it sums none."""
+    float32 (float64 for float64), each written by its program (its first block's sums stored, not
+    added); a placeholder where it sums none."""
     dtype = torch.float64 if out.dtype == torch.float64 else torch.float32
-    if not summed:
-        return torch.empty((1,), dtype=dtype, device=out.device)
-    allocate = torch.empty if one_pass else torch.zeros
-    return allocate((programs, count, n_cols), dtype=dtype, device=out.device)
+    shape = (programs, count, n_cols) if summed else (1,)
+    return torch.empty(shape, dtype=dtype, device=out.device)
 
 
-def norm_column_sum(total: Tensor, like: Tensor) -> Tensor:
-    """A gradient summed over the rows (the row length's values) in the shape and dtype of `like`,
-    summed along the row too where `like` broadcasts there (a last dimension of 1)."""
-    if total.numel() != like.numel():
-        total = total.sum(-1, keepdim=True)
-    if total.dtype != like.dtype:  # .to() of its own dtype still costs a dispatch
-        total = total.to(like.dtype)
-    return total.reshape(like.shape)
+def norm_column_sum(partials: Tensor, k: int, like: Tensor, launched: object) -> Tensor:
+    """Column sum k of the programs' partial rows (partials[programs, k, columns]) summed over the
+    programs into `like` (the gradient's output, of the row length's values), in its dtype, by a kernel
+    run as the backward kernel `launched` was (compiled, through wrap_triton or interpreted); where
+    `like` broadcasts along the row too (a last dimension of 1), its one value summed in torch."""
+    programs, count, n_cols = partials.shape
+    if like.numel() != n_cols:
+        return partials[:, k].sum().to(like.dtype).reshape(like.shape)
+    # Every program's partial row in one block: no loop over them, at most 2 a multiprocessor
+    block_programs = _power_of_2(programs)
+    block_cols = min(max(8192 // block_programs, 16), _power_of_2(n_cols))
+    grid = ((n_cols + block_cols - 1) // block_cols,)
+    arguments = (partials, like, programs, n_cols, k * n_cols, count * n_cols)
+    blocks = {"BLOCK_PROGRAMS": block_programs, "BLOCK_COLS": block_cols}
+    if isinstance(launched, InterpretedFunction):
+        kernel = norm_column_sums_interpreted
+    elif isinstance(launched, JITFunction):
+        kernel = norm_column_sums_kernel
+    else:  # a triton_op's body traced: wrap_triton's
+        kernel = torch.library.wrap_triton(norm_column_sums_kernel)
+    launch(kernel, grid, *arguments, **blocks, num_warps=8)
+    return like
+
+
+@triton.jit
+def norm_column_sums_kernel(
+    partials_ptr,
+    out_ptr,
+    programs,
+    n_cols,
+    offset,
+    program_stride,
+    BLOCK_PROGRAMS: tl.constexpr,
+    BLOCK_COLS: tl.constexpr,
+):
+    # One program sums BLOCK_COLS columns of every program's partial row and writes the total in the
+    # output's dtype: one kernel where partials.sum(0) and a cast took two.
+    cols = tl.program_id(0).to(tl.int64) * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
+    rows = tl.arange(0, BLOCK_PROGRAMS).to(tl.int64)
+    mask = (rows < programs)[:, None] & (cols < n_cols)[None, :]
+    pointers = partials_ptr + offset + rows[:, None] * program_stride + cols[None, :]
+    partial_rows = tl.load(pointers, mask=mask, other=0.0)
+    total = tl.reduce(partial_rows, 0, tl.standard._sum_combine)
+    tl.store(out_ptr + cols, total.to(out_ptr.dtype.element_ty), mask=cols < n_cols)
+
+
+norm_column_sums_interpreted = InterpretedFunction(norm_column_sums_kernel.fn)
 
 
 @_cached  # a few microseconds of Python, the same for every call of a shape

@@ -199,7 +199,7 @@ def layer_norm_backward_kernel(
                     mask=mask,
                 )
                 if COLUMN_SUMS:
-                    # the program's partial rows
+                    # the program's partial rows: stored at its first block, added to after
                     offsets = program * n_cols + cols
                     # weight's gradient: grad * (x - mu) * rstd, summed over the rows
                     values = tl.reduce(
@@ -209,7 +209,12 @@ def layer_norm_backward_kernel(
                     )
                     tl.store(
                         partials_ptr + offsets,
-                        tl.load(partials_ptr + offsets, mask=cols < n_cols) + values,
+                        tl.load(
+                            partials_ptr + offsets,
+                            mask=(cols < n_cols) & (step > 0),
+                            other=0.0,
+                        )
+                        + values,
                         mask=cols < n_cols,
                     )
                     tl.debug_barrier()
@@ -248,9 +253,7 @@ def layer_norm_backward_triton(
     # Fewer programs than blocks, each summing its blocks' column sums: few partial rows to sum.
     n_programs, steps = _support.norm_programs(grid[0], out0, per_sm)
     grid = (n_programs,)
-    partials = _support.norm_partials(
-        out0, n_programs, 1, n_cols, column_sums, one_pass
-    )
+    partials = _support.norm_partials(out0, n_programs, 1, n_cols, column_sums)
     _support.launch(
         kernel,
         grid,
@@ -276,7 +279,7 @@ def layer_norm_backward_triton(
         COMPUTE_DTYPE=compute_dtype,
     )
     if column_sums:
-        out1 = _support.norm_column_sum(partials.sum(0), out1)
+        out1 = _support.norm_column_sum(partials, 0, out1, kernel)
     else:  # an input with rows of its own: its formula in torch, summed to its shape
         out1 = _support.summed_to(grad * (x - mu) * rstd, out1.shape, out1.dtype)
     return out0, out1
