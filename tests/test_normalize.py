@@ -195,6 +195,38 @@ def test_a_normalisation_without_saved_statistics_sums_the_weights_gradient_in_i
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
 
 
+# The triton_op's body on FakeTensors of a CUDA device (no GPU needed), as torch.compile and opcheck's AOT
+# dispatch trace it: every kernel goes through wrap_triton, the column sums' too (launched compiled there, it
+# read the FakeTensors' data pointers: an illegal memory access on an H100, docs/gpu.md 2026-12-05).
+WEIGHTED_FAKE_CHECK = """
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from kws import _support
+
+_support._multiprocessors = lambda device: 132  # a GPU's, which this machine may not have
+launched = []
+column_sum = _support.norm_column_sum
+_support.norm_column_sum = lambda *args: launched.append(type(args[-1]).__name__) or column_sum(*args)
+with FakeTensorMode():
+    g, x = torch.empty(64, 10, device="cuda"), torch.empty(64, 10, device="cuda")
+    w = torch.empty(10, device="cuda")
+    dx, dw = torch.ops.kws.wsoftmax_backward(g, w, x)
+assert (dx.shape, dw.shape, dw.device.type) == ((64, 10), (10,), "cuda"), (dx, dw)
+assert launched == ["TraceableTritonKernelWrapper"], launched
+print("ok")
+"""
+
+
+@pytest.mark.slow
+def test_a_traced_triton_op_body_sums_the_columns_through_wrap_triton(tmp_path):
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text(WEIGHTED_SOFTMAX)
+    repo = generate(spec, tmp_path / "repo")
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(WEIGHTED_FAKE_CHECK)], cwd=repo,
+                            capture_output=True, text=True, check=False, timeout=600)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
+
+
 # Two inputs read by all rows (a bias that is not optional): two column sums, each its own part of the
 # partial rows (partials[program, k, columns]), summed over many programs by _support.norm_column_sum, in
 # one pass and looped (blocks of 16 columns), in float32 and bfloat16, against autograd through the reference.
