@@ -180,12 +180,12 @@ def update(directory: Path, check: bool, dry_run: bool, force: bool) -> None:
         _repo_error(error)
     except OSError as error:  # a file of the repo that cannot be read: nothing was written
         _fail(f"error: {error}", EXIT_FAILED)
-    _warn(check_spec(directory / SPEC_PATH)[1])  # the spec is valid: plan_update read it
-    if plan.unresolved:
+    if plan.unresolved:  # before the spec is read: it may be mid-edit
         click.echo(f"error: the conflicts of the last kopgen update are not resolved in {', '.join(plan.unresolved)}: "
                    "resolve their <<<<<<< markers (keep the lines you want, delete the markers), then run kopgen "
                    "update again", err=True)
         sys.exit(1)
+    _warn(check_spec(directory / SPEC_PATH)[1])  # the spec is valid: plan_update read it
     if check:
         _report_drift(plan)
         sys.exit(1 if plan.changes else 0)

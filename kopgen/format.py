@@ -302,7 +302,7 @@ def _check_enum(node: Node, choices: list[str], label: str, diagnostics: Diagnos
 
 def _check_scalar(node: Scalar, schema: dict[str, Any], label: str, diagnostics: Diagnostics) -> None:
     pattern = schema.get("pattern")
-    if pattern and not re.match(pattern, node.value):
+    if pattern and not re.fullmatch(pattern, node.value):  # fullmatch: `$` lets a final newline through
         diagnostics.error(node.value_position, f"{label} must be an identifier (letters, digits, _), not {node.text!r}")
     if isinstance(node.value, float) and not math.isfinite(node.value):  # as in JSON, which has neither
         diagnostics.error(node.position, f"{label} must be a finite number, not {node.text}")

@@ -326,7 +326,9 @@ C_STD_NAMES = frozenset(
 C_STD_PATTERN = re.compile(
     r"^(u?int(_least|_fast)?\d+_t|U?INT\d*_C|U?INTMAX_C|M_\w+|SIG\w*"
     r"|(FLT|DBL|LDBL|DECIMAL|S?CHAR|UCHAR|U?SHRT|U?INT|U?LONG|U?LLONG|U?INT\d+|U?INT_LEAST\d+|U?INT_FAST\d+"
-    r"|U?INTMAX|U?INTPTR|PTRDIFF|SIZE|SIG_ATOMIC|WCHAR|WINT)_\w+)$"
+    r"|U?INTMAX|U?INTPTR|PTRDIFF|SIZE|SIG_ATOMIC|WCHAR|WINT)_\w+"
+    # torch's, CUDA's and the extension build's macros (TORCH_API, C10_API, TORCH_EXTENSION_NAME, NDEBUG)
+    r"|(TORCH|C10|AT|CAFFE2|AOTI|STD_TORCH|CUDA|CUDART|CUB|THRUST|NVTX|HIP)_\w+|NDEBUG)$"
 )
 MAX_NAME_LENGTH = 64  # package, namespace, op and argument names: well before the file system's limit
 # Modules a package must not be named after: the standard library's and those the generated code,
@@ -361,7 +363,7 @@ RESERVED_NAMESPACES = {
 # the AOTInductor test's (lang/aoti.py) and not an op's.
 OP_RESERVED_NAMES = frozenset(
     {
-        *("ops", "reference", "kernels", "functors", "_registration", "_support", "_C", "aoti"),
+        *("ops", "reference", "kernels", "functors", "_registration", "_support", "_C", "aoti", "wheel"),
         *("torch", "math", "triton", "tl", "Tensor", "Sequence", "upcast", "row_sum", "row_mean", "row_max", "row_min"),
         *("summed_to", "split_halves"),
     }
@@ -448,6 +450,9 @@ def check_op_name(name: str, at: Position, report: Report) -> None:
     elif name in OP_RESERVED_NAMES:
         report(at, f"op name '{name}' is taken by the generated package (a module or test file of it, or a name "
                    "ops.py and reference.py import); rename the op")
+    elif name.startswith("_"):
+        report(at, f"op name '{name}' starts with '_': the generated package names its own ops so (_<op>_cpu, "
+                   "_<op>_forward), which it would replace; rename the op")
 
 
 def check_argument_names(schema: FunctionSchema, at: Position, report: Report) -> None:
@@ -483,15 +488,15 @@ def check_cpp_names(namespace: str, namespace_at: Position, node: Scalar, schema
         report(at, f"namespace '{namespace}' is a C++ keyword; compiled ops need another namespace")
     elif namespace in C_STD_NAMES or C_STD_PATTERN.match(namespace):
         report(namespace_at, f"namespace '{namespace}' is a macro or type of the C/C++ standard "
-                             "library; compiled ops need another namespace")
+                             "library or torch's headers; compiled ops need another namespace")
     named = [(schema.name, at.shifted(0, len(node.value) - len(node.value.lstrip())), False)]
     named += [(a.name, at.shifted(0, a.column), True) for a in schema.arguments]
     for name, name_at, argument in named:
         if name in CPP_KEYWORDS:
             report(name_at, f"'{name}' is a C++ keyword; compiled routes turn ops and arguments into C++ names")
         elif name in C_STD_NAMES or C_STD_PATTERN.match(name):
-            report(name_at, f"'{name}' is a macro or type of the C/C++ standard library; compiled routes "
-                            "turn ops and arguments into C++ names: rename it")
+            report(name_at, f"'{name}' is a macro or type of the C/C++ standard library or torch's headers; "
+                            "compiled routes turn ops and arguments into C++ names: rename it")
         elif name in CPP_TYPE_NAMES or (argument and name in CPP_HELPER_NAMES):
             report(name_at, f"'{name}' would hide the C++ name '{name}', which the generated code uses inside "
                             "the op's functions; rename it")

@@ -51,7 +51,7 @@ def resolve_project(root: Mapping, diagnostics: Diagnostics) -> Project:
     license_node, python_node = root.get("license"), root.get("python")
     authors = tuple(author for node in _items(root.get("authors")) if (author := _author(node, diagnostics)))
     python = python_node.value if isinstance(python_node, Scalar) else DEFAULT_PYTHON
-    if not _PYTHON.match(python):
+    if not _PYTHON.fullmatch(python):
         diagnostics.error(python_node.value_position, f"python {python!r} must be a Python version X.Y, like "
                                                       f"'{DEFAULT_PYTHON}' (the oldest the package supports)")
     elif _version_key(python) < OLDEST_PYTHON:
@@ -59,7 +59,7 @@ def resolve_project(root: Mapping, diagnostics: Diagnostics) -> Project:
                                                       f"kopgen generates for, needs Python {DEFAULT_PYTHON} or later")
     repository_node = root.get("repository")
     repository = repository_node.value if isinstance(repository_node, Scalar) else None
-    if repository is not None and not _URL.match(repository):
+    if repository is not None and not _URL.fullmatch(repository):
         diagnostics.error(repository_node.value_position, f"repository {repository!r} must be an http(s) URL, like "
                                                           "https://github.com/you/kbook")
     return Project(
@@ -75,7 +75,7 @@ def _items(node: object) -> tuple:
 
 
 def _author(node: Scalar, diagnostics: Diagnostics) -> Author | None:
-    match = _AUTHOR.match(node.value)
+    match = _AUTHOR.fullmatch(node.value)
     if match is None:
         diagnostics.error(node.value_position, f"author {node.value!r} must be 'Name' or 'Name <email>', like "
                                                "'Ada Lovelace <ada@example.com>'")

@@ -227,7 +227,8 @@ _TOKEN = re.compile(
       | (?P<op>->|::|\.\.\.|[-()\[\],=*?!|.])""",
     re.VERBOSE,
 )
-_INT = re.compile(r"-?\d+")
+_INT = re.compile(r"-?(?:0|[1-9]\d*)")  # no leading zeros: 007 is no Python literal
+MAX_LIST_SIZE = 64  # int[N]: kernels take sizes of a few dimensions
 # torch's schema parser reads numbers with std::stoll/std::stod: no inf or nan, nothing out of range.
 _FLOAT = re.compile(r"-?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 INT64 = (-(2**63), 2**63 - 1)
@@ -392,7 +393,10 @@ class _Parser:
                     raise SchemaError("'?' given twice", col)
                 type = OptionalType(type)
             elif self.accept("["):
+                size_col = self.tok.col
                 size = int(self.take().text) if self.tok.text.isdigit() else None
+                if size is not None and not 1 <= size <= MAX_LIST_SIZE:  # each size's default is written out
+                    raise SchemaError(f"list size {size} is out of range: 1 to {MAX_LIST_SIZE}", size_col)
                 self.expect("]", "expected ']' after list size")
                 type = ListType(type, size)
                 if str(type.elem) not in LIST_ELEMS:
@@ -472,6 +476,8 @@ def _check_default(type: Type, text: str, is_list: bool, arg: str, col: int) -> 
         return
     if isinstance(type, OptionalType):
         type = type.elem
+        if isinstance(type, ListType):  # torch's parser reads a list default only for a list that is not optional
+            raise bad(f": an optional list defaults to None only (or drop the '?': '{type}')")
     if type.is_tensor_like:
         raise bad(": tensors can only default to None (on 'Tensor?')")
     if isinstance(type, ListType):
@@ -483,6 +489,11 @@ def _check_default(type: Type, text: str, is_list: bool, arg: str, col: int) -> 
         if not all(_scalar_ok(type.elem, item) for item in items):
             raise out_of_range(items) or bad()
     elif is_list or not _scalar_ok(type, text):
+        if str(type) in ("str", "Device") and text[:1] in "\"'" and not _TORCH_ESCAPES.fullmatch(text[1:-1]):
+            raise bad(": torch's schema parser reads the escapes \\\\ \\' \\\" \\a \\b \\f \\n \\v \\t and \\ooo (three "
+                      "octal digits) only")
+        if str(type) == "Device" and not is_list:
+            raise bad(": a device like \"cpu\" or \"cuda:0\" (an index from 0 to 127)")
         if str(type) in ENUM_DEFAULTS:
             raise bad(f": torch reads {' or '.join(ENUM_DEFAULTS[str(type)])}")
         raise (not is_list and out_of_range([text])) or bad()
@@ -501,6 +512,8 @@ def _scalar_ok(type: Type, text: str) -> bool:
             value = ast.literal_eval(text)
         except (ValueError, SyntaxError):
             return False
+        if not _TORCH_ESCAPES.fullmatch(text[1:-1]):  # torch's parser reads fewer escapes than Python
+            return False
         return isinstance(value, str) and (name == "str" or bool(_DEVICE.fullmatch(value)))
     if name == "ScalarType":  # a dtype name, or the enum number torch prints (ScalarType? dtype=4)
         return text in DTYPES or text in map(str, DTYPES.values())
@@ -508,7 +521,11 @@ def _scalar_ok(type: Type, text: str) -> bool:
 
 
 # The device strings torch's schema parser reads: a device type and an optional index.
-_DEVICE = re.compile(r"(cpu|cuda|mps|xpu|meta|hip|mtia|privateuseone)(:\d+)?")
+_DEVICE = re.compile(r"(cpu|cuda|mps|xpu|meta|hip|mtia|privateuseone)(:(?:1[01]\d|12[0-7]|[1-9]?\d))?")  # int8
+# A string default's text between its quotes: characters but a backslash, and the escapes torch's schema
+# parser reads (parseStringLiteral: \\ \' \" \a \b \f \n \v \t, three octal digits); \x41, \u0041, \0, \r
+# and the like it refuses.
+_TORCH_ESCAPES = re.compile(r"(?:[^\\]|\\[\\\"'abfnvt]|\\[0-7]{3})*", re.DOTALL)
 
 
 def _int64(text: str) -> bool:

@@ -60,6 +60,9 @@ class State:
     # The stems of the ops whose stem is not their name (`scale` of scale_): the names of their files and
     # functions, which an op added later must not take (resolve.with_stems).
     stems: dict[str, str] = field(default_factory=dict)
+    # The user's files whose merge left conflict markers: the next update waits until they are resolved
+    # (only these: a marker-like line elsewhere is the user's text, or a spec value's).
+    conflicts: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:
         data = {
@@ -72,6 +75,8 @@ class State:
             data["adopted"] = sorted(self.adopted)
         if self.stems:  # only where an op's stem is not its name
             data["stems"] = dict(sorted(self.stems.items()))
+        if self.conflicts:  # only while a merge's markers wait to be resolved
+            data["conflicts"] = sorted(self.conflicts)
         return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
 
     @classmethod
@@ -101,16 +106,10 @@ class State:
                 f"this repo was last written by kopgen {version}, newer than this kopgen {__version__}: "
                 f"update it with kopgen>={version} (an older kopgen would undo the newer one's files)"
             )
-        if sorted(set(data) - {"adopted", "stems"}) != sorted(keys):
+        if sorted(set(data) - {"adopted", "stems", "conflicts"}) != sorted(keys):
             raise StateError(f"keys {', '.join(keys)} expected, not {', '.join(map(str, data)) or 'none'}")
         spec_sha256, generated, user_base = (data[key] for key in keys[1:])
-        adopted = data.get("adopted", [])
-        if not isinstance(adopted, list):
-            raise StateError(f"adopted: a list expected, not a {type(adopted).__name__}")
-        for index, path in enumerate(adopted):  # each checked before it is hashed or split
-            if not isinstance(path, str):
-                raise StateError(f"adopted[{index}]: a relative path expected, not {path!r:.40}")
-            _check_path("adopted", path)
+        adopted, conflicts = _path_list(data, "adopted"), _path_list(data, "conflicts")
         if not (isinstance(spec_sha256, str) and _SHA256.fullmatch(spec_sha256)):
             raise StateError(f"spec_sha256: a SHA-256 hash expected, not {spec_sha256!r}")
         _check_table("generated", generated, hashes=True)
@@ -118,7 +117,19 @@ class State:
         stems = data.get("stems", {})
         if not (isinstance(stems, dict) and all(isinstance(v, str) and v.isidentifier() for v in stems.values())):
             raise StateError(f"stems: an object of op names to identifiers expected, not {stems!r:.40}")
-        return cls(version, spec_sha256, generated, user_base, list(dict.fromkeys(adopted)), stems)
+        return cls(version, spec_sha256, generated, user_base, adopted, stems, conflicts)
+
+
+def _path_list(data: dict, name: str) -> list[str]:
+    """The state's list `name` of relative paths (none where it is absent), each checked, duplicates dropped."""
+    paths = data.get(name, [])
+    if not isinstance(paths, list):
+        raise StateError(f"{name}: a list expected, not a {type(paths).__name__}")
+    for index, path in enumerate(paths):  # each checked before it is hashed or split
+        if not isinstance(path, str):
+            raise StateError(f"{name}[{index}]: a relative path expected, not {path!r:.40}")
+        _check_path(name, path)
+    return list(dict.fromkeys(paths))
 
 
 def _is_version(text: str) -> bool:

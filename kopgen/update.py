@@ -70,10 +70,14 @@ def read_file(repo: Path, path: str) -> str | bytes | None:
     (or any other non-file) is there, or a file stands where one of its folders should be."""
     full = repo / path
     if full.is_file():
+        data = full.read_bytes()
         try:
-            return full.read_text(encoding="utf-8")
+            text = data.decode("utf-8")
         except UnicodeDecodeError:
-            return full.read_bytes()  # not kopgen's text: a hand edit, compared and backed up as bytes
+            return data  # not kopgen's text: a hand edit, compared and backed up as bytes
+        # CRLF line ends are merged as LF (a file of them all written back with CRLF: plan.crlf); a lone \r
+        # is the user's byte, kept as it is (universal newlines made it a line break).
+        return text.replace("\r\n", "\n")
     if full.is_dir():
         raise OutputError(f"{path} is a folder where kopgen writes a file: move it away, then run kopgen update again")
     if full.exists():
@@ -139,14 +143,15 @@ def plan_update(repo: Path, force: bool = False) -> UpdatePlan:
     user's (backed up, then rewritten), and the user's own files (README, kernel bodies) are kept as they are."""
     old, corrupt = _read_state(repo, force)
     spec_text = read_spec(repo)
-    unresolved = [path for path in sorted(old.user_base) if _has_conflict_markers(read_file(repo, path))]
+    unresolved = [path for path in sorted(old.conflicts) if _has_conflict_markers(read_file(repo, path))]
     if unresolved:  # as git refuses a merge before the last one is resolved: nothing is planned
         return UpdatePlan(state=old, unresolved=unresolved)
     if _unchanged(repo, old, spec_text):
         return UpdatePlan(state=old)
     package = load_spec_text(spec_text, str(repo / SPEC_PATH), stems=old.stems)
     files = render_repo(package)
-    plan = UpdatePlan(state=state_of(package, files, adopted=[p for p in old.adopted if p in files]), corrupt_state=corrupt)
+    adopted = [p for p in old.adopted if p in files and files[p][0] != KOPGEN]  # kopgen's now: not adopted
+    plan = UpdatePlan(state=state_of(package, files, adopted=adopted), corrupt_state=corrupt)
     for path, (owner, text) in sorted(files.items()):
         if path != SPEC_PATH:  # the input of the update: the user's, never rewritten
             _plan_file(plan, old, path, owner, text, read_file(repo, path))
@@ -205,9 +210,9 @@ def _plan_file(plan: UpdatePlan, old: State, path: str, owner: str, text: str, d
         if owner == KOPGEN or (path not in old.user_base and path not in old.adopted):
             plan.writes[path] = text
             plan.created.append(path)
-    elif disk == text or path in old.adopted:  # adopted: the user's before kopgen came, never merged
+    elif disk == text or (path in old.adopted and owner != KOPGEN):  # adopted: the user's before kopgen came
         return
-    elif owner == KOPGEN:
+    elif owner == KOPGEN:  # an adopted kernel whose op got `compute` too: the user's file in kopgen's way
         if path in old.generated:
             if digest(disk) != old.generated[path]:
                 plan.hand_edited.append(path)
@@ -226,7 +231,9 @@ def _plan_file(plan: UpdatePlan, old: State, path: str, owner: str, text: str, d
     elif path not in old.generated:  # a new skeleton where a file kopgen never wrote stands
         plan.yours.append(path)
         plan.writes[path] = text
-    # else: kopgen's file became the user's (the op went `kernel: custom`): it stays as it is
+    elif digest(disk) == old.generated[path]:  # kopgen's file, as it wrote it, is now a skeleton (`kernel: custom`)
+        plan.writes[path] = text
+    # else: kopgen's file, edited by hand, became the user's (the op went `kernel: custom`): it stays as it is
 
 
 def _plan_merge(plan: UpdatePlan, path: str, base: str, theirs: str, disk: str | bytes) -> None:
@@ -237,11 +244,15 @@ def _plan_merge(plan: UpdatePlan, path: str, base: str, theirs: str, disk: str |
         line, _, value = _bad_byte(disk)
         raise OutputError(f"{path} is not UTF-8 text (byte 0x{value:02x} at line {line}): kopgen update "
                           "merges it as UTF-8; convert it, then run kopgen update again")
-    merged, conflicted = merge(ours=disk, base=base, theirs=theirs)
+    try:
+        merged, conflicted = merge(ours=disk, base=base, theirs=theirs)
+    except OutputError as error:  # git's message names its scratch copy, not the user's file
+        raise OutputError(f"cannot merge {path}: {error}") from None
     if merged != disk:
         plan.writes[path] = merged
     if conflicted:
         plan.conflicts.append(path)
+        plan.state.conflicts.append(path)
 
 
 def _unchanged(repo: Path, state: State, spec_text: str) -> bool:
@@ -267,13 +278,13 @@ def merge(ours: str, base: str, theirs: str) -> tuple[str, bool]:
             path = Path(scratch) / name
             path.write_text(text, encoding="utf-8", newline="\n")
             paths.append(str(path))
-        result = subprocess.run(
+        result = subprocess.run(  # bytes: text mode would turn a lone \r into a line break, or decode by the locale
             [git, "merge-file", "-p", "-L", YOURS, "-L", "last kopgen render", "-L", NEW_RENDER, *paths],
-            capture_output=True, text=True, check=False,
+            capture_output=True, check=False,
         )
     if result.returncode < 0 or result.returncode > 127:
-        raise OutputError(f"git merge-file failed: {result.stderr.strip()}")
-    return result.stdout, result.returncode > 0
+        raise OutputError(f"git merge-file failed: {result.stderr.decode('utf-8', 'replace').strip()}")
+    return result.stdout.decode("utf-8"), result.returncode > 0
 
 
 def diff(repo: Path, plan: UpdatePlan, only: list[str] | None = None) -> str:

@@ -13,7 +13,7 @@ import os
 import shutil
 import stat
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from .render import templates_dir
 
@@ -85,7 +85,7 @@ def _fill_empty_folder(target: Path, files: dict[str, str]) -> None:
         # Another `kopgen new` on this folder leaves its own stage or files here: then only one may go on.
         if os.listdir(target) != [stage.name]:
             raise WriteError(f"{target} was changed by another process meanwhile; nothing was written")
-        for entry in sorted(os.listdir(stage)):
+        for entry in sorted(os.listdir(stage), key=_state_last):
             os.rename(stage / entry, target / entry)
             moved.append(target / entry)
         stage.rmdir()
@@ -99,6 +99,12 @@ def _fill_empty_folder(target: Path, files: dict[str, str]) -> None:
         raise
 
 
+def _state_last(path: str) -> tuple[bool, str]:
+    """Sorted with kopgen's state (.kopgen/) last: a repo whose writing was killed midway has no state,
+    which `kopgen new` or `adopt` then writes again, not one that update takes for the user's deletions."""
+    return PurePosixPath(path).parts[0] == ".kopgen", path
+
+
 def write_into_existing(target: Path, files: dict[str, str]) -> None:
     """Add `files`, none of which exists yet, to the existing folder `target`: all of them or, on any
     failure, none (the files and folders made so far are removed again). Written into a staging folder
@@ -107,7 +113,7 @@ def write_into_existing(target: Path, files: dict[str, str]) -> None:
     made: list[Path] = []  # files and folders, in the order they were made
     try:
         _write_all(stage, files)
-        for relative in sorted(files):
+        for relative in sorted(files, key=_state_last):
             path = inside(target, relative)
             missing = [folder for folder in path.parents if not folder.exists()]
             for folder in reversed(missing):

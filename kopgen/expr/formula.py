@@ -61,12 +61,23 @@ class Formula:
 # side effects.
 _TORCH_MODULES = frozenset({"", "special", "linalg", "fft", "nn.functional"})
 _UNSAFE_TORCH = re.compile(r"^(set_.*|manual_seed|seed|initial_seed|use_.*|load|save|from_file|compile|export"
-                           r"|jit|hub|utils|ops|library|cuda|backends|distributed|autograd|.*_)$")
+                           r"|jit|hub|utils|ops|library|cuda|backends|distributed|autograd|fork|wait|cond"
+                           r"|while_loop|vmap|func|.*_)$")
+# torch.<name> a formula may use as a value (not called): dtypes, constants, memory formats. Any other
+# (a function passed to one that calls it, torch.fork(torch.save, ...)) would run what no check saw.
+_TORCH_VALUES = frozenset({
+    "float16", "half", "bfloat16", "float32", "float", "float64", "double", "complex32", "chalf", "complex64",
+    "cfloat", "complex128", "cdouble", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "short", "int32",
+    "int", "int64", "long", "bool", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+    "pi", "e", "inf", "nan", "strided", "contiguous_format", "channels_last", "channels_last_3d", "preserve_format",
+})
 _UNSAFE_METHOD = re.compile(r"^(.*[^_]_|numpy|tolist|item|backward|register_hook|retain_grad|data_ptr|storage"
                             r"|untyped_storage|share_memory_|pin_memory|requires_grad_|detach_)$")
 # A formula is a pure function of its inputs: nothing random (torch.<f>, nn.functional.<f> or a method).
 _RANDOM = re.compile(r"^(rand.*|bernoulli.*|multinomial|normal|poisson|binomial|.*dropout.*|rrelu.*|gumbel_softmax"
                      r"|fractional_max_pool.*|.*random.*|uniform|exponential|geometric|cauchy|log_normal)$")
+# Keywords whose strings would place a reference's tensors (or files) elsewhere than its arguments'.
+_PLACE_KEYWORDS = frozenset({"device", "f", "file", "path", "filename", "map_location"})
 # Keywords that make a call write into a tensor it was given.
 _MUTATING_KEYWORDS = frozenset({"out", "inplace"})
 
@@ -107,21 +118,31 @@ class _FormulaChecker(Checker):
             raise self.error(node, f"'{node.arg}=' is not allowed in a derivative formula: a formula computes "
                                    "new tensors and writes none")
         if self.ctx.string_keywords and isinstance(node.value, ast.Constant) and type(node.value.value) is str:
+            if node.arg in _PLACE_KEYWORDS:
+                raise self.error(node, f"'{node.arg}=\"...\"' is not allowed in a reference: it computes on the "
+                                       "op's own tensors (use x.device)")
             return
         self.check(node.value)
 
     def visit_Name(self, node: ast.Name) -> None:
         self.name(node, "value")
 
-    def visit_Attribute(self, node: ast.Attribute, methods=frozenset()) -> None:
+    def visit_Attribute(self, node: ast.Attribute, methods=frozenset(), called: bool = False) -> None:
         if node.attr.startswith("_"):  # blocks __class__, __globals__, torch._C ...
             raise error_at(self.text, node.end_lineno,
                            node.end_col_offset - len(node.attr.encode()),
                            f"attribute {node.attr!r} is not allowed (names starting with '_' "
                            "are private)")
+        path, base = _attribute_path(node)
+        if not called and isinstance(base, ast.Name) and base.id == "torch" and \
+                (len(path) != 1 or path[0] not in _TORCH_VALUES):
+            raise self.error(node, f"torch.{'.'.join(path)} is not a value a formula may use: call torch "
+                                   "functions, and use torch's dtypes and constants (torch.float32, torch.pi)")
         metadata = node.attr in METADATA_ATTRIBUTES or node.attr in methods
         if isinstance(node.value, ast.Name):
             self.name(node.value, "metadata" if metadata else "base")
+        elif called and isinstance(node.value, ast.Attribute):  # the module path of a call: torch.nn.functional
+            self.visit_Attribute(node.value, called=True)
         else:
             self.check(node.value)
 
@@ -135,7 +156,7 @@ class _FormulaChecker(Checker):
                                                 f"like {node.func.id}(...)[0]")
             elif isinstance(node.func, ast.Attribute):
                 self.check_callee(node.func)
-                self.visit_Attribute(node.func, methods=METADATA_METHODS)
+                self.visit_Attribute(node.func, methods=METADATA_METHODS, called=True)
             else:
                 raise self.error(node.func, "only torch functions, tensor methods and this "
                                             "namespace's ops can be called")
@@ -147,10 +168,7 @@ class _FormulaChecker(Checker):
     def check_callee(self, func: ast.Attribute) -> None:
         """A formula computes a gradient: no calls with side effects (seeds, global settings,
         in-place methods) and none into torch's machinery (ops, hub, jit, ...)."""
-        path, base = [func.attr], func.value
-        while isinstance(base, ast.Attribute):
-            path.insert(0, base.attr)
-            base = base.value
+        path, base = _attribute_path(func)
         if isinstance(base, ast.Name) and base.id == "torch":
             module, name = path[:-1], path[-1]
             if ".".join(module) not in _TORCH_MODULES or _UNSAFE_TORCH.match(name):
@@ -267,6 +285,15 @@ class _ReferenceChecker(_FormulaChecker):
     def visit_Constant(self, node: ast.Constant) -> None:
         if node.value is not Ellipsis:
             super().visit_Constant(node)
+
+
+def _attribute_path(node: ast.Attribute) -> tuple[list[str], ast.expr]:
+    """`torch.special.erf`: (["special", "erf"], the Name torch); the base is whatever the chain starts at."""
+    path, base = [node.attr], node.value
+    while isinstance(base, ast.Attribute):
+        path.insert(0, base.attr)
+        base = base.value
+    return path, base
 
 
 def parse_formula(text: str, ctx: FormulaContext) -> Formula:

@@ -37,6 +37,7 @@ from ..expr import ExprError, Pointwise, parse_pointwise
 from ..model import Op
 from ..names import DERIVED_NAMES, fresh, locals_for
 from .cpp import wrap, wrap_expression
+from .layout import expression_comment
 
 # The reductions of csrc/pointwise.h and cuda/pointwise.cuh, by statistic reduction.
 _REDUCERS = {"sum": "Sum", "mean": "Mean", "max": "Max", "min": "Min"}
@@ -301,7 +302,7 @@ def methods(op: Op, device: str) -> list[str]:
         if name in values:  # computed once a row, from the statistics before it
             value = values[name].expr
             read = set(value.names)
-            lines.append(f"// {name} = {value.text}: once a row")
+            lines.append(f"// {name} = {expression_comment(value.text)}: once a row")
             lines.append(wrap(f"{prefix}acc_t finished(", [f"Stat<{k}>", stat_parameter(op, read)], ") const {", after=2))
             lines += [f"  {b}" for b in stat_bindings(op, read)]
             lines.append(f"  return {wrap_expression(value.to_functor(device), 11, 6)};")
@@ -309,9 +310,9 @@ def methods(op: Op, device: str) -> list[str]:
             continue
         stat = stats[name]
         reduced, outer = layout.reduced[name], layout.finishing[name]
-        lines.append(f"// {stat.name} = {' '.join(stat.text.split())}")
+        lines.append(f"// {stat.name} = {expression_comment(stat.text)}")
         if reduced.text != per_element(op, stat.reduced).text:
-            lines.append(f"// reduced as {reduced.text}, finished as {outer.text}")
+            lines.append(f"// reduced as {expression_comment(reduced.text)}, finished as {expression_comment(outer.text)}")
         read = set(reduced.names)
         parameters = [f"Stat<{k}>", stat_parameter(op, read), *_inputs(op, reduced)]
         lines.append(wrap(f"{prefix}acc_t reduced(", parameters, ") const {", after=2))

@@ -470,3 +470,12 @@ def _comma_split(line: _Line, lo: int, hi: int, indent: int) -> list[str]:
     for a, b in itertools.pairwise(bounds):
         lines += _inside(line, a + 1, b, indent, comma=True)
     return lines
+
+
+def expression_comment(text: str) -> str:
+    """An expression of the spec on one line of a generated comment, as Python writes it back: no newline,
+    comment or trailing backslash of the spec's text can end the comment early or run into the next line."""
+    try:
+        return ast.unparse(ast.parse(text.strip(), mode="eval"))
+    except (SyntaxError, ValueError, RecursionError):  # kopgen checked it; whitespace alone, to be safe
+        return " ".join(text.replace("\\", " ").split())

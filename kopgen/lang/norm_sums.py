@@ -10,7 +10,7 @@ from ..model import Op
 from ..model_kinds import ColumnSum
 from ..names import locals_for
 from . import python, triton
-from .layout import wrap
+from .layout import expression_comment, wrap
 
 _SUM = "tl.standard._sum_combine"  # tl.reduce's combine function (the interpreter cannot call tl.sum)
 
@@ -43,7 +43,7 @@ def column_sum_parts(op: Op, indent: int, looped: bool) -> list[str]:
         lines += ["    # the program's partial rows: stored at its first block, added to after", f"    {local.offsets} = {_partial_row(op)} + {local.cols}"]
     for k, total in enumerate(sums):
         values = f"tl.where({local.mask}, {python.layout.operand(total.expr.to_triton())}.to({local.COMPUTE_DTYPE}), 0.0)"
-        lines.append(f"    # {total.like}'s gradient: {total.expr.text}, summed over the rows")
+        lines.append(f"    # {total.like}'s gradient: {expression_comment(total.expr.text)}, summed over the rows")
         if not looped:
             lines.append("    " + wrap(f"{total.name} += tl.reduce(", [values, "0", _SUM], ")", indent + 4))
             continue

@@ -15,7 +15,7 @@ from ..model import Op
 from ..model_kinds import RowStat
 from ..names import DERIVED_NAMES, locals_for, module_name
 from . import nans, norm_sums, python, triton
-from .layout import literal, wrap
+from .layout import expression_comment, literal, wrap
 from .norm_sums import column_sums
 
 # What a masked-out element holds in each reduction: its identity.
@@ -170,7 +170,7 @@ def one_pass_stats(op: Op, indent: int) -> list[str]:
     for stat in op.body.stats:
         values = f"{python.layout.operand(stat.reduced.to_triton())}.to({local.COMPUTE_DTYPE})"
         masked = f"tl.where({local.mask}, {values}, {_IDENTITY[stat.reduction.kind]})"
-        lines.append(f"{pad}# {stat.name} = {stat.text.strip()}")
+        lines.append(f"{pad}# {stat.name} = {expression_comment(stat.text)}")
         if stat.reduction.kind in ("max", "min"):  # the block again in the NaN count: named once
             lines.append(pad + python.layout.assign(local.values, masked, indent))
             masked = local.values
@@ -217,7 +217,7 @@ def looped(op: Op, indent: int) -> list[str]:
         values = f"{python.layout.operand(stat.reduced.to_triton())}.to({local.COMPUTE_DTYPE})"
         total = local.total
         combined = nans.combined(stat.reduction.kind, total, local.values)
-        lines.append(f"{pad}# {stat.name} = {stat.text.strip()}")
+        lines.append(f"{pad}# {stat.name} = {expression_comment(stat.text)}")
         lines.append(f"{pad}{total} = tl.full(({local.BLOCK_ROWS}, {local.BLOCK_COLS}), "
                      f"{_IDENTITY[stat.reduction.kind]}, dtype={local.COMPUTE_DTYPE})")
         lines += _column_loop(op, set(stat.reduced.names), indent)
