@@ -260,6 +260,13 @@ def _matches_type(node: Node, expected: str) -> bool:
     return actual == expected or (expected == "number" and actual == "integer")
 
 
+def _yaml_float(text: str) -> str:
+    """1e-5 as YAML 1.1 reads as a number: a dot in the mantissa and a signed exponent (1.0e-5)."""
+    mantissa, exponent = re.split("[eE]", text)
+    mantissa = mantissa if "." in mantissa else mantissa + ".0"
+    return f"{mantissa}e{exponent if exponent[0] in '+-' else '+' + exponent}"
+
+
 def _describe(node: Node) -> str:
     if isinstance(node, Scalar):
         return describe_scalar(node)
@@ -273,6 +280,9 @@ def _check(node: Node, schema: dict[str, Any], label: str, diagnostics: Diagnost
     expected = schema.get("type")
     if expected and not _matches_type(node, expected):
         hint = quote_hint(node) if expected == "string" and isinstance(node, Scalar) else ""
+        if expected in ("number", "integer") and isinstance(node, Scalar) and isinstance(node.value, str) \
+                and re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+", node.value):
+            hint = f" (YAML reads {node.value} as text: write {_yaml_float(node.value)})"
         diagnostics.error(node.position, f"{label} must be {_TYPE_NAMES[expected]}, not {_describe(node)}{hint}")
         return
     if "const" in schema and not (isinstance(node, Scalar) and _same(node.value, schema["const"])):
@@ -333,7 +343,8 @@ def _check_mapping(node: Mapping, schema: dict[str, Any], label: str, diagnostic
         if key in properties:
             _check(value, properties[key], child, diagnostics)
         elif extra is False:
-            diagnostics.error(key_node.position, f"unknown key '{key}' in {noun}{_did_you_mean(key, list(properties))}")
+            shown = f"'{key}'" if str(key).isprintable() else repr(key)  # no terminal escapes from the spec
+            diagnostics.error(key_node.position, f"unknown key {shown} in {noun}{_did_you_mean(key, list(properties))}")
         elif isinstance(extra, dict):
             _check(value, extra, child, diagnostics)
     for key in schema.get("required", []):
