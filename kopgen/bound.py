@@ -29,20 +29,20 @@ _MAX_BYTES = 10 * 1024 * 1024  # the textual search for FUNCTION reads at most t
 _GENERATED_MODULES = ("__init__.py", "ops.py", "_registration.py", "_support.py", "reference.py", "kernels/__init__.py")
 
 
-def bind_sources(resolver: OpResolver, body: CustomKernel | None) -> CustomKernel | None:
+def bind_sources(resolver: OpResolver, body: CustomKernel | None, op: str = "") -> CustomKernel | None:
     """`body` with the existing functions its `kernel: {source: ...}` binds; None where either has errors
     (the entries are checked even when the rest of the op has errors, so that all are reported at once)."""
     node = resolver.node.get("kernel")
     if not isinstance(node, Mapping):  # `kernel: custom`: skeletons only
         return body
     errors_before = len(resolver.diagnostics.items)
-    bound = _resolve_sources(resolver, node.get("source"))
+    bound = _resolve_sources(resolver, node.get("source"), op)
     if body is None or len(resolver.diagnostics.items) > errors_before:
         return None
     return dataclasses.replace(body, bound=bound)
 
 
-def _resolve_sources(resolver: OpResolver, source: Mapping) -> tuple[BoundKernel, ...]:
+def _resolve_sources(resolver: OpResolver, source: Mapping, op: str) -> tuple[BoundKernel, ...]:
     registration = resolver.resolve_registration()
     backends_node = resolver.setting("backends")
     backends = {k: v.value for k, (_, v) in backends_node.entries.items()} if backends_node else BUILTIN_DEFAULTS["backends"]
@@ -61,7 +61,7 @@ def _resolve_sources(resolver: OpResolver, source: Mapping) -> tuple[BoundKernel
         language = Language(backends[device])
         path, _, function = value.value.rpartition(":")
         at = value.value_position
-        if not _check_path(resolver, at, path, language, resolver.package):
+        if not _check_path(resolver, at, path, language, resolver.package, op):
             continue
         if not _check_function(resolver, at.shifted(0, len(path) + 1), function, language):
             continue
@@ -70,8 +70,9 @@ def _resolve_sources(resolver: OpResolver, source: Mapping) -> tuple[BoundKernel
     return tuple(sorted(bound))
 
 
-def _check_path(resolver: OpResolver, at, path: str, language: Language, package: str) -> bool:
-    """PATH's text: relative, inside the repo, of the suffix its kernel's language takes."""
+def _check_path(resolver: OpResolver, at, path: str, language: Language, package: str, op: str) -> bool:
+    """PATH's text: relative, inside the repo, of the suffix its kernel's language takes, no module kopgen writes
+    (another op's kernel module included)."""
     example = "csrc/my_kernels.cu:my_kernel" if language.is_compiled else f"{package}/my_kernels.py:my_kernel"
     if not path:
         resolver.error(at, f"write a bound kernel as PATH:FUNCTION (e.g. {example})")
@@ -105,6 +106,11 @@ def _check_path(resolver: OpResolver, at, path: str, language: Language, package
         return False
     if "/".join(parts[1:]) in _GENERATED_MODULES:
         resolver.error(at, f"'{path}' is a module kopgen writes; bind a function of a file of yours")
+        return False
+    other_op = modules[-1] if modules[:-1] == ["kernels"] else None
+    if other_op in resolver.own_ops and other_op != op:
+        resolver.error(at, f"'{path}' is op {other_op}'s kernel module, which kopgen writes (or its skeleton); bind a "
+                       "function of a file of yours")
         return False
     return True
 
