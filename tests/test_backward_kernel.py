@@ -332,13 +332,8 @@ def test_a_compiled_routes_weight_formula_that_recomputes_statistics_is_summed_i
     assert weight.formula.text == "rms_norm_backward(grad, x, weight, eps)[1]" and weight.eager.text.startswith("grad * x")
 
 
-def test_two_column_sums_of_a_triton_launcher_are_summed_apart():
-    """Views of one Tensor as two outputs alias each other, which torch.library refuses (opcheck, and
-    autograd through the op): each column sum is its own sum of the partial rows, into its own output
-    (test_normalize.py runs them)."""
-    from kopgen.lang import norm_sums
-
-    ops = ops_of("""\
+# Two inputs read by all rows (a bias that is not optional): two column sums.
+LAYER_NORM_WITH_BIAS = """\
   - schema: "layer_norm(Tensor x, Tensor weight, Tensor bias, float eps=1e-5) -> Tensor"
     normalize:
       stats: {mu: "mean(x)", rstd: "rsqrt(mean((x - mu) * (x - mu)) + eps)"}
@@ -348,7 +343,16 @@ def test_two_column_sums_of_a_triton_launcher_are_summed_apart():
       x: "rstd * (grad * weight - (grad * weight).mean(-1, keepdim=True) - (x - mu) * rstd * (grad * weight * (x - mu) * rstd).mean(-1, keepdim=True))"
       weight: "grad * (x - mu) * rstd"
       bias: "grad"
-""")
+"""
+
+
+def test_two_column_sums_of_a_triton_launcher_are_summed_apart():
+    """Views of one Tensor as two outputs alias each other, which torch.library refuses (opcheck, and
+    autograd through the op): each column sum is its own sum of the partial rows, into its own output
+    (test_normalize.py runs them)."""
+    from kopgen.lang import norm_sums
+
+    ops = ops_of(LAYER_NORM_WITH_BIAS)
     kernel = ops["layer_norm_backward"]
     assert [c.like for c in kernel.body.column_sums] == ["weight", "bias"]
     epilogue = "\n".join(norm_sums.epilogue(kernel))

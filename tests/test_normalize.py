@@ -13,6 +13,7 @@ from kopgen import generate, load_spec
 from kopgen.model_kinds import RowNormalization
 
 from .conftest import EXAMPLES
+from .test_backward_kernel import LAYER_NORM_WITH_BIAS
 
 
 def test_the_statistics_are_resolved_in_order_with_what_they_read():
@@ -184,15 +185,25 @@ print("ok")
 """
 
 
+def _generated(tmp_path, spec_text: str):
+    """The repo kopgen generates from `spec_text`."""
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text(spec_text)
+    return generate(spec, tmp_path / "repo")
+
+
+def _passes(repo, check: str) -> None:
+    """`check`, a script that prints ok, run in `repo`."""
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(check)], cwd=repo, capture_output=True, text=True,
+                            check=False, timeout=600)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
+
+
 @pytest.mark.slow
 def test_a_normalisation_without_saved_statistics_sums_the_weights_gradient_in_its_kernel(tmp_path):
-    spec = tmp_path / "kopgen.yaml"
-    spec.write_text(WEIGHTED_SOFTMAX)
-    repo = generate(spec, tmp_path / "repo")
+    repo = _generated(tmp_path, WEIGHTED_SOFTMAX)
     assert "summed=(1,)" in (repo / "kws" / "_registration.py").read_text()
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(WEIGHTED_CHECK)], cwd=repo, capture_output=True,
-                            text=True, check=False, timeout=600)
-    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
+    _passes(repo, WEIGHTED_CHECK)
 
 
 # The triton_op's body on FakeTensors of a CUDA device (no GPU needed), as torch.compile and opcheck's AOT
@@ -219,33 +230,13 @@ print("ok")
 
 @pytest.mark.slow
 def test_a_traced_triton_op_body_sums_the_columns_through_wrap_triton(tmp_path):
-    spec = tmp_path / "kopgen.yaml"
-    spec.write_text(WEIGHTED_SOFTMAX)
-    repo = generate(spec, tmp_path / "repo")
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(WEIGHTED_FAKE_CHECK)], cwd=repo,
-                            capture_output=True, text=True, check=False, timeout=600)
-    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
+    _passes(_generated(tmp_path, WEIGHTED_SOFTMAX), WEIGHTED_FAKE_CHECK)
 
 
 # Two inputs read by all rows (a bias that is not optional): two column sums, each its own part of the
 # partial rows (partials[program, k, columns]), summed over many programs by _support.norm_column_sum, in
 # one pass and looped (blocks of 16 columns), in float32 and bfloat16, against autograd through the reference.
-TWO_SUMS = """\
-kopgen: 1
-package: ktwo
-defaults:
-  backends: {cpu: triton, cuda: triton}
-ops:
-  - schema: "layer_norm(Tensor x, Tensor weight, Tensor bias, float eps=1e-5) -> Tensor"
-    normalize:
-      stats: {mu: "mean(x)", rstd: "rsqrt(mean((x - mu) * (x - mu)) + eps)"}
-      compute: "(x - mu) * rstd * weight + bias"
-    tests: {shapes: [{x: [4, 10], weight: [10], bias: [10]}]}
-    backward:
-      x: "rstd * (grad * weight - (grad * weight).mean(-1, keepdim=True) - (x - mu) * rstd * (grad * weight * (x - mu) * rstd).mean(-1, keepdim=True))"
-      weight: "grad * (x - mu) * rstd"
-      bias: "grad"
-"""
+TWO_SUMS = "kopgen: 1\npackage: ktwo\ndefaults:\n  backends: {cpu: triton, cuda: triton}\nops:\n" + LAYER_NORM_WITH_BIAS
 TWO_SUMS_CHECK = """
 import torch
 from ktwo import _support, reference
@@ -275,12 +266,7 @@ print("ok")
 
 @pytest.mark.slow
 def test_two_column_sums_are_each_summed_over_the_programs(tmp_path):
-    spec = tmp_path / "kopgen.yaml"
-    spec.write_text(TWO_SUMS)
-    repo = generate(spec, tmp_path / "repo")
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(TWO_SUMS_CHECK)], cwd=repo, capture_output=True,
-                            text=True, check=False, timeout=600)
-    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
+    _passes(_generated(tmp_path, TWO_SUMS), TWO_SUMS_CHECK)
 
 
 def test_check_prints_the_statistics():
