@@ -78,6 +78,23 @@ class RowNormalization:
         return tuple(s.name for s in self.stats)
 
     @property
+    def stat_groups(self) -> tuple[tuple[RowStat, ...], ...]:
+        """The statistics in order, in runs reduced together: consecutive sums and means none of which
+        reads another of its run (layer_norm's backward: mean(grad * weight) and mean(grad * weight *
+        xhat)), so one pass over a long row's columns and one reduction of a block serve the run. A max or
+        min stays alone: its NaN check reduces its block twice."""
+        groups: list[list[RowStat]] = []
+        for stat in self.stats:
+            run = groups[-1] if groups else []
+            summed = stat.reduction.kind in ("sum", "mean")
+            if run and summed and run[0].reduction.kind in ("sum", "mean") \
+                    and not set(stat.reduced.names) & {s.name for s in run}:
+                run.append(stat)
+            else:
+                groups.append([stat])
+        return tuple(map(tuple, groups))
+
+    @property
     def reads(self) -> tuple[str, ...]:
         """The names the statistics read (arguments and earlier statistics), beside those of `compute`."""
         exprs = (*(e for s in self.stats for e in s.exprs), *(c.expr for c in self.column_sums))

@@ -4,7 +4,8 @@ PyTorch reference and its Triton kernel and launcher: the pieces its own templat
 
 The kernel reads rows of the broadcast shape through each tensor's strides. Where a row fits in one
 block (ONE_PASS) it is read once: each statistic is reduced from the loaded block, then `compute` is
-written. Longer rows take a loop over their columns per statistic, then one that writes.
+written. Longer rows take a loop over their columns per run of statistics, then one that writes. The
+statistics' lines are lang/norm_stats.py's.
 """
 
 from __future__ import annotations
@@ -12,28 +13,16 @@ from __future__ import annotations
 import re
 
 from ..model import Op
-from ..model_kinds import RowStat
-from ..names import DERIVED_NAMES, locals_for, module_name
-from . import nans, norm_sums, python, triton
-from .layout import expression_comment, literal, wrap
+from ..names import locals_for, module_name
+from . import norm_sums, python, triton
+from .layout import literal, wrap
+from .norm_stats import looped_stats, one_pass_stats, saved_stats, stat_pointer
 from .norm_sums import column_sums
-
-# What a masked-out element holds in each reduction: its identity.
-_IDENTITY = {"sum": "0.0", "mean": "0.0", "max": 'float("-inf")', "min": 'float("inf")'}
-# tl.reduce's combine function per reduction: Triton's interpreter runs these in-process (it cannot
-# call the @triton.jit tl.sum, tl.max themselves).
-_COMBINE = {"sum": "tl.standard._sum_combine", "mean": "tl.standard._sum_combine",
-            "max": "tl.standard._elementwise_max", "min": "tl.standard._elementwise_min"}
 
 
 def _substitute(text: str, name: str, value: str) -> str:
     """`text` with the statistic's name (not an attribute, as in torch.exp) replaced by `value`, an operand."""
     return re.sub(rf"(?<![.\w]){re.escape(name)}\b", lambda _: value, text)
-
-
-def saved_stats(op: Op) -> tuple[str, ...]:
-    """A normalisation's statistics its backward formulas read: its forward saves them for backward."""
-    return op.backward.stats if op.backward is not None else ()
 
 
 # -- the reference
@@ -116,8 +105,8 @@ def kernel_body(op: Op) -> list[str]:
              f"        {pad}{local.mask} = {local.row_mask}[:, None] & ({local.cols} < {local.n_cols})[None, :]",
              *one_pass(op, inner), *(f"        {pad}{line}" for line in store(op, inner)),
              f"    {pad}else:",
-             f"        {pad}# Longer rows: a loop over the columns per statistic, then one that writes. The compiled kernel",
-             f"        {pad}# loops to the row length at run time (CONST_COLS is None); Triton 3.6's interpreter cannot.",
+             f"        {pad}# Longer rows: a loop over the columns per run of statistics, then one that writes. The compiled",
+             f"        {pad}# kernel loops to the row length at run time (CONST_COLS is None); Triton 3.6's interpreter cannot.",
              *looped(op, inner)]
     return lines + (norm_sums.column_sum_tail(op) if summed else [])
 
@@ -163,71 +152,11 @@ def row_stat_loads(op: Op, indent: int) -> list[str]:
     return lines
 
 
-def one_pass_stats(op: Op, indent: int) -> list[str]:
-    """Each statistic reduced from the loaded block: a column of one value per row."""
-    local, pad = locals_for(op), " " * indent
-    lines = []
-    for stat in op.body.stats:
-        values = f"{python.layout.operand(stat.reduced.to_triton())}.to({local.COMPUTE_DTYPE})"
-        masked = f"tl.where({local.mask}, {values}, {_IDENTITY[stat.reduction.kind]})"
-        lines.append(f"{pad}# {stat.name} = {expression_comment(stat.text)}")
-        if stat.reduction.kind in ("max", "min"):  # the block again in the NaN count: named once
-            lines.append(pad + python.layout.assign(local.values, masked, indent))
-            masked = local.values
-        lines += nans.reduced(op, stat.reduction.kind, stat.name, masked, _COMBINE[stat.reduction.kind], indent,
-                              keep_dims=True)
-        lines += _finish(op, stat, indent)
-        lines += _save(op, stat, indent)
-    return lines
-
-
-def _finish(op: Op, stat: RowStat, indent: int) -> list[str]:
-    """After the reduction: a mean divided by the row length, then the expression around the reduction."""
-    local, pad = locals_for(op), " " * indent
-    lines = []
-    if stat.reduction.is_mean:  # an empty row gives 0 / 0 = nan, as torch.mean
-        lines.append(f"{pad}{stat.name} = {stat.name} / {local.n_cols}")
-    if stat.outer is not None:
-        # Cast: under torch.compile, Inductor passes float scalars as float64, which would widen it.
-        value = f"{python.layout.operand(stat.outer.to_triton())}.to({local.COMPUTE_DTYPE})"
-        lines.append(pad + python.layout.assign(stat.name, value, indent))
-    return lines
-
-
-def _save(op: Op, stat: RowStat, indent: int) -> list[str]:
-    """A statistic the backward reads, stored per row (in COMPUTE_DTYPE) where the launch asks for it."""
-    if stat.name not in saved_stats(op):
-        return []
-    local, pad = locals_for(op), " " * indent
-    store = wrap("tl.store(", [f"{stat_pointer(stat.name)} + {local.rows}[:, None]", stat.name,
-                               f"mask={local.row_mask}[:, None]"], ")", indent + 4)
-    return [f"{pad}if {local.SAVE_STATS}:", f"{pad}    {store}"]
-
-
-def stat_pointer(name: str) -> str:
-    """A saved statistic's kernel parameter (statistics are named off the generated locals: normalize.py)."""
-    return DERIVED_NAMES["pointer"].format(name)
-
-
 def looped(op: Op, indent: int) -> list[str]:
-    """Rows longer than a block: a loop over the columns per statistic, then one that writes."""
-    local, pad = locals_for(op), " " * indent
+    """Rows longer than a block: a loop over the columns per run of statistics, then one that writes."""
+    pad = " " * indent
     lines = row_stat_loads(op, indent)
-    for stat in op.body.stats:
-        values = f"{python.layout.operand(stat.reduced.to_triton())}.to({local.COMPUTE_DTYPE})"
-        total = local.total
-        combined = nans.combined(stat.reduction.kind, total, local.values)
-        lines.append(f"{pad}# {stat.name} = {expression_comment(stat.text)}")
-        lines.append(f"{pad}{total} = tl.full(({local.BLOCK_ROWS}, {local.BLOCK_COLS}), "
-                     f"{_IDENTITY[stat.reduction.kind]}, dtype={local.COMPUTE_DTYPE})")
-        lines += _column_loop(op, set(stat.reduced.names), indent)
-        lines.append(f"{pad}    " + python.layout.assign(local.values, values, indent + 4))
-        masked = f"tl.where({local.mask}, {combined}, {total})"
-        lines.append(f"{pad}    " + python.layout.assign(total, masked, indent + 4))
-        lines += nans.reduced(op, stat.reduction.kind, stat.name, total, _COMBINE[stat.reduction.kind], indent,
-                              keep_dims=True)
-        lines += _finish(op, stat, indent)
-        lines += _save(op, stat, indent)
+    lines += looped_stats(op, indent, lambda names: _column_loop(op, names, indent))
     written = (*(w.expr for w in op.writes), *(c.expr for c in column_sums(op)))
     lines += _column_loop(op, {n for e in written for n in (*e.names, *e.tested)}, indent)
     return lines + [f"{pad}    {line}" for line in store(op, indent + 4, looped=True)]

@@ -12,6 +12,12 @@ from .. import _support, reference
 
 
 @triton.jit
+def _sums_of_2(total0, total1, value0, value1):
+    # The compiled kernel's combine function of 2 sums reduced together.
+    return total0 + value0, total1 + value1
+
+
+@triton.jit
 def layer_norm_backward_kernel(
     grad_ptr,
     x_ptr,
@@ -80,20 +86,19 @@ def layer_norm_backward_kernel(
                 mask=mask,
             ).to(COMPUTE_DTYPE)
             # mean0 = mean(grad * weight)
-            mean0 = tl.reduce(
-                tl.where(mask, (grad * weight).to(COMPUTE_DTYPE), 0.0),
-                1,
-                tl.standard._sum_combine,
-            )[:, None]
-            mean0 = mean0 / n_cols
             # mean1 = mean(grad * weight * (x - mu) * rstd)
-            mean1 = tl.reduce(
-                tl.where(
-                    mask, (grad * weight * (x - mu) * rstd).to(COMPUTE_DTYPE), 0.0
-                ),
-                1,
-                tl.standard._sum_combine,
-            )[:, None]
+            mean0 = tl.where(mask, (grad * weight).to(COMPUTE_DTYPE), 0.0)
+            mean1 = tl.where(
+                mask, (grad * weight * (x - mu) * rstd).to(COMPUTE_DTYPE), 0.0
+            )
+            if CONST_COLS is None:  # compiled: one reduction of the run
+                mean0, mean1 = tl.reduce((mean0, mean1), 1, _sums_of_2)
+            else:  # interpreted: each alone (a combine function of ours would run element by element)
+                mean0 = tl.reduce(mean0, 1, tl.standard._sum_combine)
+                mean1 = tl.reduce(mean1, 1, tl.standard._sum_combine)
+            mean0 = mean0[:, None]
+            mean1 = mean1[:, None]
+            mean0 = mean0 / n_cols
             mean1 = mean1 / n_cols
             out0 = rstd * (grad * weight - mean0 - (x - mu) * rstd * mean1)
             tl.store(
@@ -111,8 +116,8 @@ def layer_norm_backward_kernel(
                     tl.standard._sum_combine,
                 )
         else:
-            # Longer rows: a loop over the columns per statistic, then one that writes. The compiled kernel
-            # loops to the row length at run time (CONST_COLS is None); Triton 3.6's interpreter cannot.
+            # Longer rows: a loop over the columns per run of statistics, then one that writes. The compiled
+            # kernel loops to the row length at run time (CONST_COLS is None); Triton 3.6's interpreter cannot.
             mu = tl.load(mu_ptr + rows * mu_row_stride, mask=row_mask).to(
                 COMPUTE_DTYPE
             )[:, None]
@@ -120,30 +125,9 @@ def layer_norm_backward_kernel(
                 COMPUTE_DTYPE
             )[:, None]
             # mean0 = mean(grad * weight)
-            total = tl.full((BLOCK_ROWS, BLOCK_COLS), 0.0, dtype=COMPUTE_DTYPE)
-            for start in range(
-                0, n_cols if CONST_COLS is None else CONST_COLS, BLOCK_COLS
-            ):
-                cols = start + tl.arange(0, BLOCK_COLS).to(tl.int64)
-                mask = row_mask[:, None] & (cols < n_cols)[None, :]
-                grad = tl.load(
-                    grad_ptr
-                    + rows[:, None] * grad_row_stride
-                    + cols[None, :] * grad_col_stride,
-                    mask=mask,
-                ).to(COMPUTE_DTYPE)
-                weight = tl.load(
-                    weight_ptr
-                    + rows[:, None] * weight_row_stride
-                    + cols[None, :] * weight_col_stride,
-                    mask=mask,
-                ).to(COMPUTE_DTYPE)
-                values = (grad * weight).to(COMPUTE_DTYPE)
-                total = tl.where(mask, total + values, total)
-            mean0 = tl.reduce(total, 1, tl.standard._sum_combine)[:, None]
-            mean0 = mean0 / n_cols
+            mean0 = tl.full((BLOCK_ROWS, BLOCK_COLS), 0.0, dtype=COMPUTE_DTYPE)
             # mean1 = mean(grad * weight * (x - mu) * rstd)
-            total = tl.full((BLOCK_ROWS, BLOCK_COLS), 0.0, dtype=COMPUTE_DTYPE)
+            mean1 = tl.full((BLOCK_ROWS, BLOCK_COLS), 0.0, dtype=COMPUTE_DTYPE)
             for start in range(
                 0, n_cols if CONST_COLS is None else CONST_COLS, BLOCK_COLS
             ):
@@ -165,9 +149,13 @@ def layer_norm_backward_kernel(
                     + cols[None, :] * weight_col_stride,
                     mask=mask,
                 ).to(COMPUTE_DTYPE)
+                values = (grad * weight).to(COMPUTE_DTYPE)
+                mean0 = tl.where(mask, mean0 + values, mean0)
                 values = (grad * weight * (x - mu) * rstd).to(COMPUTE_DTYPE)
-                total = tl.where(mask, total + values, total)
-            mean1 = tl.reduce(total, 1, tl.standard._sum_combine)[:, None]
+                mean1 = tl.where(mask, mean1 + values, mean1)
+            mean0 = tl.reduce(mean0, 1, tl.standard._sum_combine)[:, None]
+            mean0 = mean0 / n_cols
+            mean1 = tl.reduce(mean1, 1, tl.standard._sum_combine)[:, None]
             mean1 = mean1 / n_cols
             for start in range(
                 0, n_cols if CONST_COLS is None else CONST_COLS, BLOCK_COLS
@@ -245,7 +233,7 @@ def layer_norm_backward_triton(
     n_rows, n_cols, strides = layout
     kernel = layer_norm_backward_kernel
     compute_dtype = tl.float64 if out0.dtype == torch.float64 else tl.float32
-    # One pass where a row fits in a block; longer rows a pass per statistic and one that writes.
+    # One pass where a row fits in a block; longer rows a pass per run of statistics, one that writes.
     block_rows, block_cols, one_pass, num_warps, per_sm = _support.norm_sum_blocks(
         n_rows, n_cols, out0.element_size()
     )

@@ -67,8 +67,8 @@ def rms_norm_kernel(
             mask=mask,
         )
     else:
-        # Longer rows: a loop over the columns per statistic, then one that writes. The compiled kernel
-        # loops to the row length at run time (CONST_COLS is None); Triton 3.6's interpreter cannot.
+        # Longer rows: a loop over the columns per run of statistics, then one that writes. The compiled
+        # kernel loops to the row length at run time (CONST_COLS is None); Triton 3.6's interpreter cannot.
         # rstd = rsqrt(mean(x * x) + eps)
         total = tl.full((BLOCK_ROWS, BLOCK_COLS), 0.0, dtype=COMPUTE_DTYPE)
         for start in range(0, n_cols if CONST_COLS is None else CONST_COLS, BLOCK_COLS):
@@ -161,7 +161,7 @@ def _rms_norm_triton(
     n_rows, n_cols, strides = layout
     kernel = rms_norm_kernel if out.is_cuda else rms_norm_kernel_interpreted
     compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
-    # One pass where a row fits in a block; longer rows a pass per statistic and one that writes.
+    # One pass where a row fits in a block; longer rows a pass per run of statistics, one that writes.
     block_rows, block_cols, one_pass, num_warps = _support.norm_blocks(
         n_rows, n_cols, out.element_size()
     )

@@ -97,8 +97,8 @@ def rms_norm_backward_kernel(
                     tl.standard._sum_combine,
                 )
         else:
-            # Longer rows: a loop over the columns per statistic, then one that writes. The compiled kernel
-            # loops to the row length at run time (CONST_COLS is None); Triton 3.6's interpreter cannot.
+            # Longer rows: a loop over the columns per run of statistics, then one that writes. The compiled
+            # kernel loops to the row length at run time (CONST_COLS is None); Triton 3.6's interpreter cannot.
             rstd = tl.load(rstd_ptr + rows * rstd_row_stride, mask=row_mask).to(
                 COMPUTE_DTYPE
             )[:, None]
@@ -214,7 +214,7 @@ def rms_norm_backward_triton(
         else rms_norm_backward_kernel_interpreted
     )
     compute_dtype = tl.float64 if out0.dtype == torch.float64 else tl.float32
-    # One pass where a row fits in a block; longer rows a pass per statistic and one that writes.
+    # One pass where a row fits in a block; longer rows a pass per run of statistics, one that writes.
     block_rows, block_cols, one_pass, num_warps, per_sm = _support.norm_sum_blocks(
         n_rows, n_cols, out0.element_size()
     )

@@ -64,8 +64,8 @@ def softmax_backward_kernel(
             mask=mask,
         )
     else:
-        # Longer rows: a loop over the columns per statistic, then one that writes. The compiled kernel
-        # loops to the row length at run time (CONST_COLS is None); Triton 3.6's interpreter cannot.
+        # Longer rows: a loop over the columns per run of statistics, then one that writes. The compiled
+        # kernel loops to the row length at run time (CONST_COLS is None); Triton 3.6's interpreter cannot.
         # sum0 = sum(grad * result)
         total = tl.full((BLOCK_ROWS, BLOCK_COLS), 0.0, dtype=COMPUTE_DTYPE)
         for start in range(0, n_cols if CONST_COLS is None else CONST_COLS, BLOCK_COLS):
@@ -143,7 +143,7 @@ def softmax_backward_triton(grad: Tensor, result: Tensor) -> Tensor:
         softmax_backward_kernel if out.is_cuda else softmax_backward_kernel_interpreted
     )
     compute_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
-    # One pass where a row fits in a block; longer rows a pass per statistic and one that writes.
+    # One pass where a row fits in a block; longer rows a pass per run of statistics, one that writes.
     block_rows, block_cols, one_pass, num_warps = _support.norm_blocks(
         n_rows, n_cols, out.element_size()
     )

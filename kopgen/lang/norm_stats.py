@@ -1,0 +1,142 @@
+"""This module writes a row normalisation's statistics in its Triton kernel (lang/norms.py writes the rest):
+each reduced from a block of whole rows (one pass), or accumulated over a long row's columns in a loop
+(looped), then finished and saved for backward.
+
+The model's runs of statistics (RowNormalization.stat_groups: consecutive sums and means none of which reads
+another) are reduced together. In one pass the compiled kernel reduces a run in one `tl.reduce` of a tuple,
+one round of the block's barriers, where each statistic took a round; Triton's interpreter would call that
+tuple's combine function element by element in Python, so there each is reduced alone. A long row's run is
+accumulated in one loop over its columns, which loads the Tensors the run reads once, not once a statistic.
+"""
+
+from __future__ import annotations
+
+from ..model import Op
+from ..model_kinds import RowStat
+from ..names import DERIVED_NAMES, locals_for
+from . import nans, python
+from .layout import expression_comment, wrap
+
+# What a masked-out element holds in each reduction: its identity.
+_IDENTITY = {"sum": "0.0", "mean": "0.0", "max": 'float("-inf")', "min": 'float("inf")'}
+# tl.reduce's combine function per reduction: Triton's interpreter runs these in-process (it cannot
+# call the @triton.jit tl.sum, tl.max themselves).
+_COMBINE = {"sum": "tl.standard._sum_combine", "mean": "tl.standard._sum_combine",
+            "max": "tl.standard._elementwise_max", "min": "tl.standard._elementwise_min"}
+
+
+def saved_stats(op: Op) -> tuple[str, ...]:
+    """A normalisation's statistics its backward formulas read: its forward saves them for backward."""
+    return op.backward.stats if op.backward is not None else ()
+
+
+def stat_pointer(name: str) -> str:
+    """A saved statistic's kernel parameter (statistics are named off the generated locals: normalize.py)."""
+    return DERIVED_NAMES["pointer"].format(name)
+
+
+def _sums_function(count: int) -> str:
+    """The combine function of a tuple of `count` sums (a run reduced together)."""
+    return f"_sums_of_{count}"
+
+
+def helpers(op: Op) -> list[str]:
+    """The module's combine functions of the runs of sums its kernel reduces together (one per run length),
+    each after two blank lines; none where it has no such run."""
+    counts = sorted({len(run) for run in op.body.stat_groups if len(run) > 1})
+    lines = []
+    for count in counts:
+        totals = [DERIVED_NAMES["run_total"].format(i) for i in range(count)]
+        values = [DERIVED_NAMES["run_value"].format(i) for i in range(count)]
+        lines += ["", "", "@triton.jit", wrap(f"def {_sums_function(count)}(", [*totals, *values], "):", 0),
+                  f"    # The compiled kernel's combine function of {count} sums reduced together.",
+                  "    return " + ", ".join(f"{t} + {v}" for t, v in zip(totals, values, strict=True))]
+    return lines
+
+
+def one_pass_stats(op: Op, indent: int) -> list[str]:
+    """Each statistic reduced from the loaded block, a run of sums together: a column of one value per row."""
+    local, pad = locals_for(op), " " * indent
+    lines = []
+    for run in op.body.stat_groups:
+        blocks = []
+        for stat in run:
+            values = f"{python.layout.operand(stat.reduced.to_triton())}.to({local.COMPUTE_DTYPE})"
+            blocks.append(f"tl.where({local.mask}, {values}, {_IDENTITY[stat.reduction.kind]})")
+            lines.append(f"{pad}# {stat.name} = {expression_comment(stat.text)}")
+        if len(run) > 1:
+            lines += _reduced_together(op, run, blocks, indent)
+        else:
+            stat, masked = run[0], blocks[0]
+            if stat.reduction.kind in ("max", "min"):  # the block again in the NaN count: named once
+                lines.append(pad + python.layout.assign(local.values, masked, indent))
+                masked = local.values
+            lines += nans.reduced(op, stat.reduction.kind, stat.name, masked, _COMBINE[stat.reduction.kind], indent,
+                                  keep_dims=True)
+        for stat in run:
+            lines += _finish(op, stat, indent) + _save(op, stat, indent)
+    return lines
+
+
+def _reduced_together(op: Op, run: tuple[RowStat, ...], blocks: list[str], indent: int) -> list[str]:
+    """A run's masked blocks (each named as its statistic), reduced in one tuple where compiled, each alone
+    where interpreted; then each kept as a column."""
+    local, pad = locals_for(op), " " * indent
+    names = [stat.name for stat in run]
+    lines = [pad + python.layout.assign(name, block, indent) for name, block in zip(names, blocks, strict=True)]
+    together = wrap("tl.reduce(", [f"({', '.join(names)})", "1", _sums_function(len(run))], ")", indent + 4)
+    lines += [f"{pad}if {local.CONST_COLS} is None:  # compiled: one reduction of the run",
+              f"{pad}    {', '.join(names)} = {together}",
+              f"{pad}else:  # interpreted: each alone (a combine function of ours would run element by element)"]
+    lines += [f"{pad}    " + python.layout.assign(name, f"tl.reduce({name}, 1, tl.standard._sum_combine)", indent + 4)
+              for name in names]
+    return lines + [f"{pad}{name} = {name}[:, None]" for name in names]
+
+
+def looped_stats(op: Op, indent: int, column_loop) -> list[str]:
+    """Each run of statistics accumulated over a long row's columns in one loop (`column_loop(names)`: the
+    loop's head, loading those Tensors), then reduced, finished and saved. A lone statistic accumulates in
+    `total`; a run's in blocks named as its statistics."""
+    local, pad = locals_for(op), " " * indent
+    lines = []
+    for run in op.body.stat_groups:
+        totals = [local.total] if len(run) == 1 else [stat.name for stat in run]
+        for stat, total in zip(run, totals, strict=True):
+            lines.append(f"{pad}# {stat.name} = {expression_comment(stat.text)}")
+            lines.append(f"{pad}{total} = tl.full(({local.BLOCK_ROWS}, {local.BLOCK_COLS}), "
+                         f"{_IDENTITY[stat.reduction.kind]}, dtype={local.COMPUTE_DTYPE})")
+        lines += column_loop({name for stat in run for name in stat.reduced.names})
+        for stat, total in zip(run, totals, strict=True):
+            values = f"{python.layout.operand(stat.reduced.to_triton())}.to({local.COMPUTE_DTYPE})"
+            combined = nans.combined(stat.reduction.kind, total, local.values)
+            lines.append(f"{pad}    " + python.layout.assign(local.values, values, indent + 4))
+            lines.append(f"{pad}    " + python.layout.assign(total, f"tl.where({local.mask}, {combined}, {total})",
+                                                              indent + 4))
+        for stat, total in zip(run, totals, strict=True):
+            lines += nans.reduced(op, stat.reduction.kind, stat.name, total, _COMBINE[stat.reduction.kind], indent,
+                                  keep_dims=True)
+            lines += _finish(op, stat, indent) + _save(op, stat, indent)
+    return lines
+
+
+def _finish(op: Op, stat: RowStat, indent: int) -> list[str]:
+    """After the reduction: a mean divided by the row length, then the expression around the reduction."""
+    local, pad = locals_for(op), " " * indent
+    lines = []
+    if stat.reduction.is_mean:  # an empty row gives 0 / 0 = nan, as torch.mean
+        lines.append(f"{pad}{stat.name} = {stat.name} / {local.n_cols}")
+    if stat.outer is not None:
+        # Cast: under torch.compile, Inductor passes float scalars as float64, which would widen it.
+        value = f"{python.layout.operand(stat.outer.to_triton())}.to({local.COMPUTE_DTYPE})"
+        lines.append(pad + python.layout.assign(stat.name, value, indent))
+    return lines
+
+
+def _save(op: Op, stat: RowStat, indent: int) -> list[str]:
+    """A statistic the backward reads, stored per row (in COMPUTE_DTYPE) where the launch asks for it."""
+    if stat.name not in saved_stats(op):
+        return []
+    local, pad = locals_for(op), " " * indent
+    store = wrap("tl.store(", [f"{stat_pointer(stat.name)} + {local.rows}[:, None]", stat.name,
+                               f"mask={local.row_mask}[:, None]"], ")", indent + 4)
+    return [f"{pad}if {local.SAVE_STATS}:", f"{pad}    {store}"]
