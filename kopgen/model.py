@@ -59,6 +59,12 @@ class Arg:
         return str(self.schema.type) in ("Tensor[]", "Tensor?[]")
 
     @property
+    def is_any_tensor_list(self) -> bool:
+        """A Tensor list, optional or not (`Tensor[]`, `Tensor?[]`, `Tensor[]?`): autograd wants its gradient as
+        a list of as many where the call passed one."""
+        return str(self.schema.type) in ("Tensor[]", "Tensor?[]", "Tensor[]?")
+
+    @property
     def is_optional(self) -> bool:
         """A `Tensor?`: the op also runs without it (None), where present(name) is false."""
         return self.kind == "optional"

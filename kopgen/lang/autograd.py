@@ -12,7 +12,7 @@ import ast
 from dataclasses import dataclass
 
 from ..expr.formula import Formula
-from ..model import Backward, Op, Saved
+from ..model import Arg, Backward, Op, Saved
 from ..names import Locals, locals_for
 from . import layout, split, tests
 from .layout import literal, wrap
@@ -237,9 +237,23 @@ def backward_body(op: Op) -> list[str]:
     gradients_returned = []
     for arg in op.args[: op.positional_count]:
         gradient = bw.gradient_for(arg)
-        gradients_returned.append(local.derived("gradient", arg.name) if gradient and gradient.formula else "None")
+        gradients_returned.append(local.derived("gradient", arg.name) if gradient and gradient.formula
+                                  else _no_gradient(op, arg, needs))
     lines.append("    " + returns(gradients_returned, 4))
     return lines
+
+
+def _no_gradient(op: Op, arg: Arg, needs: str) -> str:
+    """What backward returns for an argument without a formula: None; for a Tensor list (which takes no
+    formula) None per element, and an error where one wants a gradient, never a silent None."""
+    if not arg.is_any_tensor_list:
+        return "None"
+    return f"_support.no_gradient({literal(op.qualname)}, {literal(arg.name)}, {needs}[{arg.index}])"
+
+
+def any_tensor_list_input(package) -> bool:
+    """Whether an op with a backward in Python takes a Tensor list (its gradient: _support.no_gradient)."""
+    return any(op.backward and not op.cpp_autograd and any(a.is_any_tensor_list for a in op.args) for op in package.ops)
 
 
 def _widened(op: Op, formulas: list[Formula], indent: int = 4) -> list[str]:
@@ -281,7 +295,7 @@ def _eager_when_differentiated(op: Op, needs: str) -> list[str]:
     for arg in op.args[: op.positional_count]:
         gradient = bw.gradient_for(arg)
         if gradient is None or gradient.formula is None:
-            values.append("None")
+            values.append(_no_gradient(op, arg, needs))
             continue
         written = gradient.eager or gradient.formula  # a gradient that is grad itself has no kernel
         summed = f"_support.sum_to_shape({_formula(op, written.python)}, {local.ctx}.{local.derived('shape', arg.name)})"

@@ -150,9 +150,13 @@ def api_imports(package: Package) -> list[str]:
 
 
 def registration_typing_imports(package: Package) -> list[str]:
-    """_registration.py's `Sequence`, where a triton_op takes a list: its body's annotations are its schema
-    (torch.library.triton_op infers it from them)."""
-    return typing_imports([op for op in package.ops if op.is_triton_op])
+    """_registration.py's standard-library imports and a blank line: `Sequence`, where a triton_op takes a list
+    (its body's annotations are its schema: torch.library.triton_op infers it from them); `Path` for
+    stale_build_check."""
+    lines = typing_imports([op for op in package.ops if op.is_triton_op])[:1]
+    if stale_build_check(package):
+        lines.append("from pathlib import Path")
+    return [*lines, ""] if lines else []
 
 
 def _annotations(ops: Sequence[Op]) -> list[str]:
@@ -230,6 +234,20 @@ def bound_kernel(op: Op, device: str) -> str:
 def registered_kernel(op: Op, kernel: Kernel) -> str:
     """The Python function registered as `kernel`: an existing function bound to its device, or kernels/<op>.py's."""
     return bound_kernel(op, kernel.device) if op.bound_kernel(kernel.device) else kernel_function(op, kernel.language)
+
+
+def stale_build_check(package: Package) -> list[str]:
+    """A stable-ABI package's check that no build of the torch_library route (left from before the spec
+    changed) lies beside its _C.abi3.so: Python would load that _C.cpython-*.so first, and run its old kernels."""
+    if not (package.compiled_ops and package.stable_abi):
+        return []
+    return ["", "# Python loads a _C.cpython-*.so before _C.abi3.so: one left by a build of the torch_library",
+            "# route would run its old kernels instead of this stable-ABI build.",
+            'if any(Path(__file__).parent.glob("_C.cpython-*")):',
+            "    raise ImportError(",
+            '        f"{Path(__file__).parent} holds a build of the torch_library route (_C.cpython-*), "',
+            '        "which Python loads before this stable-ABI build: delete it and build again"',
+            "    )"]
 
 
 def library_fragment(package: Package) -> list[str]:

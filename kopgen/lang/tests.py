@@ -197,11 +197,15 @@ def samples(op: Op) -> tuple[Sample, ...]:
     rank = max(len(shape) for shape in first.values())
     rows = first[op.lead.name][:1]
     # No rows: the leading dimension of the full-rank arguments is 0 (and, for custom kernels, of those
-    # with the same rows: a target per row of the logits); the others broadcast.
+    # with the same rows: a target per row of the logits); the others broadcast. A custom kernel's Tensor
+    # with other rows but the lead's row count in another dimension (the input of a transpose into `out`)
+    # gets that dimension 0: its shape keeps its relation to the lead's.
     empties = _KINDS[type(op.body)].empties
 
     def empty(a: Arg) -> tuple:
         shape = first[a.name]
+        if empties and rows and shape[:1] != rows and rows[0] in shape:
+            return (tuple(0 if n == rows[0] else n for n in shape),)
         return ((0,) + shape[1:] if len(shape) == rank or (empties and rows and shape[:1] == rows) else shape,)
 
     result.append(_sample(op, "empty", empty, True))

@@ -3,11 +3,21 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 # Importing _C loads the extension, whose STABLE_TORCH_LIBRARY block defines the compiled ops.
 from . import _C, _support, reference  # noqa: F401
 from .kernels import square as square_kernels
+
+# Python loads a _C.cpython-*.so before _C.abi3.so: one left by a build of the torch_library
+# route would run its old kernels instead of this stable-ABI build.
+if any(Path(__file__).parent.glob("_C.cpython-*")):
+    raise ImportError(
+        f"{Path(__file__).parent} holds a build of the torch_library route (_C.cpython-*), "
+        "which Python loads before this stable-ABI build: delete it and build again"
+    )
 
 # A fragment of the namespace: Python kernels of compiled ops are added to it.
 _lib = torch.library.Library("kstable", "FRAGMENT")

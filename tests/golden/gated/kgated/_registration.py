@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 # Importing _C loads the extension, whose STABLE_TORCH_LIBRARY block defines the compiled ops.
@@ -11,6 +13,14 @@ from .kernels import gelu_tanh_and_mul as gelu_tanh_and_mul_kernels
 from .kernels import gelu_tanh_and_mul_backward as gelu_tanh_and_mul_backward_kernels
 from .kernels import silu_and_mul as silu_and_mul_kernels
 from .kernels import silu_and_mul_backward as silu_and_mul_backward_kernels
+
+# Python loads a _C.cpython-*.so before _C.abi3.so: one left by a build of the torch_library
+# route would run its old kernels instead of this stable-ABI build.
+if any(Path(__file__).parent.glob("_C.cpython-*")):
+    raise ImportError(
+        f"{Path(__file__).parent} holds a build of the torch_library route (_C.cpython-*), "
+        "which Python loads before this stable-ABI build: delete it and build again"
+    )
 
 # A fragment of the namespace: the `library` route defines its ops on it.
 _lib = torch.library.Library("kgated", "FRAGMENT")
