@@ -152,6 +152,10 @@ def plan_update(repo: Path, force: bool = False) -> UpdatePlan:
     files = render_repo(package)
     adopted = [p for p in old.adopted if p in files and files[p][0] != KOPGEN]  # kopgen's now: not adopted
     plan = UpdatePlan(state=state_of(package, files, adopted=adopted), corrupt_state=corrupt)
+    # The stems of ops gone from the spec stay recorded, as their kept kernels do: the op added back takes its
+    # file names back, and no newcomer takes them meanwhile (resolve.with_stems).
+    present = {op.name for op in package.ops}
+    plan.state.stems.update({name: stem for name, stem in old.stems.items() if name not in present})
     for path, (owner, text) in sorted(files.items()):
         if path != SPEC_PATH:  # the input of the update: the user's, never rewritten
             _plan_file(plan, old, path, owner, text, read_file(repo, path))

@@ -143,3 +143,61 @@ def test_a_file_git_cannot_merge_is_named(repo):
     edit_spec(repo, "ops:\n", 'ops:\n  - schema: "mymul(Tensor a, Tensor b) -> Tensor"\n    compute: "a * b"\n')
     output = refused(update(repo), 2)
     assert "cannot merge README.md" in output and b"\x00" in readme.read_bytes()
+
+
+
+IN_PLACE = 'kopgen: 1\npackage: kstem\ndefaults: {registration: torch_library, backends: {cpu: cpp}}\nops:\n'
+NEG_ = '  - schema: "neg_(Tensor(a!) x) -> ()"\n    kernel: custom\n    reference: {x: "-x"}\n'
+NEG = '  - schema: "neg(Tensor x) -> Tensor"\n    kernel: custom\n    reference: "-x"\n    fake: {shape: x.shape}\n'
+TWICE = '  - schema: "twice(Tensor x) -> Tensor"\n    compute: "x * 2"\n'  # a spec holds one op at least
+
+
+def in_place_repo(tmp_path: Path) -> Path:
+    """neg_ with its kernel csrc/neg.cpp written by the user."""
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text(IN_PLACE + TWICE + NEG_)
+    repo = generate(spec, tmp_path / "repo")
+    kernel = repo / "kstem/csrc/neg.cpp"
+    kernel.write_text(kernel.read_text() + "// my kernel of neg_\n")
+    return repo
+
+
+def respec(repo: Path, ops: str) -> str:
+    """Update the repo to the ops `ops` (beside twice); its output."""
+    (repo / "kopgen.yaml").write_text(IN_PLACE + TWICE + ops)
+    result = update(repo)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+@pytest.mark.parametrize("removed", [NEG_, NEG_ + NEG], ids=["neg_", "both"])
+def test_an_in_place_op_added_back_takes_its_kernel_back(tmp_path, removed):
+    """Its stem was dropped from the state with the op: neg_ came back as a new skeleton neg_inplace.cpp, its
+    kernel neg.cpp "of no op"; both back, neg's skeleton was merged into neg_'s kernel (conflict markers)."""
+    repo = in_place_repo(tmp_path)
+    assert "created kstem/csrc/neg_functional.cpp" in respec(repo, NEG_ + NEG)
+    functional = repo / "kstem/csrc/neg_functional.cpp"
+    functional.write_text(functional.read_text() + "// my kernel of neg\n")
+    respec(repo, NEG if removed == NEG_ else "")
+    output = respec(repo, NEG_ + NEG)
+    assert "created kstem/csrc/neg" not in output and "kept" not in output, output
+    assert not (repo / "kstem/csrc/neg_inplace.cpp").exists()
+    assert (repo / "kstem/csrc/neg.cpp").read_text().endswith("// my kernel of neg_\n")
+    assert functional.read_text().endswith("// my kernel of neg\n")
+    header = (repo / "kstem/csrc/kernels.h").read_text()
+    assert "void neg_cpu(at::Tensor& x);" in header and "neg_functional_cpu(const at::Tensor& x" in header
+    assert update(repo, "--check").exit_code == 0
+
+
+def test_an_op_added_while_an_in_place_one_is_gone_never_takes_its_kernel(tmp_path):
+    """neg added while neg_ is gone took neg_'s stem `neg`: its skeleton merged into neg_'s kept kernel, and
+    neg_ back was renamed. The newcomer steps aside; neg_ takes its kernel back."""
+    repo = in_place_repo(tmp_path)
+    respec(repo, "")
+    output = respec(repo, NEG)
+    assert "created kstem/csrc/neg_functional.cpp" in output and "kept kstem/csrc/neg.cpp" in output, output
+    assert (repo / "kstem/csrc/neg.cpp").read_text().endswith("// my kernel of neg_\n")
+    output = respec(repo, NEG + NEG_)
+    assert "created kstem/csrc/neg" not in output and "kept" not in output, output
+    assert (repo / "kstem/csrc/neg.cpp").read_text().endswith("// my kernel of neg_\n")
+    assert update(repo, "--check").exit_code == 0
