@@ -150,7 +150,10 @@ def plan_update(repo: Path, force: bool = False) -> UpdatePlan:
         return UpdatePlan(state=old)
     package = load_spec_text(spec_text, str(repo / SPEC_PATH), stems=old.stems)
     files = render_repo(package)
-    adopted = [p for p in old.adopted if p in files and files[p][0] != KOPGEN]  # kopgen's now: not adopted
+    # An adopted file of the user's that kopgen renders no more (its op removed) stays adopted, as kept files stay
+    # in user_base: the op added back takes it back as it is, never a skeleton in its way.
+    kept = [p for p in old.adopted + sorted(old.user_base) if p not in files and (repo / p).exists()]
+    adopted = [p for p in old.adopted if (p in files and files[p][0] != KOPGEN) or p in kept]  # kopgen's: not adopted
     plan = UpdatePlan(state=state_of(package, files, adopted=adopted), corrupt_state=corrupt)
     # The stems of ops gone from the spec stay recorded, as their kept kernels do: the op added back takes its
     # file names back, and no newcomer takes them meanwhile (resolve.with_stems).
@@ -163,8 +166,8 @@ def plan_update(repo: Path, force: bool = False) -> UpdatePlan:
         if path not in files and (repo / path).is_file():
             disk = read_file(repo, path)
             (plan.hand_edited if digest(disk) != recorded else plan.deletes).append(path)
-    plan.kept = [path for path in sorted(old.user_base) if path not in files and (repo / path).exists()]
-    for path in plan.kept:  # its merge base stays recorded: the op back in the spec merges into the user's file
+    plan.kept = sorted(set(kept))
+    for path in set(kept) & set(old.user_base) - set(adopted):  # its merge base stays: the op back merges into it
         plan.state.user_base[path] = old.user_base[path]
     skeletons = [p for p in plan.created if files[p][0] != KOPGEN]
     for path in plan.kept:  # a new skeleton of the same name: the same op's kernel, at its new place

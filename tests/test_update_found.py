@@ -201,3 +201,45 @@ def test_an_op_added_while_an_in_place_one_is_gone_never_takes_its_kernel(tmp_pa
     assert "created kstem/csrc/neg" not in output and "kept" not in output, output
     assert (repo / "kstem/csrc/neg.cpp").read_text().endswith("// my kernel of neg_\n")
     assert update(repo, "--check").exit_code == 0
+
+
+ADOPTED = BASE.replace("package: kwalk", "package: kad").replace(
+    '    backward:\n      a: "grad * b"\n      b: "grad * a"\n', "")
+PAIRSUM = ADOPTED[ADOPTED.index('  - schema: "pairsum'):]
+MY_PAIRSUM = "# my pairsum, before kopgen\ndef pairsum_triton(x):\n    return x.unflatten(-1, (-1, 2)).sum(-1)\n"
+
+
+@pytest.fixture
+def adopted(tmp_path) -> Path:
+    """A repo adopted around the user's kernel kad/kernels/pairsum.py."""
+    (tmp_path / "kad/kernels").mkdir(parents=True)
+    (tmp_path / "kad/kernels/pairsum.py").write_text(MY_PAIRSUM)
+    (tmp_path / "kopgen.yaml").write_text(ADOPTED)
+    result = CliRunner().invoke(main, ["adopt", str(tmp_path / "kopgen.yaml")])
+    assert result.exit_code == 0 and "kept kad/kernels/pairsum.py (yours, as it was)" in result.output
+    return tmp_path
+
+
+def test_an_adopted_kernel_whose_op_is_removed_then_added_back_stays_the_users(adopted):
+    """Dropped from the adopted files with its op, unnamed: the op back stopped the update ("files kopgen did not
+    write stand where it writes"), and --force put a skeleton over the user's kernel."""
+    kernel = adopted / "kad/kernels/pairsum.py"
+    edit_spec(adopted, PAIRSUM, "")
+    result = update(adopted)
+    assert result.exit_code == 0 and "kept kad/kernels/pairsum.py (yours; no op" in result.output, result.output
+    edit_spec(adopted, "ops:\n", "ops:\n" + PAIRSUM)
+    result = update(adopted)
+    assert result.exit_code == 0, result.output
+    assert "created tests/test_pairsum.py" in result.output and "pairsum.py" not in result.output.replace(
+        "tests/test_pairsum.py", "")
+    assert kernel.read_text() == MY_PAIRSUM and not (adopted / ".kopgen/backup").exists()
+    assert update(adopted, "--check").exit_code == 0
+
+
+def test_an_adopted_kernel_of_a_renamed_package_says_where_its_code_goes(adopted):
+    edit_spec(adopted, "package: kad\n", "package: kad2\n")
+    result = update(adopted)
+    assert result.exit_code == 0, result.output
+    assert ("kept kad/kernels/pairsum.py (yours): its op's kernel is now kad2/kernels/pairsum.py, a new "
+            "skeleton: move your code there") in result.output
+    assert (adopted / "kad/kernels/pairsum.py").read_text() == MY_PAIRSUM
