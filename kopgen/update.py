@@ -50,6 +50,8 @@ class UpdatePlan:
     kept: list[str] = field(default_factory=list)  # user files of removed ops: kept, never deleted
     # kept files whose op is still there, its kernel now at another path (the package renamed, another route)
     moved: dict[str, str] = field(default_factory=dict)
+    # hand-edited kernels of kopgen's (in hand_edited) whose op went `kernel: custom`: a skeleton goes there
+    now_custom: list[str] = field(default_factory=list)
     crlf: list[str] = field(default_factory=list)  # merged user files written with CRLF line ends, as they were
     unresolved: list[str] = field(default_factory=list)  # user files still holding an earlier merge's markers
     state: State | None = None  # what .kopgen/state.json says afterwards
@@ -238,9 +240,13 @@ def _plan_file(plan: UpdatePlan, old: State, path: str, owner: str, text: str, d
     elif path not in old.generated:  # a new skeleton where a file kopgen never wrote stands
         plan.yours.append(path)
         plan.writes[path] = text
-    elif digest(disk) == old.generated[path]:  # kopgen's file, as it wrote it, is now a skeleton (`kernel: custom`)
+    else:  # kopgen's kernel, now a skeleton (the op went `kernel: custom`): kopgen's old kernel left there would
+        # call helpers _support no longer has. Edited by hand, it stops the update as any edited file of kopgen's
+        # (--force backs it up): the user ports their edits into the skeleton.
+        if digest(disk) != old.generated[path]:
+            plan.hand_edited.append(path)
+            plan.now_custom.append(path)
         plan.writes[path] = text
-    # else: kopgen's file, edited by hand, became the user's (the op went `kernel: custom`): it stays as it is
 
 
 def _plan_merge(plan: UpdatePlan, path: str, base: str, theirs: str, disk: str | bytes) -> None:

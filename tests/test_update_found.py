@@ -17,7 +17,7 @@ from kopgen.cli import main
 from kopgen.state import STATE_PATH
 
 from .test_update import BASE, edit_spec, update
-from .test_update_safety import refused
+from .test_update_safety import refused, snapshot
 
 
 @pytest.fixture
@@ -84,13 +84,30 @@ def test_kopgens_unedited_kernel_becomes_the_skeleton_when_its_op_goes_custom(re
     assert result.exit_code == 0, result.output
     assert "@generated" not in kernel.read_text() and "def muladd" in kernel.read_text()
     assert "updated kwalk/kernels/muladd.py" in result.output
-    # edited by hand first, it is the user's: it stays as it is
-    edit_spec(repo, CUSTOM, '    compute: "a * b + c"\n')
-    assert update(repo).exit_code == 0 and "@generated" in kernel.read_text()
-    kernel.write_text(kernel.read_text() + "# mine\n")
+
+
+def test_kopgens_edited_kernel_stops_the_update_when_its_op_goes_custom(repo):
+    """It stayed, edited, `@generated ... do not edit`, calling _support.written_to, gone: AttributeError at the
+    first call, and exit 0 from update and --check. As any edited file of kopgen's it would replace, it stops
+    the update, named, and --force backs it up before the skeleton goes there."""
+    kernel = repo / "kwalk/kernels/muladd.py"
+    kernel.write_text(kernel.read_text() + "# tweak\n")
+    edited = kernel.read_text()
     edit_spec(repo, '    compute: "a * b + c"\n', CUSTOM)
-    update(repo)
-    assert kernel.read_text().endswith("# mine\n")
+    before = snapshot(repo)
+    output = refused(update(repo, "--check"), 1)
+    assert "edited by hand: kwalk/kernels/muladd.py (its op's kernel is now custom" in output, output
+    output = refused(update(repo), 1)
+    assert ("kwalk/kernels/muladd.py is kopgen's kernel, edited by hand, and its op's kernel is now custom" in output
+            and "port your edits into it" in output and "-# tweak" in output), output
+    assert snapshot(repo) == before  # nothing written
+    result = update(repo, "--force")
+    assert result.exit_code == 0, result.output
+    assert ("kwalk/kernels/muladd.py is now the skeleton of a custom kernel: port your edits from "
+            ".kopgen/backup/1/kwalk/kernels/muladd.py into it") in result.output
+    assert (repo / ".kopgen/backup/1/kwalk/kernels/muladd.py").read_text() == edited
+    assert "@generated" not in kernel.read_text() and "def muladd" in kernel.read_text()
+    assert update(repo, "--check").exit_code == 0
 
 
 def test_an_adopted_kernel_whose_op_gets_compute_stops_the_update(tmp_path):
