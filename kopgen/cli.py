@@ -193,14 +193,7 @@ def update(directory: Path, check: bool, dry_run: bool, force: bool) -> None:
         click.echo(diff(directory, plan), nl=False)
         return
     if plan.overwrites and not force:
-        if plan.hand_edited:
-            click.echo(f"error: kopgen's files were edited by hand: {', '.join(plan.hand_edited)}", err=True)
-        if plan.yours:
-            click.echo(f"error: files kopgen did not write stand where it writes: {', '.join(plan.yours)}", err=True)
-        click.echo(diff(directory, plan, only=plan.overwrites), err=True, nl=False)
-        click.echo("Move your change into kopgen.yaml or a file of yours (and your files out of kopgen's way); "
-                   "`kopgen update --force` overwrites them after a backup in .kopgen/backup/N/.", err=True)
-        sys.exit(1)
+        _refuse_overwrites(directory, plan)
     try:
         saved = apply_update(directory, plan, force=force)
     except OutputError as error:
@@ -211,6 +204,8 @@ def update(directory: Path, check: bool, dry_run: bool, force: bool) -> None:
     if saved:
         count = len(plan.overwrites)
         click.echo(f"backed up {count} file{'s' if count > 1 else ''} to {saved}")
+        for path in plan.now_custom:
+            click.echo(f"{path} is now the skeleton of a custom kernel: port your edits from {saved}{path} into it")
     for path in sorted(plan.writes):
         click.echo(f"{'created' if path in plan.created else 'updated'} {path}")
     for path in plan.deletes + [p for p in plan.hand_edited if p not in plan.writes]:
@@ -229,6 +224,22 @@ def update(directory: Path, check: bool, dry_run: bool, force: bool) -> None:
         sys.exit(1)
 
 
+def _refuse_overwrites(directory: Path, plan: UpdatePlan) -> None:
+    """The update would replace files of the user's (without --force): name them, show what would be lost, exit 1."""
+    if plan.hand_edited:
+        click.echo(f"error: kopgen's files were edited by hand: {', '.join(plan.hand_edited)}", err=True)
+    for path in plan.now_custom:
+        click.echo(f"error: {path} is kopgen's kernel, edited by hand, and its op's kernel is now custom: kopgen "
+                   "writes a skeleton there; port your edits into it (`kopgen update --force` backs your file up "
+                   "first)", err=True)
+    if plan.yours:
+        click.echo(f"error: files kopgen did not write stand where it writes: {', '.join(plan.yours)}", err=True)
+    click.echo(diff(directory, plan, only=plan.overwrites), err=True, nl=False)
+    click.echo("Move your change into kopgen.yaml or a file of yours (and your files out of kopgen's way); "
+               "`kopgen update --force` overwrites them after a backup in .kopgen/backup/N/.", err=True)
+    sys.exit(1)
+
+
 def _report_drift(plan: UpdatePlan) -> None:
     """What `kopgen update --check` found: what an update would write, and what stands in its way."""
     for path in sorted(plan.writes):
@@ -236,7 +247,8 @@ def _report_drift(plan: UpdatePlan) -> None:
     for path in plan.deletes:
         click.echo(f"would delete {path}")
     for path in plan.hand_edited:
-        click.echo(f"edited by hand: {path}")
+        custom = " (its op's kernel is now custom: a skeleton goes there)" if path in plan.now_custom else ""
+        click.echo(f"edited by hand: {path}{custom}")
     for path in plan.yours:
         click.echo(f"yours: {path} (kopgen did not write it and would overwrite it)")
 

@@ -125,13 +125,16 @@ def with_stems(ops: list[Op], pinned: dict[str, str] | None = None) -> list[Op]:
     beside `scale_`), `scale_inplace`; where that is taken too, the op's own name, which no other op has.
     `pinned`: the stems the repo's files were written under (.kopgen/state.json), which their ops keep, so
     that an op added later never renames another's files: `scale` added beside `scale_` (stem `scale`)
-    becomes `scale_functional`. And the names the op binds at module level, settled package-wide."""
+    becomes `scale_functional`. A pinned op gone from the spec keeps its stem too (its kernel is kept; the op
+    added back takes it back), so no newcomer takes it. And the names the op binds at module level, settled
+    package-wide."""
     names = {op.name for op in ops}
     kept: dict[str, str] = {}
     for name, stem in (pinned or {}).items():  # checked: the state may have been edited by hand
         if name in names and stem.isidentifier() and stem.startswith(name.rstrip("_")) and stem not in kept.values():
             kept[name] = stem
-    used = set(kept.values())
+    gone = {stem for name, stem in (pinned or {}).items() if name not in names}  # reserved for the op's return
+    used = set(kept.values()) | gone
     stems = {}
     for op in ops:
         base = op.name.rstrip("_")

@@ -50,6 +50,8 @@ class UpdatePlan:
     kept: list[str] = field(default_factory=list)  # user files of removed ops: kept, never deleted
     # kept files whose op is still there, its kernel now at another path (the package renamed, another route)
     moved: dict[str, str] = field(default_factory=dict)
+    # hand-edited kernels of kopgen's (in hand_edited) whose op went `kernel: custom`: a skeleton goes there
+    now_custom: list[str] = field(default_factory=list)
     crlf: list[str] = field(default_factory=list)  # merged user files written with CRLF line ends, as they were
     unresolved: list[str] = field(default_factory=list)  # user files still holding an earlier merge's markers
     state: State | None = None  # what .kopgen/state.json says afterwards
@@ -150,8 +152,15 @@ def plan_update(repo: Path, force: bool = False) -> UpdatePlan:
         return UpdatePlan(state=old)
     package = load_spec_text(spec_text, str(repo / SPEC_PATH), stems=old.stems)
     files = render_repo(package)
-    adopted = [p for p in old.adopted if p in files and files[p][0] != KOPGEN]  # kopgen's now: not adopted
+    # An adopted file of the user's that kopgen renders no more (its op removed) stays adopted, as kept files stay
+    # in user_base: the op added back takes it back as it is, never a skeleton in its way.
+    kept = [p for p in old.adopted + sorted(old.user_base) if p not in files and (repo / p).exists()]
+    adopted = [p for p in old.adopted if (p in files and files[p][0] != KOPGEN) or p in kept]  # kopgen's: not adopted
     plan = UpdatePlan(state=state_of(package, files, adopted=adopted), corrupt_state=corrupt)
+    # The stems of ops gone from the spec stay recorded, as their kept kernels do: the op added back takes its
+    # file names back, and no newcomer takes them meanwhile (resolve.with_stems).
+    present = {op.name for op in package.ops}
+    plan.state.stems.update({name: stem for name, stem in old.stems.items() if name not in present})
     for path, (owner, text) in sorted(files.items()):
         if path != SPEC_PATH:  # the input of the update: the user's, never rewritten
             _plan_file(plan, old, path, owner, text, read_file(repo, path))
@@ -159,8 +168,8 @@ def plan_update(repo: Path, force: bool = False) -> UpdatePlan:
         if path not in files and (repo / path).is_file():
             disk = read_file(repo, path)
             (plan.hand_edited if digest(disk) != recorded else plan.deletes).append(path)
-    plan.kept = [path for path in sorted(old.user_base) if path not in files and (repo / path).exists()]
-    for path in plan.kept:  # its merge base stays recorded: the op back in the spec merges into the user's file
+    plan.kept = sorted(set(kept))
+    for path in set(kept) & set(old.user_base) - set(adopted):  # its merge base stays: the op back merges into it
         plan.state.user_base[path] = old.user_base[path]
     skeletons = [p for p in plan.created if files[p][0] != KOPGEN]
     for path in plan.kept:  # a new skeleton of the same name: the same op's kernel, at its new place
@@ -231,9 +240,13 @@ def _plan_file(plan: UpdatePlan, old: State, path: str, owner: str, text: str, d
     elif path not in old.generated:  # a new skeleton where a file kopgen never wrote stands
         plan.yours.append(path)
         plan.writes[path] = text
-    elif digest(disk) == old.generated[path]:  # kopgen's file, as it wrote it, is now a skeleton (`kernel: custom`)
+    else:  # kopgen's kernel, now a skeleton (the op went `kernel: custom`): kopgen's old kernel left there would
+        # call helpers _support no longer has. Edited by hand, it stops the update as any edited file of kopgen's
+        # (--force backs it up): the user ports their edits into the skeleton.
+        if digest(disk) != old.generated[path]:
+            plan.hand_edited.append(path)
+            plan.now_custom.append(path)
         plan.writes[path] = text
-    # else: kopgen's file, edited by hand, became the user's (the op went `kernel: custom`): it stays as it is
 
 
 def _plan_merge(plan: UpdatePlan, path: str, base: str, theirs: str, disk: str | bytes) -> None:

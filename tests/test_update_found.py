@@ -17,7 +17,7 @@ from kopgen.cli import main
 from kopgen.state import STATE_PATH
 
 from .test_update import BASE, edit_spec, update
-from .test_update_safety import refused
+from .test_update_safety import refused, snapshot
 
 
 @pytest.fixture
@@ -84,13 +84,30 @@ def test_kopgens_unedited_kernel_becomes_the_skeleton_when_its_op_goes_custom(re
     assert result.exit_code == 0, result.output
     assert "@generated" not in kernel.read_text() and "def muladd" in kernel.read_text()
     assert "updated kwalk/kernels/muladd.py" in result.output
-    # edited by hand first, it is the user's: it stays as it is
-    edit_spec(repo, CUSTOM, '    compute: "a * b + c"\n')
-    assert update(repo).exit_code == 0 and "@generated" in kernel.read_text()
-    kernel.write_text(kernel.read_text() + "# mine\n")
+
+
+def test_kopgens_edited_kernel_stops_the_update_when_its_op_goes_custom(repo):
+    """It stayed, edited, `@generated ... do not edit`, calling _support.written_to, gone: AttributeError at the
+    first call, and exit 0 from update and --check. As any edited file of kopgen's it would replace, it stops
+    the update, named, and --force backs it up before the skeleton goes there."""
+    kernel = repo / "kwalk/kernels/muladd.py"
+    kernel.write_text(kernel.read_text() + "# tweak\n")
+    edited = kernel.read_text()
     edit_spec(repo, '    compute: "a * b + c"\n', CUSTOM)
-    update(repo)
-    assert kernel.read_text().endswith("# mine\n")
+    before = snapshot(repo)
+    output = refused(update(repo, "--check"), 1)
+    assert "edited by hand: kwalk/kernels/muladd.py (its op's kernel is now custom" in output, output
+    output = refused(update(repo), 1)
+    assert ("kwalk/kernels/muladd.py is kopgen's kernel, edited by hand, and its op's kernel is now custom" in output
+            and "port your edits into it" in output and "-# tweak" in output), output
+    assert snapshot(repo) == before  # nothing written
+    result = update(repo, "--force")
+    assert result.exit_code == 0, result.output
+    assert ("kwalk/kernels/muladd.py is now the skeleton of a custom kernel: port your edits from "
+            ".kopgen/backup/1/kwalk/kernels/muladd.py into it") in result.output
+    assert (repo / ".kopgen/backup/1/kwalk/kernels/muladd.py").read_text() == edited
+    assert "@generated" not in kernel.read_text() and "def muladd" in kernel.read_text()
+    assert update(repo, "--check").exit_code == 0
 
 
 def test_an_adopted_kernel_whose_op_gets_compute_stops_the_update(tmp_path):
@@ -143,3 +160,103 @@ def test_a_file_git_cannot_merge_is_named(repo):
     edit_spec(repo, "ops:\n", 'ops:\n  - schema: "mymul(Tensor a, Tensor b) -> Tensor"\n    compute: "a * b"\n')
     output = refused(update(repo), 2)
     assert "cannot merge README.md" in output and b"\x00" in readme.read_bytes()
+
+
+
+IN_PLACE = 'kopgen: 1\npackage: kstem\ndefaults: {registration: torch_library, backends: {cpu: cpp}}\nops:\n'
+NEG_ = '  - schema: "neg_(Tensor(a!) x) -> ()"\n    kernel: custom\n    reference: {x: "-x"}\n'
+NEG = '  - schema: "neg(Tensor x) -> Tensor"\n    kernel: custom\n    reference: "-x"\n    fake: {shape: x.shape}\n'
+TWICE = '  - schema: "twice(Tensor x) -> Tensor"\n    compute: "x * 2"\n'  # a spec holds one op at least
+
+
+def in_place_repo(tmp_path: Path) -> Path:
+    """neg_ with its kernel csrc/neg.cpp written by the user."""
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text(IN_PLACE + TWICE + NEG_)
+    repo = generate(spec, tmp_path / "repo")
+    kernel = repo / "kstem/csrc/neg.cpp"
+    kernel.write_text(kernel.read_text() + "// my kernel of neg_\n")
+    return repo
+
+
+def respec(repo: Path, ops: str) -> str:
+    """Update the repo to the ops `ops` (beside twice); its output."""
+    (repo / "kopgen.yaml").write_text(IN_PLACE + TWICE + ops)
+    result = update(repo)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+@pytest.mark.parametrize("removed", [NEG_, NEG_ + NEG], ids=["neg_", "both"])
+def test_an_in_place_op_added_back_takes_its_kernel_back(tmp_path, removed):
+    """Its stem was dropped from the state with the op: neg_ came back as a new skeleton neg_inplace.cpp, its
+    kernel neg.cpp "of no op"; both back, neg's skeleton was merged into neg_'s kernel (conflict markers)."""
+    repo = in_place_repo(tmp_path)
+    assert "created kstem/csrc/neg_functional.cpp" in respec(repo, NEG_ + NEG)
+    functional = repo / "kstem/csrc/neg_functional.cpp"
+    functional.write_text(functional.read_text() + "// my kernel of neg\n")
+    respec(repo, NEG if removed == NEG_ else "")
+    output = respec(repo, NEG_ + NEG)
+    assert "created kstem/csrc/neg" not in output and "kept" not in output, output
+    assert not (repo / "kstem/csrc/neg_inplace.cpp").exists()
+    assert (repo / "kstem/csrc/neg.cpp").read_text().endswith("// my kernel of neg_\n")
+    assert functional.read_text().endswith("// my kernel of neg\n")
+    header = (repo / "kstem/csrc/kernels.h").read_text()
+    assert "void neg_cpu(at::Tensor& x);" in header and "neg_functional_cpu(const at::Tensor& x" in header
+    assert update(repo, "--check").exit_code == 0
+
+
+def test_an_op_added_while_an_in_place_one_is_gone_never_takes_its_kernel(tmp_path):
+    """neg added while neg_ is gone took neg_'s stem `neg`: its skeleton merged into neg_'s kept kernel, and
+    neg_ back was renamed. The newcomer steps aside; neg_ takes its kernel back."""
+    repo = in_place_repo(tmp_path)
+    respec(repo, "")
+    output = respec(repo, NEG)
+    assert "created kstem/csrc/neg_functional.cpp" in output and "kept kstem/csrc/neg.cpp" in output, output
+    assert (repo / "kstem/csrc/neg.cpp").read_text().endswith("// my kernel of neg_\n")
+    output = respec(repo, NEG + NEG_)
+    assert "created kstem/csrc/neg" not in output and "kept" not in output, output
+    assert (repo / "kstem/csrc/neg.cpp").read_text().endswith("// my kernel of neg_\n")
+    assert update(repo, "--check").exit_code == 0
+
+
+ADOPTED = BASE.replace("package: kwalk", "package: kad").replace(
+    '    backward:\n      a: "grad * b"\n      b: "grad * a"\n', "")
+PAIRSUM = ADOPTED[ADOPTED.index('  - schema: "pairsum'):]
+MY_PAIRSUM = "# my pairsum, before kopgen\ndef pairsum_triton(x):\n    return x.unflatten(-1, (-1, 2)).sum(-1)\n"
+
+
+@pytest.fixture
+def adopted(tmp_path) -> Path:
+    """A repo adopted around the user's kernel kad/kernels/pairsum.py."""
+    (tmp_path / "kad/kernels").mkdir(parents=True)
+    (tmp_path / "kad/kernels/pairsum.py").write_text(MY_PAIRSUM)
+    (tmp_path / "kopgen.yaml").write_text(ADOPTED)
+    result = CliRunner().invoke(main, ["adopt", str(tmp_path / "kopgen.yaml")])
+    assert result.exit_code == 0 and "kept kad/kernels/pairsum.py (yours, as it was)" in result.output
+    return tmp_path
+
+
+def test_an_adopted_kernel_whose_op_is_removed_then_added_back_stays_the_users(adopted):
+    """Dropped from the adopted files with its op, unnamed: the op back stopped the update ("files kopgen did not
+    write stand where it writes"), and --force put a skeleton over the user's kernel."""
+    kernel = adopted / "kad/kernels/pairsum.py"
+    edit_spec(adopted, PAIRSUM, "")
+    result = update(adopted)
+    assert result.exit_code == 0 and "kept kad/kernels/pairsum.py (yours; no op" in result.output, result.output
+    edit_spec(adopted, "ops:\n", "ops:\n" + PAIRSUM)
+    result = update(adopted)
+    assert result.exit_code == 0, result.output
+    assert "created tests/test_pairsum.py" in result.output and "pairsum.py" not in result.output.replace(
+        "tests/test_pairsum.py", "")
+    assert kernel.read_text() == MY_PAIRSUM and not (adopted / ".kopgen/backup").exists()
+    assert update(adopted, "--check").exit_code == 0
+
+
+def test_an_adopted_kernel_of_a_renamed_package_says_where_its_code_goes(adopted):
+    edit_spec(adopted, "package: kad\n", "package: kad2\n")
+    result = update(adopted)
+    assert result.exit_code == 0, result.output
+    assert ("kept kad/kernels/pairsum.py (yours): its op's kernel is now kad2/kernels/pairsum.py, a new "
+            "skeleton: move your code there") in result.output
+    assert (adopted / "kad/kernels/pairsum.py").read_text() == MY_PAIRSUM
