@@ -55,6 +55,8 @@ def resolve_backward(resolver: OpResolver, schema: FunctionSchema, args: tuple[A
                 f"backward has no formula for Tensor argument '{arg.name}' "
                 f"(write one, or '{arg.name}: {NON_DIFFERENTIABLE}')",
             )
+    if any(source not in by_name for source in halves.values()):
+        return None  # `split` names no argument (split_args reports it): nothing to save the halves through
     gradients.sort(key=lambda g: g.arg.index)
     stat_reads = getattr(body, "reads", ())  # what a backward differentiated again recomputes them from
     backward = plan_backward(tuple(gradients), args, num_outputs=len(schema.returns), stats=stats, stat_reads=stat_reads)

@@ -14,8 +14,9 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
+from .errors import Diagnostic
 from .loader import Mapping
-from .model import BUILTIN_DEFAULTS, BoundKernel, CustomKernel, Device, Language, Route
+from .model import BUILTIN_DEFAULTS, BoundKernel, CustomKernel, Device, Language, Package, Route
 from .names import CPP_KEYWORDS
 
 if TYPE_CHECKING:
@@ -144,3 +145,24 @@ def _check_file(resolver: OpResolver, at, spec_dir: Path, path: str, function: s
         resolver.error(at.shifted(0, len(path) + 1), f"'{path}' has no {form}: bind a function the file defines")
         return False
     return True
+
+
+def generated_path_errors(root: Mapping, package: Package, planned: dict[str, tuple[str, str | None]]) -> list[Diagnostic]:
+    """Bound paths that are files kopgen writes, from the resolved package's plan (`planned`: path -> (owner,
+    the op whose file it is)): a file kopgen rewrites (csrc/ops.cpp, a backward kernel's module), which setup.py
+    would compile twice or `update` overwrite, or another op's skeleton. An op's own skeleton stays bindable
+    (in `kopgen adopt` it is the user's file, kept as it is)."""
+    found = []
+    spec_ops = [op for op in package.ops if not op.backward_of]  # less the backward kernels kopgen adds
+    for node, op in zip(root.get("ops").items, spec_ops, strict=True):
+        kernel = node.get("kernel")
+        source = kernel.get("source") if isinstance(kernel, Mapping) else None
+        for _, value in source.entries.values() if isinstance(source, Mapping) else ():
+            path = value.value.rpartition(":")[0]
+            owner, of_op = planned.get(path, (None, None))
+            if owner is None or (owner == "user" and of_op == op.name):
+                continue
+            whose = "" if of_op is None else f" (op {of_op}'s kernel{' skeleton' if owner == 'user' else ''})"
+            found.append(Diagnostic(value.value_position, f"'{path}' is a file kopgen writes{whose}; bind a "
+                                                          "function of a file of yours"))
+    return found

@@ -314,11 +314,27 @@ def _check_scalar(node: Scalar, schema: dict[str, Any], label: str, diagnostics:
     pattern = schema.get("pattern")
     if pattern and not re.fullmatch(pattern, node.value):  # fullmatch: `$` lets a final newline through
         diagnostics.error(node.value_position, f"{label} must be an identifier (letters, digits, _), not {node.text!r}")
-    if isinstance(node.value, float) and not math.isfinite(node.value):  # as in JSON, which has neither
-        diagnostics.error(node.position, f"{label} must be a finite number, not {node.text}")
+    if isinstance(node.value, float) and not math.isfinite(node.value) or _beyond_float(node.value, schema):
+        # as in JSON, which has neither; an integer too large for a float fails where the tests convert it
+        diagnostics.error(node.position, f"{label} must be a finite number, not {_short(node.text)}")
         return
     if "minimum" in schema and node.value < schema["minimum"]:
         diagnostics.error(node.position, f"{label} must be at least {schema['minimum']}, not {node.text}")
+
+
+def _beyond_float(value: Any, schema: dict[str, Any]) -> bool:
+    """An integer where a number is meant that no float holds (`atol: 1000...0`, 400 digits)."""
+    if schema.get("type") != "number" or type(value) is not int:
+        return False
+    try:
+        float(value)
+    except OverflowError:
+        return True
+    return False
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 40 else f"{text[:20]}...{text[-10:]} ({len(text)} characters)"
 
 
 def _check_sequence(node: Sequence, schema: dict[str, Any], label: str, diagnostics: Diagnostics) -> None:

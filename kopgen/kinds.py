@@ -321,7 +321,13 @@ def _resolve_reduction(resolver: OpResolver, schema: FunctionSchema, args: tuple
     try:
         expr = parse_pointwise(text, {a.name: a.kind for a in args})
     except ExprError as error:
-        resolver.expr_errors(expr_node, error)
+        if expr_node is not None:
+            resolver.expr_errors(expr_node, error)
+        else:  # the expression is the argument's name (`Tensor float`): at the argument, unless its name is refused
+            where = at.shifted(0, tensors[0].schema.column)
+            if all(d.position != where for d in resolver.diagnostics.items):
+                for each in error.errors:
+                    resolver.error(where, each.message)
         return None
     for arg in tensors:
         if arg.name not in expr.names + expr.tested:

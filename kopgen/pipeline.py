@@ -6,6 +6,7 @@ import os
 import stat
 from pathlib import Path
 
+from .bound import generated_path_errors
 from .checks import meta_warnings, sample_errors, spec_warnings
 from .errors import Diagnostic, Diagnostics, Position, SpecError
 from .format import check_format
@@ -101,6 +102,9 @@ def _load(text: str, filename: str, stems: dict[str, str] | None = None) -> tupl
     diagnostics.raise_if_any()
     assert package is not None
     diagnostics.items += sample_errors(root, package)
+    # A bound kernel must be none of the files kopgen writes, which only the plan of the whole package knows.
+    planned = {f.path: (f.owner, f.context["op"].name if "op" in f.context else None) for f in plan(package)}
+    diagnostics.items += generated_path_errors(root, package, planned)
     diagnostics.raise_if_any()
     return root, package
 

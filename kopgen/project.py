@@ -7,6 +7,7 @@ here at its node, FILE:LINE:COL, before anything is written.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 
 from .errors import Diagnostics
@@ -75,6 +76,13 @@ def _items(node: object) -> tuple:
 
 
 def _author(node: Scalar, diagnostics: Diagnostics) -> Author | None:
+    # Authors become header lines of the wheel's METADATA: a line break would start a header of its own
+    # (`Requires-Dist: ...`), so control characters and line or paragraph separators are refused.
+    bad = next((c for c in node.value if unicodedata.category(c) in ("Cc", "Zl", "Zp")), None)
+    if bad is not None:
+        diagnostics.error(node.value_position, f"author {node.value!r} must not hold a line break or control "
+                                               f"character (U+{ord(bad):04X})")
+        return None
     match = _AUTHOR.fullmatch(node.value)
     if match is None:
         diagnostics.error(node.value_position, f"author {node.value!r} must be 'Name' or 'Name <email>', like "

@@ -7,6 +7,7 @@ file). kopgen renders the operator code itself (plan.py).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import tomli_w
@@ -36,13 +37,27 @@ def toml_value(value: object) -> str:
     return tomli_w.dumps({"v": value}).removeprefix("v = ").rstrip("\n")
 
 
+# What opens a Markdown block at the start of a line: a heading, quote, list item, thematic break, code fence,
+# table, link definition, ordered list item (CommonMark); `<` is escaped everywhere.
+_BLOCK_START = re.compile(r"[#>*+=_`~|\[-]|\d{1,9}[.)]")
+
+
+def readme_paragraph(text: str) -> str:
+    """`text` as one paragraph of plain text in the README: its whitespace (line breaks included) collapsed to
+    spaces, a block marker at its start, every `<` and `\\` escaped, so that no description opens a block or an HTML
+    element that runs past it (an unclosed code fence, HTML comment or `<details>` would take the README's rest)."""
+    line = " ".join(text.split()).replace("\\", "\\\\").replace("<", "\\<")
+    start = _BLOCK_START.match(line)
+    return line if start is None else f"{line[:start.end() - 1]}\\{line[start.end() - 1:]}"
+
+
 def skeleton_answers(package: Package) -> dict[str, object]:
     summary = (package.description.strip().splitlines() or [""])[0]  # package metadata takes one line
     return {
         "package": package.name,
         "namespace": package.namespace,
         "version": package.version,
-        "description": package.description,
+        "description": readme_paragraph(package.description),
         # pyproject.toml's values, written by a TOML writer: no spec text can end a string there.
         "name_toml": toml_value(package.name),
         "version_toml": toml_value(package.version),

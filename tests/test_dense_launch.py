@@ -352,3 +352,36 @@ def test_norms_reuse_the_direct_launcher_and_key_on_the_inputs_kinds(norms_suppo
 def test_other_norm_inputs_are_the_general_paths(norms_support, inputs):
     assert norms_support.DenseNorms(_norm_kernel, 2, NORM_NAMES, ((2, "HAS_b"),))(inputs, (1e-5,), False) is None
     assert not norms_support.general
+
+
+BIAS_ONLY_TESTED = """\
+kopgen: 1
+package: kflag
+defaults: {backends: {cpu: triton, cuda: triton}}
+ops:
+  - schema: "ln(Tensor x, Tensor? bias=None) -> Tensor"
+    normalize: {stats: {rstd: "rsqrt(mean(x * x))"}, compute: "x * rstd + (1.0 if present(bias) else 0.0)"}
+  - schema: "pw(Tensor x, Tensor? bias=None) -> Tensor"
+    compute: "x + (1.0 if present(bias) else 0.0)"
+  - schema: "rmax(Tensor x, Tensor? bias=None) -> Tensor"
+    reduce: {op: max, expr: "x + (1.0 if present(bias) else 0.0)"}
+  - schema: "glu(Tensor x, Tensor? bias=None) -> Tensor"
+    split: {x: [gate, up]}
+    compute: "gate * up + (1.0 if present(bias) else 0.0)"
+"""
+
+
+def test_an_optional_only_tested_by_present_takes_the_general_path(tmp_path):
+    """`present(bias)` with bias never read: the kernel takes HAS_bias, which no dense helper is given bias to
+    set (a normalisation's failed to render; the others launched without the flag), so no dense path."""
+    from kopgen.lang import dense_launch
+    from kopgen.pipeline import generate, load_spec_text
+
+    package = load_spec_text(BIAS_ONLY_TESTED, "spec.yaml")
+    assert [op.name for op in package.ops if dense_launch.applies(op) or dense_launch.definition(op)] == []
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text(BIAS_ONLY_TESTED)
+    repo = generate(spec, tmp_path / "out")
+    for op in ("ln", "pw", "rmax", "glu"):
+        launcher = (repo / "kflag/kernels" / f"{op}.py").read_text()
+        assert "HAS_bias=bias is not None" in launcher and "DENSE_LAUNCHES" not in launcher

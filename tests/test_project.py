@@ -64,6 +64,19 @@ def test_the_defaults():
     assert files["LICENSE"].startswith("BSD 3-Clause License\n\nCopyright (c) the kbook authors\n")
 
 
+def test_the_description_is_one_plain_paragraph_of_the_readme():
+    """Line breaks, a code fence, a heading, HTML: the README shows them as text in one paragraph, and the
+    template's own blocks stay as they are (an unclosed fence took the rest of the README)."""
+    hostile = 'description: "Line one \\\\<b>\\n```\\n# Heading\\n<!-- x\\n<details>"\n'
+    readme = _skeleton(hostile)["README.md"]
+    assert "\nLine one \\\\\\<b> ``` # Heading \\<!-- x \\<details>\n\nPyTorch operators" in readme
+    assert [line for line in readme.splitlines() if line.startswith("```")] == ["```bash", "```", "```python", "```"]
+    assert not any(line.startswith(("#", "<")) for line in readme.splitlines()[1:])
+    leading = _skeleton('description: "# not a heading\\n\\n12. nor a list"\n')["README.md"]
+    assert "\n\\# not a heading 12. nor a list\n" in leading
+    assert "\nFused ops. Fast ones.\n" in _skeleton("description: Fused ops. Fast ones.\n")["README.md"]
+
+
 def test_license_none_writes_no_license_and_apache_its_text():
     files = _skeleton("license: none\n")
     assert "LICENSE" not in files and "license" not in tomllib.loads(files["pyproject.toml"])["project"]

@@ -27,10 +27,18 @@ def _takes_inputs_as_given(op: Op, optionals: bool = False) -> bool:
     return (
         op.uses_compiled_triton
         and not op.is_mutating
+        and _flags_are_inputs(op)
         and not split.bind(op)  # halves, or a row gradient's columns
         and (optionals or not any(t.optional for t in op.kernel_tensors))
         and [t.name for t in op.kernel_tensors] == [*inputs, *op.output_names]
     )
+
+
+def _flags_are_inputs(op: Op) -> bool:
+    """Whether each optional Tensor the kernel tests (its HAS_ flag) is an input the dense helper is given: one
+    that `present(bias)` tests but nothing reads is no input, so no helper could set its flag."""
+    inputs = {a.name for a in op.input_args}
+    return all(a.name in inputs for a in op.tested_optionals)
 
 
 def _pointwise_applies(op: Op) -> bool:
@@ -48,6 +56,7 @@ def _split_applies(op: Op) -> bool:
         return False
     halves = [h.name for h in op.body.halves]
     return ([a.name for a in op.input_args] == halves
+            and _flags_are_inputs(op)
             and not any(t.optional for t in op.kernel_tensors)
             and [t.name for t in op.kernel_tensors] == [*halves, *op.output_names]
             and python.output_allocator(op) == "pointwise_output")

@@ -1,0 +1,1 @@
+at::Tensor twice_cpu(const at::Tensor& a) { return a * 2; }

@@ -1,0 +1,2 @@
+def muladd_backward_python(a):
+    return a * 3
