@@ -41,10 +41,10 @@ def _sums_function(count: int) -> str:
 
 
 def helpers(op: Op) -> list[str]:
-    """The module's combine functions of the runs of sums its kernel reduces together (one per run length),
-    each after two blank lines; none where it has no such run."""
+    """The kernel module's combine functions, each after two blank lines: those of its max and min that keep a
+    NaN (lang/nans.py), then one per length of a run of sums it reduces together."""
     counts = sorted({len(run) for run in op.body.stat_groups if len(run) > 1})
-    lines = []
+    lines = nans.helpers(op)
     for count in counts:
         totals = [DERIVED_NAMES["run_total"].format(i) for i in range(count)]
         values = [DERIVED_NAMES["run_value"].format(i) for i in range(count)]
