@@ -8,6 +8,7 @@ FUNCTION is an identifier, so no newline, quote or `*/` gets into an import, a h
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import keyword
 import re
@@ -21,6 +22,7 @@ from .names import CPP_KEYWORDS
 
 if TYPE_CHECKING:
     from .resolve import OpResolver
+    from .schema import FunctionSchema
 
 _PATH = re.compile(r"[A-Za-z0-9_./-]+")  # POSIX's portable file-name characters, and /
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
@@ -30,20 +32,20 @@ _MAX_BYTES = 10 * 1024 * 1024  # the textual search for FUNCTION reads at most t
 _GENERATED_MODULES = ("__init__.py", "ops.py", "_registration.py", "_support.py", "reference.py", "kernels/__init__.py")
 
 
-def bind_sources(resolver: OpResolver, body: CustomKernel | None, op: str = "") -> CustomKernel | None:
+def bind_sources(resolver: OpResolver, body: CustomKernel | None, schema: FunctionSchema) -> CustomKernel | None:
     """`body` with the existing functions its `kernel: {source: ...}` binds; None where either has errors
     (the entries are checked even when the rest of the op has errors, so that all are reported at once)."""
     node = resolver.node.get("kernel")
     if not isinstance(node, Mapping):  # `kernel: custom`: skeletons only
         return body
     errors_before = len(resolver.diagnostics.items)
-    bound = _resolve_sources(resolver, node.get("source"), op)
+    bound = _resolve_sources(resolver, node.get("source"), schema)
     if body is None or len(resolver.diagnostics.items) > errors_before:
         return None
     return dataclasses.replace(body, bound=bound)
 
 
-def _resolve_sources(resolver: OpResolver, source: Mapping, op: str) -> tuple[BoundKernel, ...]:
+def _resolve_sources(resolver: OpResolver, source: Mapping, schema: FunctionSchema) -> tuple[BoundKernel, ...]:
     registration = resolver.resolve_registration()
     backends_node = resolver.setting("backends")
     backends = {k: v.value for k, (_, v) in backends_node.entries.items()} if backends_node else BUILTIN_DEFAULTS["backends"]
@@ -62,11 +64,11 @@ def _resolve_sources(resolver: OpResolver, source: Mapping, op: str) -> tuple[Bo
         language = Language(backends[device])
         path, _, function = value.value.rpartition(":")
         at = value.value_position
-        if not _check_path(resolver, at, path, language, resolver.package, op):
+        if not _check_path(resolver, at, path, language, resolver.package, schema.name):
             continue
         if not _check_function(resolver, at.shifted(0, len(path) + 1), function, language):
             continue
-        if _check_file(resolver, at, spec_dir, path, function, language):
+        if _check_file(resolver, at, spec_dir, path, function, language, schema):
             bound.append(BoundKernel(Device(device), path, function))
     return tuple(sorted(bound))
 
@@ -129,8 +131,10 @@ def _check_function(resolver: OpResolver, at, function: str, language: Language)
     return True
 
 
-def _check_file(resolver: OpResolver, at, spec_dir: Path, path: str, function: str, language: Language) -> bool:
-    """PATH exists beside the spec, inside its folder, and (textually) defines or declares FUNCTION."""
+def _check_file(resolver: OpResolver, at, spec_dir: Path, path: str, function: str, language: Language,
+                schema: FunctionSchema) -> bool:
+    """PATH exists beside the spec, inside its folder, and (textually) defines or declares FUNCTION; a Python
+    FUNCTION takes the arguments torch calls the op's kernel with."""
     file = spec_dir / path
     if not file.is_file() or not file.resolve().is_relative_to(spec_dir.resolve()):
         where = "is not a file" if file.exists() else "does not exist"
@@ -144,7 +148,41 @@ def _check_file(resolver: OpResolver, at, spec_dir: Path, path: str, function: s
         form = f"{function}(...)" if language.is_compiled else f"def {function}(...)"
         resolver.error(at.shifted(0, len(path) + 1), f"'{path}' has no {form}: bind a function the file defines")
         return False
+    if not language.is_compiled and (problem := _python_call_problem(text, function, schema)):
+        resolver.error(at.shifted(0, len(path) + 1), f"'{path}': def {function} {problem}")
+        return False
     return True
+
+
+def _python_call_problem(text: str, function: str, schema: FunctionSchema) -> str | None:
+    """Why torch's call of the op's kernel (the schema's positional arguments by position, its keyword-only
+    ones by name) cannot reach the module-level `def FUNCTION`, or None (also where the file does not parse:
+    kopgen reads it, never runs it, and Python's import will say more)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    found = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == function]
+    if not found:
+        return None
+    params = found[-1].args  # the last definition is the one the module keeps
+    positional = [*params.posonlyargs, *params.args]
+    passed = [a.name for a in schema.positional]
+    if len(positional) < len(passed) and params.vararg is None:
+        return (f"takes {len(positional)} positional parameter{'s' * (len(positional) != 1)}; torch calls it with "
+                f"the op's {len(passed)} ({', '.join(passed)})")
+    required = len(positional) - len(params.defaults)
+    if required > len(passed):
+        return f"requires {required} positional arguments; torch passes the op's {len(passed)} ({', '.join(passed)})"
+    by_name = {p.arg for p in positional[len(passed):] if p not in params.posonlyargs} | {p.arg for p in params.kwonlyargs}
+    keywords = [a.name for a in schema.kwarg_only]
+    if missing := [k for k in keywords if k not in by_name and params.kwarg is None]:
+        return f"takes no parameter {missing[0]}, which torch passes by name (the op's keyword-only argument)"
+    unknown = [p.arg for p, default in zip(params.kwonlyargs, params.kw_defaults, strict=True)
+               if default is None and p.arg not in keywords]
+    if unknown:
+        return f"requires the keyword argument {unknown[0]}, which the op's schema does not have"
+    return None
 
 
 def generated_path_errors(root: Mapping, package: Package, planned: dict[str, tuple[str, str | None]]) -> list[Diagnostic]:

@@ -77,7 +77,7 @@ def resolve_kind(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg, 
     if kind == "normalize":
         return resolve_normalization(resolver, schema, args)
     if kind == "kernel":
-        return bind_sources(resolver, _resolve_custom(resolver, schema, args), schema.name)
+        return bind_sources(resolver, _resolve_custom(resolver, schema, args), schema)
     return _resolve_compute(resolver, schema, args)
 
 
