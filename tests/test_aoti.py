@@ -32,6 +32,30 @@ def test_an_op_sized_by_its_data_is_left_out():
     assert "tests/test_aoti.py" not in rendered(load_spec(SPECS / "custom_dynamic.yaml"))
 
 
+MEMORY_FORMAT = """\
+kopgen: 1
+package: kmf
+defaults:
+  registration: library
+  backends: {cpu: python}
+ops:
+  - schema: "memf(Tensor x, *, MemoryFormat memory_format=contiguous_format) -> Tensor"
+    kernel: custom
+    reference: "x * 2"
+    fake: {shape: x.shape}
+  - schema: "twice(Tensor x) -> Tensor"
+    compute: "x * 2"
+"""
+
+
+def test_an_op_taking_a_memory_format_is_left_out(tmp_path):
+    """torch's AOTInductor serializes a MemoryFormat as an int and then refuses it (torch.library alone too)."""
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text(MEMORY_FORMAT)
+    program = rendered(load_spec(spec))["tests/test_aoti.py"]
+    assert "PROGRAM = (test_twice.TestTwice,)" in program and "memf" not in program
+
+
 def test_compiled_routes_register_vmap_rules():
     """torch_library and stable_abi ops get the rule from Python, as the Python routes do: the functional
     pointwise ops, not the mutating ones nor backward kernels."""

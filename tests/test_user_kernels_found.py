@@ -1,6 +1,7 @@
-"""Found by bringing hand-written kernels through kopgen as a new user (an exploratory run, 2026-12-06): a
+"""Found by bringing hand-written kernels through kopgen as a new user (exploratory runs, 2026-12-06): a
 differentiable op taking a Tensor[], fp8 outputs in the generated suite, the empty sample of a kernel whose
-Tensors relate by other dimensions than rows, and a stale build of another route beside a stable-ABI one."""
+Tensors relate by other dimensions than rows, a stale build of another route beside a stable-ABI one, and a
+not-differentiable op with keyword-only arguments."""
 
 from __future__ import annotations
 
@@ -106,3 +107,38 @@ def test_a_stable_abi_package_refuses_a_torch_library_build_beside_it(installed,
                             capture_output=True, text=True, check=False, timeout=300)
     assert result.returncode != 0
     assert "holds a build of the torch_library route (_C.cpython-*)" in result.stderr, result.stderr[-2000:]
+
+
+KEYWORD_ONLY = """\
+kopgen: 1
+package: kkw
+defaults:
+  registration: ROUTE
+  backends: {cpu: python, cuda: triton}
+ops:
+  - schema: "scale(Tensor x, *, float s=2.0) -> Tensor"
+    compute: "x * s"
+"""
+
+KEYWORD_ONLY_CHECK = """
+import pytest, torch
+import kkw
+
+y = kkw.scale(torch.randn(3, requires_grad=True), s=3.0)
+with pytest.raises(RuntimeError, match="kkw::scale is not differentiable: its spec has no backward formulas"):
+    y.sum().backward()
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("route", ["custom_op", "library", "triton_op"])
+def test_an_op_with_keyword_only_arguments_and_no_backward_runs_with_grad(tmp_path, route):
+    """torch passes keyword_only_inputs to setup_context where the schema has keyword-only arguments: the
+    not-differentiable op's setup_context took none, and every call with an input needing grad raised a
+    TypeError before backward's own error."""
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text(KEYWORD_ONLY.replace("ROUTE", route))
+    repo = generate(spec, tmp_path / "repo")
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(KEYWORD_ONLY_CHECK)], cwd=repo, capture_output=True,
+                            text=True, check=False, timeout=300, env={**os.environ, "PYTHONPATH": str(repo)})
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]

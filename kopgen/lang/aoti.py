@@ -8,8 +8,10 @@ makes one per device, not one per op or sample.
 
 An op that writes its arguments is in the program too: export records it functionally and AOTInductor
 writes the program's inputs in place, as the eager call does. Left out: custom kernels whose output size
-only the data decides (a new symbol that the program's static shapes cannot hold), and backward kernels
-(no test class of their own: BackwardKernel checks them with their op).
+only the data decides (a new symbol that the program's static shapes cannot hold), backward kernels
+(no test class of their own: BackwardKernel checks them with their op), and ops taking a MemoryFormat, which
+torch's AOTInductor (2.13) serializes as an int and then refuses ("Expected extern kernel ... to have
+serialized argument type as_memory_format for argument 1 but got as_int"; torch.library alone does it too).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from . import python, tests
 
 def compiles(op: Op) -> bool:
     """Whether the op is in the package's AOTInductor program."""
-    return not python.sized_by_data(op) and not op.backward_of
+    memory_format = any(str(a.schema.type).startswith("MemoryFormat") for a in op.args)
+    return not python.sized_by_data(op) and not op.backward_of and not memory_format
 
 
 def any_compiled(package: Package) -> bool:
