@@ -1,7 +1,7 @@
 """Found by bringing hand-written kernels through kopgen as a new user (exploratory runs, 2026-12-06): a
 differentiable op taking a Tensor[], fp8 outputs in the generated suite, the empty sample of a kernel whose
-Tensors relate by other dimensions than rows, a stale build of another route beside a stable-ABI one, and a
-not-differentiable op with keyword-only arguments."""
+Tensors relate by other dimensions than rows, a stale build of another route beside a stable-ABI one, a
+not-differentiable op with keyword-only arguments, and the suite of an op of CUDA only on a machine without one."""
 
 from __future__ import annotations
 
@@ -142,3 +142,25 @@ def test_an_op_with_keyword_only_arguments_and_no_backward_runs_with_grad(tmp_pa
     result = subprocess.run([sys.executable, "-c", textwrap.dedent(KEYWORD_ONLY_CHECK)], cwd=repo, capture_output=True,
                             text=True, check=False, timeout=300, env={**os.environ, "PYTHONPATH": str(repo)})
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
+
+
+CUDA_ONLY = """\
+kopgen: 1
+package: kconly
+defaults:
+  backends: {cuda: triton}
+ops:
+  - schema: "twice(Tensor x) -> Tensor"
+    compute: "x * 2"
+"""
+
+
+def test_the_suite_of_an_op_of_cuda_only_skips_on_a_machine_without_one(tmp_path):
+    """A check of no device (the Python API, backward's error) took the op's first device, cuda, and failed
+    ("Torch not compiled with CUDA enabled") where it should skip, as every CUDA test does."""
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text(CUDA_ONLY)
+    repo = generate(spec, tmp_path / "repo")
+    result = run_suite(repo, {**os.environ, "PYTHONPATH": str(repo), "CUDA_VISIBLE_DEVICES": ""})
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
+    assert " skipped" in result.stdout and " failed" not in result.stdout
