@@ -236,10 +236,10 @@ class Contract:
     def normal_args(self, device=None, dtype=None, requires_grad=False, grown=False):
         """The normal sample's arguments (on the first device, in the first dtype)."""
         sample = self.data.normal_sample
-        device, dtype = device or self.data.devices[0], dtype or self.data.dtypes[0]
         # An op of CUDA only, in a check that takes no device: a CUDA test.
-        if device == "cuda" and not HAS_CUDA:
+        if device is None and self.data.devices[0] == "cuda" and not HAS_CUDA:
             pytest.skip("needs a CUDA device")
+        device, dtype = device or self.data.devices[0], dtype or self.data.dtypes[0]
         return self.make_args(sample, device, dtype, requires_grad, grown)
 
     def split(self, args: tuple) -> tuple[tuple, dict]:
