@@ -10,14 +10,12 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
-from kopgen import generate
-
 from .conftest import run_suite
 from .test_end_to_end import installed  # noqa: F401  (the fixture)
+from .test_normalize import _generated, _passes
 
 TENSOR_LIST = """\
 kopgen: 1
@@ -51,12 +49,7 @@ print("ok")
 def test_a_differentiable_op_taking_a_tensor_list_returns_its_gradients_as_a_list(tmp_path):
     """torch's autograd of an op wants backward's value for a Tensor[] as a list of as many; a None there
     failed every backward (the structure of the inputs)."""
-    spec = tmp_path / "kopgen.yaml"
-    spec.write_text(TENSOR_LIST)
-    repo = generate(spec, tmp_path / "repo")
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(TENSOR_LIST_CHECK)], cwd=repo, capture_output=True,
-                            text=True, check=False, timeout=300, env={**os.environ, "PYTHONPATH": str(repo)})
-    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
+    _passes(_generated(tmp_path, TENSOR_LIST), TENSOR_LIST_CHECK)
 
 
 KERNELS = """\
@@ -84,9 +77,7 @@ def test_fp8_outputs_and_the_empty_sample_of_related_shapes_pass_the_generated_s
     """fp8 outputs: opcheck compares them bitwise (half dtypes' tolerances refused there), and the
     not-differentiable check sums them as float32. The empty sample keeps the transpose's relation: out
     [0, 4] from x [4, 0], not x [0, 6]."""
-    spec = tmp_path / "kopgen.yaml"
-    spec.write_text(KERNELS)
-    repo = generate(spec, tmp_path / "repo")
+    repo = _generated(tmp_path, KERNELS)
     assert '"empty": lambda make: (make(0, 4), make(4, 0)),' in (repo / "tests" / "test_transpose_out.py").read_text()
     result = run_suite(repo, {**os.environ, "PYTHONPATH": str(repo)}, "-k", "opcheck or backward_raises or empty")
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
@@ -136,12 +127,7 @@ def test_an_op_with_keyword_only_arguments_and_no_backward_runs_with_grad(tmp_pa
     """torch passes keyword_only_inputs to setup_context where the schema has keyword-only arguments: the
     not-differentiable op's setup_context took none, and every call with an input needing grad raised a
     TypeError before backward's own error."""
-    spec = tmp_path / "kopgen.yaml"
-    spec.write_text(KEYWORD_ONLY.replace("ROUTE", route))
-    repo = generate(spec, tmp_path / "repo")
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(KEYWORD_ONLY_CHECK)], cwd=repo, capture_output=True,
-                            text=True, check=False, timeout=300, env={**os.environ, "PYTHONPATH": str(repo)})
-    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
+    _passes(_generated(tmp_path, KEYWORD_ONLY.replace("ROUTE", route)), KEYWORD_ONLY_CHECK)
 
 
 CUDA_ONLY = """\
@@ -158,9 +144,7 @@ ops:
 def test_the_suite_of_an_op_of_cuda_only_skips_on_a_machine_without_one(tmp_path):
     """A check of no device (the Python API, backward's error) took the op's first device, cuda, and failed
     ("Torch not compiled with CUDA enabled") where it should skip, as every CUDA test does."""
-    spec = tmp_path / "kopgen.yaml"
-    spec.write_text(CUDA_ONLY)
-    repo = generate(spec, tmp_path / "repo")
+    repo = _generated(tmp_path, CUDA_ONLY)
     result = run_suite(repo, {**os.environ, "PYTHONPATH": str(repo), "CUDA_VISIBLE_DEVICES": ""})
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
     assert " skipped" in result.stdout and " failed" not in result.stdout
