@@ -107,9 +107,6 @@ DERIVED_NAMES = {
     # backward's gradients), named after the op less its `_backward`: rms_norm_backward -> rms_norm_grads
     "shared_call": "{}_grads",
     "row_value": "row{}",  # C++ and CUDA: a normalisation's row values, row0, row1, ... (lang/cpp_norms.py)
-    # Triton: the parameters of the combine function of a run of sums (lang/norm_stats.py), a scope of its own
-    "run_total": "total{}",
-    "run_value": "value{}",
 }
 # The names each op binds at module level in _registration.py (its handle in ops.py too), `{}` its stem.
 # Two ops' names can meet (op f's `_f_backward` is the handle of op f_backward): module_level_names

@@ -55,51 +55,6 @@ def test_independent_sums_and_means_are_reduced_in_runs(tmp_path):
     assert [len(run) for run in ops["softmax"].body.stat_groups] == [1, 1]  # sum(exp(x - x_max)) reads x_max
 
 
-# The compiled kernel reduces a run of sums in one tl.reduce of a tuple (CONST_COLS None: compiled), which the
-# interpreter does not run by default; here it does, for layer_norm's backward (mean0 and mean1 together).
-COMPILED_RUN_CHECK = """
-import torch
-from triton.runtime.interpreter import InterpretedFunction
-from knorms import reference
-from knorms.kernels import layer_norm_backward
-
-launches = []
-
-
-class CompiledBranch(InterpretedFunction):
-    def __getitem__(self, grid):
-        run = super().__getitem__(grid)
-
-        def launch(*args, **constexprs):
-            launches.append(constexprs["ONE_PASS"])
-            return run(*args, **{**constexprs, "CONST_COLS": None})
-
-        return launch
-
-
-layer_norm_backward.layer_norm_backward_kernel = CompiledBranch(layer_norm_backward.layer_norm_backward_kernel.fn)
-torch.manual_seed(0)
-for dtype in (torch.float32, torch.bfloat16):
-    g, x, w = torch.randn(7, 40, dtype=dtype), torch.randn(7, 40, dtype=dtype) * 3, torch.randn(40, dtype=dtype)
-    mu = x.float().mean(-1, keepdim=True)
-    rstd = torch.rsqrt(((x.float() - mu) ** 2).mean(-1, keepdim=True) + 1e-5)
-    got = layer_norm_backward.layer_norm_backward_triton(g, x, w, mu, rstd)
-    leaves = [x.detach().float().requires_grad_(), w.float().requires_grad_()]
-    want = torch.autograd.grad(reference.layer_norm(*leaves), leaves, g.float())
-    tolerances = {} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 2e-2}
-    torch.testing.assert_close(tuple(t.float() for t in got), want, **tolerances, msg=lambda m: f"{dtype}: {m}")
-assert launches == [True, True], launches
-print("ok")
-"""
-
-
-def test_the_compiled_kernels_run_of_sums_in_one_reduction_matches_autograd(tmp_path):
-    repo = generate(EXAMPLES / "norms.yaml", tmp_path / "repo")
-    kernel = (repo / "knorms" / "kernels" / "layer_norm_backward.py").read_text()
-    assert "mean0, mean1 = tl.reduce((mean0, mean1), 1, _sums_of_2)" in kernel
-    _passes(repo, COMPILED_RUN_CHECK)
-
-
 # Each op's Triton launcher against its reference, with the block chosen by the package (one pass
 # for these rows) and forced to 16 columns (the looped form: three blocks for a row of 40; a backward
 # kernel's programs then add each block's column sums to their partial rows).

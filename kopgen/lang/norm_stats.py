@@ -2,11 +2,10 @@
 each reduced from a block of whole rows (one pass), or accumulated over a long row's columns in a loop
 (looped), then finished and saved for backward.
 
-The model's runs of statistics (RowNormalization.stat_groups: consecutive sums and means none of which reads
-another) are reduced together. In one pass the compiled kernel reduces a run in one `tl.reduce` of a tuple,
-one round of the block's barriers, where each statistic took a round; Triton's interpreter would call that
-tuple's combine function element by element in Python, so there each is reduced alone. A long row's run is
-accumulated in one loop over its columns, which loads the Tensors the run reads once, not once a statistic.
+In one pass each statistic is reduced alone from the loaded block. A long row's runs of statistics
+(RowNormalization.stat_groups: consecutive sums and means none of which reads another) are each accumulated in
+one loop over its columns, which loads the Tensors the run reads once, not once a statistic. (One `tl.reduce`
+of a tuple for a run in one pass measured no faster on an H100: docs/performance.md, 2026-12-06.)
 """
 
 from __future__ import annotations
@@ -35,62 +34,21 @@ def stat_pointer(name: str) -> str:
     return DERIVED_NAMES["pointer"].format(name)
 
 
-def _sums_function(count: int) -> str:
-    """The combine function of a tuple of `count` sums (a run reduced together)."""
-    return f"_sums_of_{count}"
-
-
-def helpers(op: Op) -> list[str]:
-    """The kernel module's combine functions, each after two blank lines: those of its max and min that keep a
-    NaN (lang/nans.py), then one per length of a run of sums it reduces together."""
-    counts = sorted({len(run) for run in op.body.stat_groups if len(run) > 1})
-    lines = nans.helpers(op)
-    for count in counts:
-        totals = [DERIVED_NAMES["run_total"].format(i) for i in range(count)]
-        values = [DERIVED_NAMES["run_value"].format(i) for i in range(count)]
-        lines += ["", "", "@triton.jit", wrap(f"def {_sums_function(count)}(", [*totals, *values], "):", 0),
-                  f"    # The compiled kernel's combine function of {count} sums reduced together.",
-                  "    return " + ", ".join(f"{t} + {v}" for t, v in zip(totals, values, strict=True))]
-    return lines
-
-
 def one_pass_stats(op: Op, indent: int) -> list[str]:
-    """Each statistic reduced from the loaded block, a run of sums together: a column of one value per row."""
+    """Each statistic reduced from the loaded block: a column of one value per row."""
     local, pad = locals_for(op), " " * indent
     lines = []
-    for run in op.body.stat_groups:
-        blocks = []
-        for stat in run:
-            values = f"{python.layout.operand(stat.reduced.to_triton())}.to({local.COMPUTE_DTYPE})"
-            blocks.append(f"tl.where({local.mask}, {values}, {_IDENTITY[stat.reduction.kind]})")
-            lines.append(f"{pad}# {stat.name} = {expression_comment(stat.text)}")
-        if len(run) > 1:
-            lines += _reduced_together(op, run, blocks, indent)
-        else:
-            stat, masked = run[0], blocks[0]
-            if stat.reduction.kind in ("max", "min"):  # the block again in the NaN count: named once
-                lines.append(pad + python.layout.assign(local.values, masked, indent))
-                masked = local.values
-            lines += nans.reduced(op, stat.reduction.kind, stat.name, masked, _COMBINE[stat.reduction.kind], indent,
-                                  keep_dims=True)
-        for stat in run:
-            lines += _finish(op, stat, indent) + _save(op, stat, indent)
+    for stat in op.body.stats:
+        lines.append(f"{pad}# {stat.name} = {expression_comment(stat.text)}")
+        values = f"{python.layout.operand(stat.reduced.to_triton())}.to({local.COMPUTE_DTYPE})"
+        masked = f"tl.where({local.mask}, {values}, {_IDENTITY[stat.reduction.kind]})"
+        if stat.reduction.kind in ("max", "min"):  # the block again in the NaN count: named once
+            lines.append(pad + python.layout.assign(local.values, masked, indent))
+            masked = local.values
+        lines += nans.reduced(op, stat.reduction.kind, stat.name, masked, _COMBINE[stat.reduction.kind], indent,
+                              keep_dims=True)
+        lines += _finish(op, stat, indent) + _save(op, stat, indent)
     return lines
-
-
-def _reduced_together(op: Op, run: tuple[RowStat, ...], blocks: list[str], indent: int) -> list[str]:
-    """A run's masked blocks (each named as its statistic), reduced in one tuple where compiled, each alone
-    where interpreted; then each kept as a column."""
-    local, pad = locals_for(op), " " * indent
-    names = [stat.name for stat in run]
-    lines = [pad + python.layout.assign(name, block, indent) for name, block in zip(names, blocks, strict=True)]
-    together = wrap("tl.reduce(", [f"({', '.join(names)})", "1", _sums_function(len(run))], ")", indent + 4)
-    lines += [f"{pad}if {local.CONST_COLS} is None:  # compiled: one reduction of the run",
-              f"{pad}    {', '.join(names)} = {together}",
-              f"{pad}else:  # interpreted: each alone (a combine function of ours would run element by element)"]
-    lines += [f"{pad}    " + python.layout.assign(name, f"tl.reduce({name}, 1, tl.standard._sum_combine)", indent + 4)
-              for name in names]
-    return lines + [f"{pad}{name} = {name}[:, None]" for name in names]
 
 
 def looped_stats(op: Op, indent: int, column_loop) -> list[str]:

@@ -12,12 +12,6 @@ from .. import _support, reference
 
 
 @triton.jit
-def _sums_of_2(total0, total1, value0, value1):
-    # The compiled kernel's combine function of 2 sums reduced together.
-    return total0 + value0, total1 + value1
-
-
-@triton.jit
 def layer_norm_backward_kernel(
     grad_ptr,
     x_ptr,
@@ -86,19 +80,20 @@ def layer_norm_backward_kernel(
                 mask=mask,
             ).to(COMPUTE_DTYPE)
             # mean0 = mean(grad * weight)
-            # mean1 = mean(grad * weight * (x - mu) * rstd)
-            mean0 = tl.where(mask, (grad * weight).to(COMPUTE_DTYPE), 0.0)
-            mean1 = tl.where(
-                mask, (grad * weight * (x - mu) * rstd).to(COMPUTE_DTYPE), 0.0
-            )
-            if CONST_COLS is None:  # compiled: one reduction of the run
-                mean0, mean1 = tl.reduce((mean0, mean1), 1, _sums_of_2)
-            else:  # interpreted: each alone (a combine function of ours would run element by element)
-                mean0 = tl.reduce(mean0, 1, tl.standard._sum_combine)
-                mean1 = tl.reduce(mean1, 1, tl.standard._sum_combine)
-            mean0 = mean0[:, None]
-            mean1 = mean1[:, None]
+            mean0 = tl.reduce(
+                tl.where(mask, (grad * weight).to(COMPUTE_DTYPE), 0.0),
+                1,
+                tl.standard._sum_combine,
+            )[:, None]
             mean0 = mean0 / n_cols
+            # mean1 = mean(grad * weight * (x - mu) * rstd)
+            mean1 = tl.reduce(
+                tl.where(
+                    mask, (grad * weight * (x - mu) * rstd).to(COMPUTE_DTYPE), 0.0
+                ),
+                1,
+                tl.standard._sum_combine,
+            )[:, None]
             mean1 = mean1 / n_cols
             out0 = rstd * (grad * weight - mean0 - (x - mu) * rstd * mean1)
             tl.store(
