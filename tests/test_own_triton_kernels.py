@@ -4,9 +4,10 @@ Triton's interpreter, and kernels kept in a module of the package that the op's 
 
 from __future__ import annotations
 
+import os
 import re
 
-from .conftest import EXAMPLES
+from .conftest import EXAMPLES, run_suite
 from .test_normalize import _generated, _passes
 
 PAIRSUM = (EXAMPLES / "custom.yaml").read_text(encoding="utf-8")
@@ -61,3 +62,13 @@ def test_an_autotuned_kernel_calling_jit_functions_runs_in_the_interpreter(tmp_p
     repo = _generated(tmp_path, PAIRSUM)
     _write_kernel(repo / "kcustom/kernels/pairsum.py")
     _passes(repo, CHECK)
+
+
+def test_a_triton_ops_kernels_may_live_in_a_module_its_kernels_module_imports(tmp_path):
+    """TracedIntoTriton required every traced kernel to be written in kernels/<op>.py itself: kernels kept in
+    a module of their own (`from ._shared import ...`, as kernel repos share them) failed the trace test."""
+    repo = _generated(tmp_path, PAIRSUM.replace("registration: custom_op", "registration: triton_op"))
+    _write_kernel(repo / "kcustom/kernels/pairsum.py", where=repo / "kcustom/kernels/_shared.py")
+    result = run_suite(repo, {**os.environ, "PYTHONPATH": str(repo)}, "-k", "traces or matches_reference", "-rA")
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
+    assert "PASSED tests/test_pairsum.py::TestPairsum::test_compile_traces_into_its_triton_kernels" in result.stdout
