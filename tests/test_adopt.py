@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -271,3 +273,15 @@ def test_a_bound_stable_abi_function_passes_its_suite(tmp_path):
     assert "return axpy_cpu(x, y, alpha);" in (repo / "kaxpy/csrc/ops.cpp").read_text()
     installed_suite_passes(repo, tmp_path / "site", at_least=10)
     assert (repo / "csrc/axpy.cpp").read_text() == AXPY_CPP
+
+
+def test_kopgens_files_beside_bound_kernels_pass_ruff(repo):
+    """The comment above the bound kernels' imports followed `from . import _support` with no blank line:
+    ruff's isort (I001) and ruff format wanted one, so the adopted repo's ci.sh failed."""
+    assert run("adopt", repo / "kopgen.yaml").exit_code == 0
+    generated = ["kbook/_registration.py", "benchmarks/bench_ops.py"]
+    assert "# Existing kernels the spec binds" in (repo / generated[0]).read_text()
+    for command in (["check", "--select", "E4,E7,E9,F,I"], ["format", "--check", "--diff"]):
+        result = subprocess.run([sys.executable, "-m", "ruff", *command, "--no-cache", "--isolated", *generated],
+                                cwd=repo, capture_output=True, text=True, check=False)
+        assert result.returncode == 0, result.stdout + result.stderr
