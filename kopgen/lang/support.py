@@ -33,7 +33,7 @@ def needs_device_guard(package: Package) -> bool:
 
 def support_imports(package: Package) -> list[str]:
     """The standard modules _support.py imports (a blank line after them where there are some)."""
-    modules, interprets = [], interprets_custom_kernels(package)
+    modules, interprets = [], interprets_users_kernels(package)
     if needs_device_guard(package) or interprets:
         modules.append("contextlib")
     if interprets:
@@ -56,7 +56,7 @@ def third_party_imports(package: Package) -> list[str]:
     FunctionalTensorMode for trace_as_reference."""
     triton = launches_compiled_triton(package)
     kernel = norm_sums.any_launched_column_sums(package)
-    traced, interprets = fusion.traces_references(package), interprets_custom_kernels(package)
+    traced, interprets = fusion.traces_references(package), interprets_users_kernels(package)
     return ["import torch", *["import triton"] * (triton or kernel), *["import triton.language as tl"] * kernel,
             "from torch import Tensor",
             *["from torch._subclasses.functional_tensor import FunctionalTensorMode"] * traced,
@@ -65,7 +65,7 @@ def third_party_imports(package: Package) -> list[str]:
             *["from triton.runtime.jit import JITFunction"] * (triton or kernel or interprets)]
 
 
-def interprets_custom_kernels(package: Package) -> bool:
+def interprets_users_kernels(package: Package) -> bool:
     """Whether some custom kernel's skeleton runs on CPU tensors in Triton's interpreter, through
     _support.interpreted (the user's kernels may be autotuned and call @triton.jit helpers)."""
     return any(op.uses_interpreter and isinstance(op.body, CustomKernel) for op in package.ops)
