@@ -312,3 +312,22 @@ def test_update_never_writes_through_a_symlink_out_of_the_repo(repo, tmp_path):
     result = update(repo)
     assert result.exit_code == 2 and "outside the repo" in result.output
     assert outside.read_text() == "not yours\n"
+
+
+def test_an_argument_added_to_a_written_triton_kernel_merges_cleanly(tmp_path):
+    """The skeleton's `raise` (which its user deletes) stood right above the output allocation, which kopgen
+    rewrites when an argument is added: git merge-file saw the two changes touch and left conflict markers in
+    the most common update of all. A line neither changes now stands between them."""
+    from .conftest import EXAMPLES, write_pairsum_kernel
+
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text((EXAMPLES / "custom.yaml").read_text())
+    repo = generate(spec, tmp_path / "repo")
+    kernel = repo / "kcustom/kernels/pairsum.py"
+    write_pairsum_kernel(kernel)
+    edit_spec(repo, '"pairsum(Tensor x) -> Tensor"', '"pairsum(Tensor x, float scale=1.0) -> Tensor"')
+    result = update(repo)
+    assert result.exit_code == 0, result.output
+    text = kernel.read_text()
+    assert "<<<<<<<" not in text and "raise NotImplementedError" not in text and "pairs = 2 * offsets" in text
+    assert "out = _support.pairsum_output(x, scale)" in text
