@@ -331,3 +331,22 @@ def test_an_argument_added_to_a_written_triton_kernel_merges_cleanly(tmp_path):
     text = kernel.read_text()
     assert "<<<<<<<" not in text and "raise NotImplementedError" not in text and "pairs = 2 * offsets" in text
     assert "out = _support.pairsum_output(x, scale)" in text
+
+
+def test_an_argument_added_to_a_written_cpp_kernel_merges_cleanly(tmp_path):
+    """The C++ skeleton's check (which its user replaces with the body) stood right under the signature,
+    which kopgen rewrites when an argument is added: conflict markers, as in the Triton skeleton."""
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text("kopgen: 1\npackage: kf\ndefaults:\n  registration: torch_library\n  backends: {cpu: cpp}\nops:\n"
+                    '  - schema: "twice(Tensor x) -> Tensor"\n    kernel: custom\n    reference: "x * 2"\n'
+                    "    fake: {shape: x.shape}\n")
+    repo = generate(spec, tmp_path / "repo")
+    kernel = repo / "kf/csrc/twice.cpp"
+    text = kernel.read_text()
+    kernel.write_text(re.sub(r"  TORCH_CHECK\(false, .*\);\n", "  out.copy_(x * 2);\n", text))
+    edit_spec(repo, '"twice(Tensor x) -> Tensor"', '"twice(Tensor x, float s=2.0) -> Tensor"')
+    result = update(repo)
+    assert result.exit_code == 0, result.output
+    text = kernel.read_text()
+    assert "<<<<<<<" not in text and "out.copy_(x * 2);" in text and "TORCH_CHECK" not in text
+    assert "void twice_cpu(const at::Tensor& x, double s, at::Tensor& out) {" in text
