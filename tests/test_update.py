@@ -317,7 +317,7 @@ def test_update_never_writes_through_a_symlink_out_of_the_repo(repo, tmp_path):
 def test_an_argument_added_to_a_written_triton_kernel_merges_cleanly(tmp_path):
     """The skeleton's `raise` (which its user deletes) stood right above the output allocation, which kopgen
     rewrites when an argument is added: git merge-file saw the two changes touch and left conflict markers in
-    the most common update of all. A line neither changes now stands between them."""
+    the most common update of all. The merge now leaves the deleted placeholder out of base and kopgen's side."""
     from .conftest import EXAMPLES, write_pairsum_kernel
 
     spec = tmp_path / "kopgen.yaml"
@@ -335,7 +335,8 @@ def test_an_argument_added_to_a_written_triton_kernel_merges_cleanly(tmp_path):
 
 def test_an_argument_added_to_a_written_cpp_kernel_merges_cleanly(tmp_path):
     """The C++ skeleton's check (which its user replaces with the body) stood right under the signature,
-    which kopgen rewrites when an argument is added: conflict markers, as in the Triton skeleton."""
+    which kopgen rewrites when an argument is added: conflict markers, as in the Triton skeleton. A placeholder
+    the user kept is merged as before."""
     spec = tmp_path / "kopgen.yaml"
     spec.write_text("kopgen: 1\npackage: kf\ndefaults:\n  registration: torch_library\n  backends: {cpu: cpp}\nops:\n"
                     '  - schema: "twice(Tensor x) -> Tensor"\n    kernel: custom\n    reference: "x * 2"\n'
@@ -350,3 +351,6 @@ def test_an_argument_added_to_a_written_cpp_kernel_merges_cleanly(tmp_path):
     text = kernel.read_text()
     assert "<<<<<<<" not in text and "out.copy_(x * 2);" in text and "TORCH_CHECK" not in text
     assert "void twice_cpu(const at::Tensor& x, double s, at::Tensor& out) {" in text
+    kept = "void f(int a) {\n  TORCH_CHECK(false, \"k::f: write its CPU kernel in k/csrc/f.cpp\");\n}\n"
+    assert update_module.without_deleted_placeholder(kept, kept, kept.replace("int a", "int a, int b")) == (
+        kept, kept.replace("int a", "int a, int b"))

@@ -44,7 +44,6 @@ def pairsum_triton(x: Tensor) -> Tensor:
     raise NotImplementedError(
         "kcustom::pairsum has no kernel yet: write the body of pairsum_kernel in kcustom/kernels/pairsum.py"
     )
-    # kopgen's launch around your kernel (kopgen update merges its changes into it):
     out = _support.pairsum_output(x)
     n_elements = out.numel()
     if n_elements == 0:
