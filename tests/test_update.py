@@ -354,3 +354,13 @@ def test_an_argument_added_to_a_written_cpp_kernel_merges_cleanly(tmp_path):
     kept = "void f(int a) {\n  TORCH_CHECK(false, \"k::f: write its CPU kernel in k/csrc/f.cpp\");\n}\n"
     assert update_module.without_deleted_placeholder(kept, kept, kept.replace("int a", "int a, int b")) == (
         kept, kept.replace("int a", "int a, int b"))
+
+
+def test_the_generated_suite_compiles_without_torchs_autograd_cache(repo):
+    """torch's AOTAutograd cache keys a graph by the graph, not by how its ops are registered: after a route
+    change (triton_op to custom_op here, by hand), the inductor tests loaded a graph from before that called
+    the op's `_<op>_cpu`, now gone ("'_OpNamespace' 'ktri' object has no attribute '_square_cpu'"). An Inductor
+    compile of each route to show it costs too much here; the generated conftest turns the cache off."""
+    conftest = (repo / "tests/conftest.py").read_text()
+    assert "import torch._functorch.config\n" in conftest
+    assert "\ntorch._functorch.config.enable_autograd_cache = False\n" in conftest
