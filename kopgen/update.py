@@ -307,13 +307,12 @@ def without_deleted_placeholder(ours: str, base: str, theirs: str) -> tuple[str,
     (the raise) or wrote the body in its place (the C++ check), as the skeleton says to: else kopgen's change
     of a line beside it (the allocation under the raise, the signature above the check, when an argument is
     added) touches the user's change, and git merge-file leaves conflict markers."""
-    block = _placeholder(base)
-    if block is None or block in ours:
+    block, new = _placeholder(base), _placeholder(theirs)
+    if block is None or new is None or block in ours:  # a new render without one: the plain merge, loud
         return base, theirs
     before, after = base.split(block, 1)
     yours = _between(ours, before.splitlines(keepends=True)[-1:], after.splitlines(keepends=True)[:1])
-    new = _placeholder(theirs)
-    return before + yours + after, theirs.replace(new, yours, 1) if new else theirs
+    return before + yours + after, theirs.replace(new, yours, 1)
 
 
 def _between(text: str, first: list[str], last: list[str]) -> str:

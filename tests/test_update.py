@@ -354,6 +354,9 @@ def test_an_argument_added_to_a_written_cpp_kernel_merges_cleanly(tmp_path):
     kept = "void f(int a) {\n  TORCH_CHECK(false, \"k::f: write its CPU kernel in k/csrc/f.cpp\");\n}\n"
     assert update_module.without_deleted_placeholder(kept, kept, kept.replace("int a", "int a, int b")) == (
         kept, kept.replace("int a", "int a, int b"))
+    # a new render without a placeholder (another kind of file): the plain merge, which never drops the body
+    written, gone = kept.replace("TORCH_CHECK", "body(); // TORCH_CHECK"), "void f(int a, int b) {\n}\n"
+    assert update_module.without_deleted_placeholder(written, kept, gone) == (kept, gone)
 
 
 def test_the_generated_suite_compiles_without_torchs_autograd_cache(repo):
