@@ -2,8 +2,9 @@
 be an existing kernel repo.
 
 Every path kopgen would write is sorted out before anything is written:
-- kopgen's own files (headed `@generated`) must not stand there already, unless byte-identical: another
-  file of that name would be replaced, so adopt stops (exit 2) and names each one;
+- kopgen's own files (headed `@generated`) must not stand there already, unless byte-identical or empty (a
+  package's empty __init__.py, which is replaced): another file of that name would be replaced, so adopt
+  stops (exit 2) and names each one;
 - the user's files that kopgen creates once (README.md, pyproject.toml, .gitignore, kernel skeletons)
   are kept byte-identical where they exist, and recorded in the state as adopted: `kopgen update` never
   merges into them, since kopgen never rendered them;
@@ -37,6 +38,7 @@ class Adoption:
     kept: list[str] = field(default_factory=list)  # the user's files that stand there: kept as they are
     same: list[str] = field(default_factory=list)  # kopgen's files that stand there byte-identical
     conflicts: list[str] = field(default_factory=list)  # kopgen's files that stand there and differ
+    emptied: dict[str, bytes] = field(default_factory=dict)  # kopgen's files that stand there empty: replaced
     spec_copied_from: str | None = None  # the spec's name where it is not kopgen.yaml
 
 
@@ -67,6 +69,10 @@ def plan_adoption(spec: str | os.PathLike[str]) -> Adoption:
             adoption.writes[path] = rendered
         elif on_disk == rendered.encode():
             adoption.same.append(path)
+        elif owner == KOPGEN and isinstance(on_disk, bytes) and not on_disk.strip():
+            # An empty file (every kernel repo's package has an __init__.py) holds nothing to keep.
+            adoption.emptied[path] = on_disk
+            adoption.writes[path] = rendered
         elif owner == KOPGEN:
             adoption.conflicts.append(path)
         else:
@@ -102,5 +108,13 @@ def adopt(spec: str | os.PathLike[str]) -> Adoption:
             f"files stand where kopgen writes its own, and differ from them: {', '.join(adoption.conflicts)}; "
             "nothing was written. Move them away (kopgen writes these files whole), then run kopgen adopt again"
         )
-    write_into_existing(adoption.target, adoption.writes)
+    try:
+        for path in adoption.emptied:  # write_into_existing adds files that are not there
+            (adoption.target / path).unlink()
+        write_into_existing(adoption.target, adoption.writes)
+    except BaseException:
+        for path, data in adoption.emptied.items():  # nothing written: the empty files back as they were
+            if not (adoption.target / path).exists():
+                (adoption.target / path).write_bytes(data)
+        raise
     return adoption

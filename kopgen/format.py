@@ -338,8 +338,10 @@ def _short(text: str) -> str:
 
 
 def _check_sequence(node: Sequence, schema: dict[str, Any], label: str, diagnostics: Diagnostics) -> None:
-    if len(node.items) < schema.get("minItems", 0):
-        diagnostics.error(node.position, f"{label} must not be empty")
+    minimum = schema.get("minItems", 0)
+    if len(node.items) < minimum:  # a split's list needs two: "must not be empty" said nothing of [gate]
+        diagnostics.error(node.position, f"{label} must not be empty" if minimum == 1 else
+                          f"{label} needs {minimum} items, not {len(node.items)}")
     seen: set[Any] = set()
     for index, item in enumerate(node.items):
         if "items" in schema:

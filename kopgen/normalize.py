@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from . import __version__
 from .expr import ExprError, parse_pointwise
+from .expr.pointwise import RESERVED
 from .expr.syntax import python_tree
 from .format import REDUCTIONS
 from .loader import Mapping as MappingNode
@@ -102,8 +103,8 @@ def _check_stat_name(resolver: OpResolver, name: str, key_node: Scalar, kinds: d
         why = "is not a Python identifier"
     elif name in kinds:
         why = "is already an argument of the op"
-    elif name.startswith("_") or name in PYTHON_LOCALS or name in MODULE_NAMES:
-        why = "is a name the generated code binds itself"
+    elif name.startswith("_") or name in PYTHON_LOCALS or name in MODULE_NAMES or name in RESERVED:
+        why = "is a name the generated code binds itself"  # RESERVED: abs, min, ... which C++ and Triton use
     if why:
         resolver.error(key_node.position, f"statistic '{name}' {why}: give it another name")
     return why is None

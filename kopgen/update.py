@@ -258,7 +258,7 @@ def _plan_merge(plan: UpdatePlan, path: str, base: str, theirs: str, disk: str |
         raise OutputError(f"{path} is not UTF-8 text (byte 0x{value:02x} at line {line}): kopgen update "
                           "merges it as UTF-8; convert it, then run kopgen update again")
     try:
-        merged, conflicted = merge(ours=disk, base=base, theirs=theirs)
+        merged, conflicted = merge(disk, *without_deleted_placeholder(disk, base, theirs))
     except OutputError as error:  # git's message names its scratch copy, not the user's file
         raise OutputError(f"cannot merge {path}: {error}") from None
     if merged != disk:
@@ -278,6 +278,54 @@ def _unchanged(repo: Path, state: State, spec_text: str) -> bool:
         (repo / path).is_file() and digest(read_file(repo, path)) == recorded
         for path, recorded in state.generated.items()
     )
+
+
+# The first line of a skeleton's placeholder: the statement that throws until the user writes the body
+# (Python's raise, C++'s check), which the user deletes, and what its message says.
+_PLACEHOLDER = re.compile(r"^[ \t]*(raise NotImplementedError\(|(STD_)?TORCH_CHECK\(false,)")
+_PLACEHOLDER_MESSAGE = re.compile(r"has no kernel yet: write the body of |: write its (CPU|CUDA) kernel in ")
+
+
+def _placeholder(text: str) -> str | None:
+    """The skeleton's placeholder statement in `text` (its lines, to where its parentheses close), or None."""
+    lines = text.splitlines(keepends=True)
+    for start, line in enumerate(lines):
+        if _PLACEHOLDER.match(line):
+            depth, end = 0, start
+            for end in range(start, len(lines)):
+                depth += lines[end].count("(") - lines[end].count(")")
+                if depth <= 0:
+                    break
+            block = "".join(lines[start:end + 1])
+            if _PLACEHOLDER_MESSAGE.search(block):
+                return block
+    return None
+
+
+def without_deleted_placeholder(ours: str, base: str, theirs: str) -> tuple[str, str]:
+    """(base, theirs) with the user's lines in place of the skeleton's placeholder, where the user deleted it
+    (the raise) or wrote the body in its place (the C++ check), as the skeleton says to: else kopgen's change
+    of a line beside it (the allocation under the raise, the signature above the check, when an argument is
+    added) touches the user's change, and git merge-file leaves conflict markers."""
+    block, new = _placeholder(base), _placeholder(theirs)
+    if block is None or new is None or block in ours:  # a new render without one: the plain merge, loud
+        return base, theirs
+    before, after = base.split(block, 1)
+    yours = _between(ours, before.splitlines(keepends=True)[-1:], after.splitlines(keepends=True)[:1])
+    return before + yours + after, theirs.replace(new, yours, 1)
+
+
+def _between(text: str, first: list[str], last: list[str]) -> str:
+    """What `text` holds between a line `first` and the line `last` nearest after it, where the two stand
+    closest ("" where it has no such pair)."""
+    lines = text.splitlines(keepends=True)
+    spans = []
+    for start in (start for start, line in enumerate(lines) if [line] == first):
+        end = next((end for end in range(start + 1, len(lines)) if [lines[end]] == last), None)
+        if end is not None:
+            spans.append((end - start, start, end))
+    _, start, end = min(spans, default=(0, 0, 1))
+    return "".join(lines[start + 1:end])
 
 
 def merge(ours: str, base: str, theirs: str) -> tuple[str, bool]:

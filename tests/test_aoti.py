@@ -56,6 +56,15 @@ def test_an_op_taking_a_memory_format_is_left_out(tmp_path):
     assert "PROGRAM = (test_twice.TestTwice,)" in program and "memf" not in program
 
 
+def test_an_op_taking_a_scalar_type_with_a_default_is_left_out(tmp_path):
+    """A ScalarType argument passed its default's value: AOTInductor (torch 2.13) serializes it as an int and
+    refuses it on loading ("... as_scalar_type for argument 2 but got as_int"), on every route."""
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text(MEMORY_FORMAT.replace("*, MemoryFormat memory_format=contiguous_format", "ScalarType dtype=float32"))
+    program = rendered(load_spec(spec))["tests/test_aoti.py"]
+    assert "PROGRAM = (test_twice.TestTwice,)" in program and "memf" not in program
+
+
 def test_compiled_routes_register_vmap_rules():
     """torch_library and stable_abi ops get the rule from Python, as the Python routes do: the functional
     pointwise ops, not the mutating ones nor backward kernels."""

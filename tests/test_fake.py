@@ -116,3 +116,52 @@ def test_an_output_sized_by_the_data_is_allocated_by_its_launcher(tmp_path):
     assert "_support.positive_values_output" not in kernels
     assert "return reference.positive_values(x).clone()" in kernels
     assert "data_dependent_sizes = True" in (repo / "tests/test_positive_values.py").read_text()
+
+
+OUT_DTYPE = """\
+kopgen: 1
+package: kcast
+defaults:
+  backends: {cpu: python}
+ops:
+  - schema: "cast_to(Tensor x, ScalarType out_dtype=float32) -> (Tensor, Tensor)"
+    kernel: custom
+    reference: "(x.to(out_dtype), x.abs().amax(-1))"
+    fake: [{shape: x.shape, dtype: out_dtype}, {shape: "x.shape[:-1]", dtype: torch.float32}]
+    tests:
+      args:
+        out_dtype: {value: float64}
+"""
+
+OUT_DTYPE_CHECK = """
+import torch
+import kcast
+
+x = torch.randn(3, 4)
+y, amax = kcast.cast_to(x, torch.float16)
+assert y.dtype == torch.float16 and amax.dtype == torch.float32, (y.dtype, amax.dtype)
+print("ok")
+"""
+
+
+def test_a_scalar_type_argument_gives_an_outputs_dtype(tmp_path):
+    """`fake: {dtype: out_dtype}` for `ScalarType out_dtype`, as quantising kernels take their output's dtype:
+    it was "unknown name 'out_dtype'"; the allocator, the C++ host function and the reference use the argument.
+    A shape still takes no ScalarType."""
+    from .test_normalize import _generated, _passes
+
+    repo = _generated(tmp_path, OUT_DTYPE)
+    assert "torch.empty(x.shape, dtype=out_dtype, device=x.device)" in (repo / "kcast/_support.py").read_text()
+    _passes(repo, OUT_DTYPE_CHECK)
+    compiled = generate_text(OUT_DTYPE.replace("backends: {cpu: python}", "registration: torch_library\n  backends: {cpu: cpp}"),
+                             tmp_path / "compiled")
+    assert "new_output(x, shape_of(x), out_dtype)" in (compiled / "kcast/csrc/ops.cpp").read_text()
+    with pytest.raises(ExprError, match="unknown name 'out_dtype'"):
+        parse_metadata("(out_dtype,)", TENSORS, INTS)
+    assert parse_metadata("out_dtype", TENSORS, INTS, dtypes=["out_dtype"]) == "out_dtype"
+
+
+def generate_text(spec: str, folder: Path) -> Path:
+    folder.mkdir()
+    (folder / "kopgen.yaml").write_text(spec)
+    return generate(folder / "kopgen.yaml", folder / "repo")

@@ -312,3 +312,57 @@ def test_update_never_writes_through_a_symlink_out_of_the_repo(repo, tmp_path):
     result = update(repo)
     assert result.exit_code == 2 and "outside the repo" in result.output
     assert outside.read_text() == "not yours\n"
+
+
+def test_an_argument_added_to_a_written_triton_kernel_merges_cleanly(tmp_path):
+    """The skeleton's `raise` (which its user deletes) stood right above the output allocation, which kopgen
+    rewrites when an argument is added: git merge-file saw the two changes touch and left conflict markers in
+    the most common update of all. The merge now leaves the deleted placeholder out of base and kopgen's side."""
+    from .conftest import EXAMPLES, write_pairsum_kernel
+
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text((EXAMPLES / "custom.yaml").read_text())
+    repo = generate(spec, tmp_path / "repo")
+    kernel = repo / "kcustom/kernels/pairsum.py"
+    write_pairsum_kernel(kernel)
+    edit_spec(repo, '"pairsum(Tensor x) -> Tensor"', '"pairsum(Tensor x, float scale=1.0) -> Tensor"')
+    result = update(repo)
+    assert result.exit_code == 0, result.output
+    text = kernel.read_text()
+    assert "<<<<<<<" not in text and "raise NotImplementedError" not in text and "pairs = 2 * offsets" in text
+    assert "out = _support.pairsum_output(x, scale)" in text
+
+
+def test_an_argument_added_to_a_written_cpp_kernel_merges_cleanly(tmp_path):
+    """The C++ skeleton's check (which its user replaces with the body) stood right under the signature,
+    which kopgen rewrites when an argument is added: conflict markers, as in the Triton skeleton. A placeholder
+    the user kept is merged as before."""
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text("kopgen: 1\npackage: kf\ndefaults:\n  registration: torch_library\n  backends: {cpu: cpp}\nops:\n"
+                    '  - schema: "twice(Tensor x) -> Tensor"\n    kernel: custom\n    reference: "x * 2"\n'
+                    "    fake: {shape: x.shape}\n")
+    repo = generate(spec, tmp_path / "repo")
+    kernel = repo / "kf/csrc/twice.cpp"
+    text = kernel.read_text()
+    kernel.write_text(re.sub(r"  TORCH_CHECK\(false, .*\);\n", "  out.copy_(x * 2);\n", text))
+    edit_spec(repo, '"twice(Tensor x) -> Tensor"', '"twice(Tensor x, float s=2.0) -> Tensor"')
+    result = update(repo)
+    assert result.exit_code == 0, result.output
+    text = kernel.read_text()
+    assert "<<<<<<<" not in text and "out.copy_(x * 2);" in text and "TORCH_CHECK" not in text
+    assert "void twice_cpu(const at::Tensor& x, double s, at::Tensor& out) {" in text
+    kept = "void f(int a) {\n  TORCH_CHECK(false, \"k::f: write its CPU kernel in k/csrc/f.cpp\");\n}\n"
+    assert update_module.without_deleted_placeholder(kept, kept, kept.replace("int a", "int a, int b")) == (
+        kept, kept.replace("int a", "int a, int b"))
+    # a new render without a placeholder (another kind of file): the plain merge, which never drops the body
+    written, gone = kept.replace("TORCH_CHECK", "body(); // TORCH_CHECK"), "void f(int a, int b) {\n}\n"
+    assert update_module.without_deleted_placeholder(written, kept, gone) == (kept, gone)
+
+
+def test_the_generated_suite_compiles_without_torchs_autograd_cache(repo):
+    """torch's AOTAutograd cache keys a graph by the graph, not by how its ops are registered: after a route
+    change (triton_op to custom_op here, by hand), the inductor tests loaded a graph from before that called
+    the op's `_<op>_cpu`, now gone ("'_OpNamespace' 'ktri' object has no attribute '_square_cpu'"). An Inductor
+    compile of each route to show it costs too much here; the generated conftest turns the cache off."""
+    conftest = (repo / "tests/conftest.py").read_text()
+    assert "    from torch._functorch import config\n\n    config.enable_autograd_cache = False\n" in conftest

@@ -187,6 +187,11 @@ class Emitter:
         raise NotImplementedError  # each target spells its numbers and truth values
 
 
+def python_number(value: object) -> str:
+    """A number as Python source, as ruff formats it: `1e30`, not repr's `1e+30`."""
+    return repr(value).replace("e+", "e") if isinstance(value, float) else repr(value)
+
+
 class CppEmitter(Emitter):
     """C++ over locals of type `acc_t`."""
 
@@ -226,7 +231,7 @@ class TorchEmitter(Emitter):
         return super().apply(name, args, node)
 
     def emit_Constant(self, node: ast.Constant) -> tuple[str, int]:
-        return repr(node.value), _ATOM
+        return python_number(node.value), _ATOM
 
 
 class TritonEmitter(Emitter):
@@ -249,7 +254,7 @@ class TritonEmitter(Emitter):
     def emit_Constant(self, node: ast.Constant) -> tuple[str, int]:
         # Numbers as floats: tl.exp(1) would reject an integer constant.
         value = node.value
-        return repr(value if isinstance(value, bool) else float(value)), _ATOM
+        return python_number(value if isinstance(value, bool) else float(value)), _ATOM
 
     def power(self, base: ast.AST, exp: ast.AST, node: ast.AST, name: str) -> tuple[str, int]:
         n = _small_int(exp)

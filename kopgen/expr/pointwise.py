@@ -19,7 +19,7 @@ ARG_KINDS = ("tensor", "optional", "float", "int", "bool")  # optional: a `Tenso
 _ARITY = {**{f: 1 for f in UNARY_FUNCS}, "minimum": 2, "maximum": 2, "pow": 2, "where": 3,
           "present": 1}  # present(x): whether the optional Tensor x was given
 # Argument names that would clash with the generated code (modules, builtins, C++ words).
-_RESERVED = frozenset((
+RESERVED = frozenset((
     "torch", "math", "tl", "triton", "std", "acc_t", "abs", "min", "max", "int", "float",
     "double", "bool", "char", "long", "short", "signed", "unsigned", "auto", "new", "delete",
     "this", "template", "typename", "class", "struct", "union", "namespace", "operator",
@@ -74,7 +74,7 @@ class _PointwiseChecker(Checker):
             hint = did_you_mean(node.id, [*self.args, *_ARITY])
             raise self.error(node, f"unknown name {node.id!r}" + (
                 hint or f"; the arguments are {', '.join(self.args) or '(none)'}"))
-        if node.id in _RESERVED:
+        if node.id in RESERVED:
             raise self.error(node, f"the argument name {node.id!r} clashes with generated code;"
                                    " rename the argument")
         if kind == "optional" and node.id not in self.known_present:

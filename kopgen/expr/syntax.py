@@ -94,7 +94,14 @@ def unparse(node: ast.AST) -> str:
     return _RuffSlices().visit(node)
 
 
-class _RuffSlices(ast._Unparser):  # ast.unparse's own printer, one method changed
+class _RuffSlices(ast._Unparser):  # ast.unparse's own printer, two methods changed
+    def _write_constant(self, value: object) -> None:
+        # ruff's spelling of an exponent: 1e30, where repr writes 1e+30 (inf keeps ast's 1e309)
+        if isinstance(value, float) and math.isfinite(value):
+            self.write(repr(value).replace("e+", "e"))
+        else:
+            super()._write_constant(value)
+
     def visit_Slice(self, node: ast.Slice) -> None:
         parts = [node.lower, node.upper] + ([node.step] if node.step is not None else [])
         texts = [unparse(part) if part is not None else "" for part in parts]

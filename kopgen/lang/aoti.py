@@ -11,7 +11,8 @@ writes the program's inputs in place, as the eager call does. Left out: custom k
 only the data decides (a new symbol that the program's static shapes cannot hold), backward kernels
 (no test class of their own: BackwardKernel checks them with their op), and ops taking a MemoryFormat, which
 torch's AOTInductor (2.13) serializes as an int and then refuses ("Expected extern kernel ... to have
-serialized argument type as_memory_format for argument 1 but got as_int"; torch.library alone does it too).
+serialized argument type as_memory_format for argument 1 but got as_int"; torch.library alone does it too),
+or a ScalarType with a default, refused the same way where the call passes the default's value.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from . import python, tests
 def compiles(op: Op) -> bool:
     """Whether the op is in the package's AOTInductor program."""
     memory_format = any(str(a.schema.type).startswith("MemoryFormat") for a in op.args)
-    return not python.sized_by_data(op) and not op.backward_of and not memory_format
+    scalar_type_default = any(str(a.schema.type) == "ScalarType" and a.schema.default is not None for a in op.args)
+    return not python.sized_by_data(op) and not op.backward_of and not memory_format and not scalar_type_default
 
 
 def any_compiled(package: Package) -> bool:

@@ -12,6 +12,7 @@ import ast
 from dataclasses import dataclass
 
 from ..expr.formula import Formula
+from ..expr.syntax import unparse
 from ..model import Arg, Backward, Op, Saved
 from ..names import Locals, locals_for
 from . import layout, split, tests
@@ -146,7 +147,7 @@ def _formula(op: Op, python: str, shared: tuple[SharedCall, ...] = (), direct: b
     tree = _SharedCalls({call.python: call.local for call in shared}).visit(ast.parse(python))
     if direct and op.backward.direct_calls:
         tree = _DirectCalls(dict(op.backward.direct_calls)).visit(tree)
-    return ast.unparse(_FormulaNames(locals_for(op), args, op.backward.num_outputs == 1).visit(tree))
+    return unparse(_FormulaNames(locals_for(op), args, op.backward.num_outputs == 1).visit(tree))
 
 
 @dataclass(frozen=True)

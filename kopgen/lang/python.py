@@ -202,7 +202,7 @@ def registration_imports(package: Package) -> list[str]:
     elif any(op.mutated_writes or not sized_by_data(op) for op in package.ops):  # the others' fakes allocate
         lines.append(f"from . import _support{reference}")
     lines += [f"from .kernels import {op.name} as {kernels_module(op)}" for op in with_python_kernels(package)]
-    return lines + bound_imports(package, ".")
+    return [*lines, *bound_imports(package, ".", after_imports=lines[-1] != "")]
 
 
 def with_python_kernels(package: Package) -> list[Op]:
@@ -210,9 +210,10 @@ def with_python_kernels(package: Package) -> list[Op]:
     return sorted((op for op in package.ops if op.unbound_python_kernels), key=lambda op: op.name)
 
 
-def bound_imports(package: Package, prefix: str) -> list[str]:
+def bound_imports(package: Package, prefix: str, after_imports: bool = True) -> list[str]:
     """The imports of the existing Python functions the spec binds as kernels, each under the name
-    `bound_kernel` gives it (the user's own name could be one of the module's)."""
+    `bound_kernel` gives it (the user's own name could be one of the module's); `after_imports`: a blank
+    line first, which ruff's isort and format want between an import and the comment above these."""
     lines = []
     for op in package.ops:
         for kernel in op.python_kernels:
@@ -222,7 +223,7 @@ def bound_imports(package: Package, prefix: str) -> list[str]:
                 one_line = f"from {module} import {name}"
                 lines.append(one_line if len(one_line) <= LINE_LENGTH else wrap(f"from {module} import (", [name], ")"))
     if lines:
-        lines.insert(0, "# Existing kernels the spec binds (`kernel: {source: ...}`): yours, never written by kopgen.")
+        lines[:0] = [""] * after_imports + ["# Existing kernels the spec binds (`kernel: {source: ...}`): yours, never written by kopgen."]
     return lines
 
 

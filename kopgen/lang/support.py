@@ -33,9 +33,11 @@ def needs_device_guard(package: Package) -> bool:
 
 def support_imports(package: Package) -> list[str]:
     """The standard modules _support.py imports (a blank line after them where there are some)."""
-    modules = []
-    if needs_device_guard(package):
+    modules, interprets = [], interprets_users_kernels(package)
+    if needs_device_guard(package) or interprets:
         modules.append("contextlib")
+    if interprets:
+        modules.append("inspect")
     modules.append("functools")  # the caches of broadcast shapes and layouts
     if package.needs_tensor_metadata or {"max", "min"} & set(package.reductions):
         modules.append("math")
@@ -43,7 +45,7 @@ def support_imports(package: Package) -> list[str]:
         modules.append("operator")
     modules += sharding.support_imports(package)  # after_import's
     modules.sort()
-    abc = ["Callable"]  # _cached's, always
+    abc = ["Callable", *["Iterator"] * interprets]  # _cached's, always
     abc += ["Sequence"] if python.typing_imports(custom_ops(package)) else []
     lines = [f"import {module}" for module in modules] + ([f"from collections.abc import {', '.join(abc)}"] if abc else [])
     return lines + ([""] if lines else [])
@@ -54,12 +56,19 @@ def third_party_imports(package: Package) -> list[str]:
     FunctionalTensorMode for trace_as_reference."""
     triton = launches_compiled_triton(package)
     kernel = norm_sums.any_launched_column_sums(package)
-    traced = fusion.traces_references(package)
+    traced, interprets = fusion.traces_references(package), interprets_users_kernels(package)
     return ["import torch", *["import triton"] * (triton or kernel), *["import triton.language as tl"] * kernel,
             "from torch import Tensor",
             *["from torch._subclasses.functional_tensor import FunctionalTensorMode"] * traced,
-            *["from triton.runtime.interpreter import InterpretedFunction"] * kernel,
-            *["from triton.runtime.jit import JITFunction"] * (triton or kernel)]
+            *["from triton.runtime.autotuner import Autotuner, Heuristics"] * interprets,
+            *["from triton.runtime.interpreter import InterpretedFunction"] * (kernel or interprets),
+            *["from triton.runtime.jit import JITFunction"] * (triton or kernel or interprets)]
+
+
+def interprets_users_kernels(package: Package) -> bool:
+    """Whether some custom kernel's skeleton runs on CPU tensors in Triton's interpreter, through
+    _support.interpreted (the user's kernels may be autotuned and call @triton.jit helpers)."""
+    return any(op.uses_interpreter and isinstance(op.body, CustomKernel) for op in package.ops)
 
 
 def traces_references(package: Package) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from ..model import Op, Write
+from ..model import CustomKernel, Op, Write
 from ..names import locals_for
 from . import nans, python, split
 from .layout import literal, wrap
@@ -35,7 +35,7 @@ def imports(op: Op) -> list[str]:
         lines.append("import torch")
     lines += ["import triton", "import triton.language as tl"] if op.uses_triton else []
     lines.append("from torch import Tensor")
-    if op.uses_interpreter:
+    if op.uses_interpreter and not isinstance(op.body, CustomKernel):  # a skeleton's: _support.interpreted
         lines.append("from triton.runtime.interpreter import InterpretedFunction")
     # A `python` kernel that only copies the reference into the arguments it writes needs no helper.
     helpers = op.uses_triton or op.num_outputs or op.mutated_writes
@@ -57,8 +57,9 @@ def interpreted(op: Op) -> str:
 
 
 def interpreted_definition(op: Op) -> str:
-    """`<kernel>_interpreted = InterpretedFunction(<kernel>.fn)`, wrapped as ruff wraps a long one."""
-    return python.layout.assign(interpreted(op), f"InterpretedFunction({kernel(op)}.fn)", 0)
+    """`<kernel>_interpreted = InterpretedFunction(<kernel>.fn)` (a skeleton's: _support.interpreted), as ruff wraps it."""
+    value = f"_support.interpreted({kernel(op)})" if isinstance(op.body, CustomKernel) else f"InterpretedFunction({kernel(op)}.fn)"
+    return python.layout.assign(interpreted(op), value, 0)
 
 
 def launcher(op: Op) -> str:

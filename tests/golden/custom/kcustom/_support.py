@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable
+import inspect
+from collections.abc import Callable, Iterator
 
 import torch
 from torch import Tensor
+from triton.runtime.autotuner import Autotuner, Heuristics
+from triton.runtime.interpreter import InterpretedFunction
+from triton.runtime.jit import JITFunction
 
 
 def pointwise_shape(op: str, *tensors: Tensor) -> torch.Size:
@@ -199,6 +203,60 @@ def device_guard(tensor: Tensor) -> contextlib.AbstractContextManager:
     if tensor.is_cuda and tensor.get_device() != torch.cuda.current_device():
         return torch.cuda.device(tensor.get_device())
     return _NO_GUARD
+
+
+@contextlib.contextmanager
+def _nested_interpreted() -> Iterator[None]:
+    """Has Triton's interpreter run the @triton.jit functions a kernel calls (tl.sum, tl.zeros, your own
+    helpers) interpreted too: in-process, without TRITON_INTERPRET=1, they are JITFunctions, whose call
+    raises "Cannot call @triton.jit'd outside of the scope of a kernel"."""
+    call = JITFunction.__call__
+
+    def interpret(self, *args, **kwargs):
+        return InterpretedFunction(self.fn)(*args, **kwargs)
+
+    JITFunction.__call__ = interpret
+    try:
+        yield
+    finally:
+        JITFunction.__call__ = call
+
+
+class _Interpreted:
+    """A kernel of yours in Triton's interpreter, launched as the kernel is: `kernel[grid](...)`."""
+
+    def __init__(self, kernel) -> None:
+        # @triton.autotune and @triton.heuristics wrap the @triton.jit function: on the CPU the first
+        # config stands (there is nothing to tune), and the heuristics compute their constexprs.
+        self.config, self.heuristics = {}, []
+        while not isinstance(kernel, JITFunction):
+            if isinstance(kernel, Autotuner) and kernel.configs:
+                self.config = {**kernel.configs[0].all_kwargs(), **self.config}
+            elif isinstance(kernel, Heuristics):
+                self.heuristics.insert(0, kernel.values)
+            kernel = kernel.fn
+        self.fn = InterpretedFunction(kernel.fn)
+        self.signature = inspect.signature(kernel.fn)
+        parameters = self.signature.parameters
+        self.config = {k: v for k, v in self.config.items() if k in parameters}
+
+    def __getitem__(self, grid) -> Callable[..., None]:
+        def launch(*args, **kwargs) -> None:
+            kwargs = {**self.config, **kwargs}
+            for values in self.heuristics:
+                named = self.signature.bind_partial(*args, **kwargs).arguments
+                kwargs.update({name: f(named) for name, f in values.items()})
+            with _nested_interpreted():
+                self.fn[grid](*args, **kwargs)
+
+        return launch
+
+
+def interpreted(kernel) -> _Interpreted:
+    """`kernel` (a @triton.jit function, autotuned or with heuristics or not) in Triton's interpreter,
+    for CPU tensors: slow, but it needs no GPU and no TRITON_INTERPRET=1, so CPU and CUDA tensors work
+    in one process."""
+    return _Interpreted(kernel)
 
 
 # What says whether anything intercepts a call, bound once (each lookup costs on every call). The

@@ -12,7 +12,6 @@ import torch
 import triton
 import triton.language as tl
 from torch import Tensor
-from triton.runtime.interpreter import InterpretedFunction
 
 from .. import _support
 
@@ -35,10 +34,9 @@ def pairsum_kernel(
     tl.store(out_ptr + offsets, out.to(out_ptr.dtype.element_ty), mask=mask)
 
 
-# CPU tensors run the same kernel in Triton's interpreter (NumPy on the host): it cannot call
-# Triton's own @triton.jit helpers (tl.zeros, tl.sum, tl.sigmoid, ...), so use tl.full,
-# tl.reduce and tl.exp there.
-pairsum_kernel_interpreted = InterpretedFunction(pairsum_kernel.fn)
+# CPU tensors run the same kernel in Triton's interpreter (NumPy on the host), autotuned or
+# not (the first config stands), with the @triton.jit functions it calls (tl.sum, your own).
+pairsum_kernel_interpreted = _support.interpreted(pairsum_kernel)
 
 
 def pairsum_triton(x: Tensor) -> Tensor:
