@@ -243,13 +243,13 @@ def test_a_users_argument_named_like_its_kernel_gets_the_qualified_call():
 # -- bound existing functions (`kernel: {source: ...}`), the model built here
 
 
-def bound_package():
+def bound_package(function: str = "pairsum_host"):
     """pairsum's CPU kernel bound to an existing function (in the op's namespace), its CUDA kernel a skeleton."""
     package = custom_package()
     ops = []
     for op in package.ops:
         if op.name == "pairsum":
-            bound = (BoundKernel(Device.CPU, "csrc/legacy.cpp", "pairsum_host"),)
+            bound = (BoundKernel(Device.CPU, "csrc/legacy.cpp", function),)
             op = dataclasses.replace(op, body=dataclasses.replace(op.body, bound=bound))
         ops.append(op)
     return dataclasses.replace(package, ops=tuple(ops))
@@ -261,8 +261,15 @@ def test_a_bound_function_is_declared_with_the_ops_own_signature_and_wrapped():
     assert "\nat::Tensor pairsum_host(const at::Tensor& x);\n" in header
     assert "void pairsum_cuda(const at::Tensor& x, at::Tensor& out, cudaStream_t stream);" in header
     pairsum = op_named(package, "pairsum")
-    assert pairsum.host_body("cpu") == ["return pairsum_host(x);"]
+    assert pairsum.host_body("cpu") == ["return ::kuser::pairsum_host(x);"]
     assert pairsum.host_body("cuda")[-2] == "pairsum_cuda(as_dense(x), out, current_stream(x));"
     paths = {f.path for f in plan(package)}
     assert "kuser/csrc/pairsum.cpp" not in paths and "kuser/csrc/cuda/pairsum.cu" in paths
     assert '"csrc/legacy.cpp"' in cpp.sources(package)
+
+
+def test_a_bound_function_named_as_its_op_is_called_qualified():
+    """The host function kuser::cpu::pairsum calls the bound kuser::pairsum by its full name: unqualified,
+    the call named the host function itself, which looped forever (a tail call at -O3) at the first call."""
+    package = bound_package("pairsum")
+    assert op_named(package, "pairsum").host_body("cpu") == ["return ::kuser::pairsum(x);"]
