@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -273,3 +276,32 @@ def test_a_bound_function_named_as_its_op_is_called_qualified():
     the call named the host function itself, which looped forever (a tail call at -O3) at the first call."""
     package = bound_package("pairsum")
     assert op_named(package, "pairsum").host_body("cpu") == ["return ::kuser::pairsum(x);"]
+
+
+# setup.py run with setuptools.setup replaced: what the extension compiles and what the sdist holds.
+SETUP_ARGUMENTS = """
+import json, setuptools
+def setup(ext_modules, **_):
+    print(json.dumps([ext_modules[0].sources, ext_modules[0].depends]))
+setuptools.setup = setup
+exec(open("setup.py").read())
+"""
+
+
+def test_setup_compiles_the_users_own_files_and_puts_every_header_in_the_sdist(tmp_path):
+    """A helper .cpp beside the user's kernel compiles with it (it was left out: an undefined symbol at
+    import), and the headers (kopgen's kernels.h, the user's) are the extension's depends, which setuptools
+    puts in the sdist (`python -m build` built the wheel from an sdist without kernels.h, and failed)."""
+    package = custom_package()
+    (tmp_path / "kuser/csrc/cuda").mkdir(parents=True)
+    for file in plan(package):
+        if file.path in ("setup.py", "kuser/csrc/kernels.h", "kuser/csrc/custom.h", "kuser/csrc/ops.cpp"):
+            (tmp_path / file.path).write_text(render(file, package))
+    for path in ("kuser/csrc/rotate_math.cpp", "kuser/csrc/rotate_math.h", "kuser/csrc/cuda/rotate.cuh"):
+        (tmp_path / path).write_text("// the user's\n")
+    shown = subprocess.run([sys.executable, "-c", SETUP_ARGUMENTS], cwd=tmp_path, capture_output=True, text=True,
+                           check=True).stdout
+    sources, depends = json.loads(shown)
+    assert "kuser/csrc/rotate_math.cpp" in sources and "kuser/csrc/ops.cpp" in sources
+    assert {"kuser/csrc/kernels.h", "kuser/csrc/custom.h", "kuser/csrc/rotate_math.h",
+            "kuser/csrc/cuda/rotate.cuh"} <= set(depends)
