@@ -11,19 +11,35 @@ writes the program's inputs in place, as the eager call does. Left out: custom k
 only the data decides (a new symbol that the program's static shapes cannot hold), backward kernels
 (no test class of their own: BackwardKernel checks them with their op), and ops taking a MemoryFormat, which
 torch's AOTInductor (2.13) serializes as an int and then refuses ("Expected extern kernel ... to have
-serialized argument type as_memory_format for argument 1 but got as_int"; torch.library alone does it too).
+serialized argument type as_memory_format for argument 1 but got as_int"; torch.library alone does it too), and
+ops the tests pass an empty int list, which it passes the kernel as None.
 """
 
 from __future__ import annotations
 
-from ..model import Op, Package
+from ..model import Arg, Op, Package
+from ..schema import ListType, OptionalType
 from . import python, tests
 
 
 def compiles(op: Op) -> bool:
     """Whether the op is in the package's AOTInductor program."""
     memory_format = any(str(a.schema.type).startswith("MemoryFormat") for a in op.args)
-    return not python.sized_by_data(op) and not op.backward_of and not memory_format
+    empty_list = any(_passed_an_empty_list(op, a) for a in op.args)
+    return not python.sized_by_data(op) and not op.backward_of and not memory_format and not empty_list
+
+
+def _passed_an_empty_list(op: Op, arg: Arg) -> bool:
+    """Whether the tests pass `arg` an empty int list (`int[] dims=[]`, `value: []`), which torch's AOTInductor
+    (2.13) passes the op's kernel as None ("Expected a value of type 'List[int]' ... found type 'NoneType'"); an
+    empty float or bool list it passes as it is."""
+    given = arg.schema.type.elem if isinstance(arg.schema.type, OptionalType) else arg.schema.type
+    if not isinstance(given, ListType) or str(given.elem) not in ("int", "SymInt"):
+        return False
+    setting = tests.sample_setting(op, arg)
+    if setting is not None and setting.value is not None:
+        return not setting.value
+    return arg.schema.default is not None and arg.schema.default.replace(" ", "") == "[]"
 
 
 def any_compiled(package: Package) -> bool:
