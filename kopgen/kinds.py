@@ -256,13 +256,15 @@ def _resolve_fake(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg,
         entries = []
     tensors = [a.name for a in args if a.is_tensor]
     ints = [a.name for a in args if a.kind == "int"]
+    dtypes = [a.name for a in args if str(a.schema.type) == "ScalarType"]  # an output of the dtype asked for
     outputs = []
     for entry in entries:
         metadata = []
         for key, default in (("shape", None), ("dtype", f"{tensors[0]}.dtype"), ("strides", None)):
             node = entry.get(key)
             try:
-                metadata.append(parse_metadata(node.value, tensors, ints, dynamic=key == "shape") if node else default)
+                metadata.append(parse_metadata(node.value, tensors, ints, dynamic=key == "shape",
+                                               dtypes=dtypes if key == "dtype" else ()) if node else default)
             except ExprError as error:
                 resolver.expr_errors(node, error)
                 metadata.append(None)  # reported: no CustomKernel is made

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from kopgen.errors import SpecError
 from kopgen.expr.emitters import cpp_metadata, scalar_type
 from kopgen.expr.metadata import TORCH_DTYPES
 from kopgen.lang import cpp, cpp_user
@@ -305,3 +306,28 @@ def test_setup_compiles_the_users_own_files_and_puts_every_header_in_the_sdist(t
     assert "kuser/csrc/rotate_math.cpp" in sources and "kuser/csrc/ops.cpp" in sources
     assert {"kuser/csrc/kernels.h", "kuser/csrc/custom.h", "kuser/csrc/rotate_math.h",
             "kuser/csrc/cuda/rotate.cuh"} <= set(depends)
+
+
+CAST = """\
+kopgen: 1
+package: kcast
+defaults:
+  registration: torch_library
+  backends: {cpu: cpp}
+ops:
+  - schema: "dequantize(Tensor x, ScalarType dtype) -> Tensor"
+    kernel: custom
+    reference: "x.to(dtype)"
+    fake: {shape: x.shape, dtype: dtype}
+    tests: {args: {dtype: {value: float64}}}
+"""
+
+
+def test_fake_takes_the_dtype_a_scalar_type_argument_asks_for():
+    """bitsandbytes' dequantize(..., ScalarType dtype): the output's dtype is the argument's (it was an error,
+    "unknown name 'dtype'"); the host function and the fake kernel allocate with it. A shape names none."""
+    package = load_spec_text(CAST, "kcast.yaml")
+    assert "Tensor out = new_output(x, shape_of(x), dtype);" in op_named(package, "dequantize").host_body("cpu")
+    assert "return torch.empty(x.shape, dtype=dtype, device=x.device)" in rendered(package, "kcast/_support.py")
+    with pytest.raises(SpecError, match="unknown name 'dtype'"):
+        load_spec_text(CAST.replace("shape: x.shape", "shape: dtype"), "kcast.yaml")

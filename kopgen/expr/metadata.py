@@ -39,9 +39,10 @@ class _MetadataChecker(Checker):
 
     language = "an output shape or dtype"
 
-    def __init__(self, text: str, tensors: frozenset[str], ints: frozenset[str], dynamic: bool):
+    def __init__(self, text: str, tensors: frozenset[str], ints: frozenset[str], dynamic: bool,
+                 dtypes: frozenset[str] = frozenset()):
         super().__init__(text)
-        self.tensors, self.ints, self.dynamic = tensors, ints, dynamic
+        self.tensors, self.ints, self.dynamic, self.dtypes = tensors, ints, dynamic, dtypes
 
     def visit_Constant(self, node: ast.Constant) -> None:
         if type(node.value) is not int:
@@ -50,11 +51,12 @@ class _MetadataChecker(Checker):
     def visit_Name(self, node: ast.Name) -> None:
         if node.id in self.tensors:
             raise self.error(node, f"use {node.id}.shape or {node.id}.dtype: a shape or dtype reads metadata only")
-        if node.id in self.ints:
+        if node.id in self.ints or node.id in self.dtypes:
             return
         if node.id in TORCH_DTYPES:
             raise self.error(node, f"write a dtype as torch.{node.id}")
-        raise self.error(node, f"unknown name {node.id!r}; use the op's Tensor and int arguments")
+        raise self.error(node, f"unknown name {node.id!r}; use the op's Tensor and int arguments (in a dtype, its "
+                               "ScalarType arguments)")
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         base = node.value
@@ -133,11 +135,13 @@ def fake_source(source: str, ctx: str) -> str:
     return ast.unparse(tree)
 
 
-def parse_metadata(text: str, tensors: Iterable[str], ints: Iterable[str], dynamic: bool = False) -> str:
+def parse_metadata(text: str, tensors: Iterable[str], ints: Iterable[str], dynamic: bool = False,
+                   dtypes: Iterable[str] = ()) -> str:
     """Check an output shape, strides or dtype expression of a custom op (only a shape may have a
-    `dynamic()` size, where `dynamic` says so); returns it as Python source."""
+    `dynamic()` size, where `dynamic` says so; only a dtype names `dtypes`, the ScalarType arguments,
+    which the generated Python and C++ pass on as they are); returns it as Python source."""
     body = parse(text)
-    checker = _MetadataChecker(text, frozenset(tensors), frozenset(ints), dynamic)
+    checker = _MetadataChecker(text, frozenset(tensors), frozenset(ints), dynamic, frozenset(dtypes))
     checker.check(body)
     ExprError.raise_any(checker.errors)
     return unparse(body)
