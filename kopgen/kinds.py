@@ -257,6 +257,7 @@ def _resolve_fake(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg,
     tensors = [a.name for a in args if a.is_tensor]
     ints = [a.name for a in args if a.kind == "int"]
     dtypes = [a.name for a in args if str(a.schema.type) == "ScalarType"]  # an output of the dtype asked for
+    lists = [a.name for a in args if str(a.schema.type) in ("int[]", "SymInt[]")]  # ... or of the shape
     outputs = []
     for entry in entries:
         metadata = []
@@ -264,7 +265,8 @@ def _resolve_fake(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg,
             node = entry.get(key)
             try:
                 metadata.append(parse_metadata(node.value, tensors, ints, dynamic=key == "shape",
-                                               dtypes=dtypes if key == "dtype" else ()) if node else default)
+                                               dtypes=dtypes if key == "dtype" else (),
+                                               lists=lists if key == "shape" else ()) if node else default)
             except ExprError as error:
                 resolver.expr_errors(node, error)
                 metadata.append(None)  # reported: no CustomKernel is made

@@ -14,7 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from kopgen.cli import main
 from kopgen.errors import SpecError
 from kopgen.expr.emitters import cpp_metadata, scalar_type
 from kopgen.expr.metadata import TORCH_DTYPES
@@ -331,3 +333,20 @@ def test_fake_takes_the_dtype_a_scalar_type_argument_asks_for():
     assert "return torch.empty(x.shape, dtype=dtype, device=x.device)" in rendered(package, "kcast/_support.py")
     with pytest.raises(SpecError, match="unknown name 'dtype'"):
         load_spec_text(CAST.replace("shape: x.shape", "shape: dtype"), "kcast.yaml")
+
+
+def test_fake_takes_the_shape_an_int_list_argument_gives(tmp_path):
+    """bitsandbytes' dequantize_4bit(..., int[] shape, ScalarType dtype): `fake: {shape: shape}` was an error;
+    Python reads the list as a tuple (torch passes a list, which `+ (2,)` refuses), C++ through list_shape."""
+    spec = CAST.replace("ScalarType dtype)", "int[] shape, ScalarType dtype)").replace("x.to(dtype)", "x.to(dtype).reshape(shape)")
+    spec = spec.replace("fake: {shape: x.shape", "fake: {shape: shape").replace("{value: float64}", "{value: float64}, shape: {value: [48]}")
+    package = load_spec_text(spec, "kcast.yaml")
+    assert "Tensor out = new_output(x, list_shape(shape), dtype);" in op_named(package, "dequantize").host_body("cpu")
+    assert "return torch.empty(tuple(shape), dtype=dtype, device=x.device)" in rendered(package, "kcast/_support.py")
+    # kopgen check runs fake on meta tensors with the tests' value: a shape the reference does not give is warned of
+    (tmp_path / "kcast.yaml").write_text(spec.replace("{value: [48]}", "{value: [6, 8]}"))
+    result = CliRunner().invoke(main, ["check", str(tmp_path / "kcast.yaml")])
+    assert "warning: fake cannot match the reference" not in result.output, result.output
+    (tmp_path / "kcast.yaml").write_text(spec.replace(".reshape(shape)", ""))
+    result = CliRunner().invoke(main, ["check", str(tmp_path / "kcast.yaml")])
+    assert "`fake` says the output is (48,) float64, the reference returns (8, 6) float64" in result.output, result.output
