@@ -293,3 +293,16 @@ def test_an_argument_added_to_an_op_merges_into_its_written_kernel(tmp_path):
     assert "int64_t head_size,\n    const std::optional<at::Tensor>& offsets) {\n" + body in kernel.read_text()
     edit_spec(repo, "torch_library", "stable_abi")
     assert update(repo).exit_code == 1 and body in kernel.read_text() and "<<<<<<< yours" in kernel.read_text()
+
+
+def test_a_kept_kernel_that_setup_still_compiles_says_so(tmp_path):
+    """setup.py compiles every C++ file of the user's in csrc/: the kernel of a renamed op, kept, still builds
+    beside the new skeleton, and two definitions of one helper would not link, so update names it."""
+    spec = tmp_path / "krot.yaml"
+    spec.write_text(ROTARY + ROTARY[ROTARY.index("  - schema"):].replace("rotary(", "other("))
+    repo = generate(spec, tmp_path / "repo")
+    edit_spec(repo, '"rotary(', '"rope(')
+    result = update(repo)
+    assert result.exit_code == 0, result.output
+    assert ("kept krot/csrc/rotary.cpp (yours; no op of kopgen.yaml has its kernel there now; setup.py still "
+            "compiles it: delete it once its code has moved)") in result.output
