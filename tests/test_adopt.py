@@ -268,7 +268,7 @@ def test_a_bound_stable_abi_function_passes_its_suite(tmp_path):
     result = run("adopt", repo / "kopgen.yaml")
     assert result.exit_code == 0, result.output
     assert "torch::stable::Tensor axpy_cpu(\n" in (repo / "kaxpy/csrc/kernels.h").read_text()
-    assert "return axpy_cpu(x, y, alpha);" in (repo / "kaxpy/csrc/ops.cpp").read_text()
+    assert "return ::kaxpy::axpy_cpu(x, y, alpha);" in (repo / "kaxpy/csrc/ops.cpp").read_text()
     installed_suite_passes(repo, tmp_path / "site", at_least=10)
     assert (repo / "csrc/axpy.cpp").read_text() == AXPY_CPP
 
