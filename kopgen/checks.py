@@ -23,6 +23,7 @@ import math
 import re
 from collections.abc import Iterator
 
+from .bound_signature import signature_warnings
 from .errors import Diagnostic, Position
 from .expr import evaluate
 from .expr.syntax import did_you_mean
@@ -38,7 +39,8 @@ UPCAST_DTYPES = ("float32", "float64")  # where the generated reference computes
 
 def spec_warnings(root: Mapping, package: Package) -> list[Diagnostic]:
     """The warnings kopgen can give from the spec alone (what `new` and `update` print)."""
-    return sorted(_unmarked_outputs(root, package))
+    bound = [w for node, op in _custom_ops(root, package) for w in signature_warnings(node, op)]
+    return sorted([*_unmarked_outputs(root, package), *bound])
 
 
 def meta_warnings(root: Mapping, package: Package) -> list[Diagnostic]:

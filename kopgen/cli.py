@@ -6,7 +6,7 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import click
 
@@ -164,6 +164,22 @@ def _repo_error(error: Exception | str) -> None:
     sys.exit(EXIT_BAD_SPEC)
 
 
+def _report_kept(directory: Path, plan: UpdatePlan) -> None:
+    """The user's files of ops gone (or moved) that update kept, and whether setup.py, which compiles every C++ file
+    of the user's in csrc/, still compiles one (its code moved into the new skeleton too, both define it)."""
+    setup = (directory / "setup.py").read_text(encoding="utf-8") if (directory / "setup.py").is_file() else ""
+    for path in plan.kept:
+        where = PurePosixPath(path)
+        suffix = ".cu" if where.suffix == ".cu" else ".cpp" if where.suffix in (".cpp", ".cc") else None
+        compiled = suffix is not None and f'files("{where.parent}", "{suffix}"' in setup
+        note = "; setup.py still compiles it: delete it once its code has moved" if compiled else ""
+        if path in plan.moved:
+            click.echo(f"kept {path} (yours{note}): its op's kernel is now {plan.moved[path]}, a new skeleton: move "
+                       "your code there")
+        else:
+            click.echo(f"kept {path} (yours; no op of kopgen.yaml has its kernel there now{note})")
+
+
 @main.command(epilog=_example("kopgen update --check   # in CI: exit 1 where the repo drifted from kopgen.yaml"))
 @click.argument("directory", default=".", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if anything would change (a CI drift gate).")
@@ -210,12 +226,7 @@ def update(directory: Path, check: bool, dry_run: bool, force: bool) -> None:
         click.echo(f"{'created' if path in plan.created else 'updated'} {path}")
     for path in plan.deletes + [p for p in plan.hand_edited if p not in plan.writes]:
         click.echo(f"deleted {path}")
-    for path in plan.kept:
-        if path in plan.moved:
-            click.echo(f"kept {path} (yours): its op's kernel is now {plan.moved[path]}, a new skeleton: move your "
-                       "code there")
-        else:
-            click.echo(f"kept {path} (yours; no op of kopgen.yaml has its kernel there now)")
+    _report_kept(directory, plan)
     if not plan.changes:
         click.echo("up to date")
     if plan.conflicts:

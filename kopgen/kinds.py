@@ -256,15 +256,17 @@ def _resolve_fake(resolver: OpResolver, schema: FunctionSchema, args: tuple[Arg,
         entries = []
     tensors = [a.name for a in args if a.is_tensor]
     ints = [a.name for a in args if a.kind == "int"]
-    scalar_types = [a.name for a in args if str(a.schema.type) == "ScalarType"]  # an output dtype argument
+    dtypes = [a.name for a in args if str(a.schema.type) == "ScalarType"]  # an output of the dtype asked for
+    lists = [a.name for a in args if str(a.schema.type) in ("int[]", "SymInt[]")]  # ... or of the shape
     outputs = []
     for entry in entries:
         metadata = []
         for key, default in (("shape", None), ("dtype", f"{tensors[0]}.dtype"), ("strides", None)):
             node = entry.get(key)
-            dtypes = scalar_types if key == "dtype" else ()
             try:
-                metadata.append(parse_metadata(node.value, tensors, ints, key == "shape", dtypes) if node else default)
+                metadata.append(parse_metadata(node.value, tensors, ints, dynamic=key == "shape",
+                                               dtypes=dtypes if key == "dtype" else (),
+                                               lists=lists if key == "shape" else ()) if node else default)
             except ExprError as error:
                 resolver.expr_errors(node, error)
                 metadata.append(None)  # reported: no CustomKernel is made

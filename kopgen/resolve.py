@@ -268,6 +268,7 @@ class OpResolver:
                 if first != arg.name:
                     self.error(at.shifted(0, arg.column), f"arguments '{first}' and '{arg.name}' share the alias set "
                                                           f"'{arg.annotation.alias_set}'; give each its own, or write `Tensor!`")
+        _check_writes_something(self, schema, node)
         for ret in schema.returns:
             if ret.annotation is not None:
                 self.error(at, "operators must not return (views of) their inputs: return a new Tensor, or `()` from a mutating op")
@@ -392,3 +393,11 @@ def _default_tags(registration: Route) -> tuple[str, ...]:
     """Tags of an op whose spec sets none: pt2_compliant_tag, which its generated suite proves
     (opcheck, fullgraph compiles, export), on the routes whose definition takes tags."""
     return () if registration in (Route.TRITON_OP, Route.STABLE_ABI) else ("pt2_compliant_tag",)
+
+
+def _check_writes_something(resolver: OpResolver, schema: FunctionSchema, node: Scalar) -> None:
+    """An op returns a Tensor or writes an argument: one doing neither has nothing to call it for (its generated
+    code had no output to return nor argument to compare, and did not import)."""
+    if not schema.returns and not any(a.annotation is not None and a.annotation.is_write for a in schema.arguments):
+        resolver.error(node.value_position.shifted(0, max(node.value.rfind("->"), 0)), "the op returns nothing and "
+                       "writes no argument: return its result (`-> Tensor`), or mark the argument it writes (`Tensor! out`)")

@@ -270,7 +270,7 @@ def test_a_bound_stable_abi_function_passes_its_suite(tmp_path):
     result = run("adopt", repo / "kopgen.yaml")
     assert result.exit_code == 0, result.output
     assert "torch::stable::Tensor axpy_cpu(\n" in (repo / "kaxpy/csrc/kernels.h").read_text()
-    assert "return axpy_cpu(x, y, alpha);" in (repo / "kaxpy/csrc/ops.cpp").read_text()
+    assert "return ::kaxpy::axpy_cpu(x, y, alpha);" in (repo / "kaxpy/csrc/ops.cpp").read_text()
     installed_suite_passes(repo, tmp_path / "site", at_least=10)
     assert (repo / "csrc/axpy.cpp").read_text() == AXPY_CPP
 
@@ -298,3 +298,35 @@ def test_a_packages_empty_init_files_give_way_to_kopgens(repo):
     (repo / "kbook/__init__.py").write_text("VERSION = 1\n")  # one with code is still the user's to move
     result = run("adopt", repo / "kopgen.yaml")
     assert result.exit_code == 2 and "kbook/__init__.py" in result.output
+
+
+ROTARY_SPEC = """\
+kopgen: 1
+package: kvl
+defaults:
+  registration: torch_library
+  backends: {cpu: cpp}
+ops:
+  - schema: "rotary_embedding(Tensor positions, Tensor! query, Tensor!? key, int head_size) -> ()"
+    kernel:
+      source:
+        cpu: csrc/pos_encoding.cpp:rotary_embedding
+    reference: {query: "query * 2", key: "key * 2"}
+"""
+
+
+@pytest.mark.parametrize("parameters, warned", [
+    # vLLM's own: another overload than kernels.h's, so kopgen's call of it failed at import (undefined symbol)
+    ("torch::Tensor& positions, torch::Tensor& query, std::optional<torch::Tensor> key, int64_t head_size", True),
+    (("const torch::Tensor& positions, torch::Tensor& query, const c10::optional<torch::Tensor>& key, "
+      "const int64_t head_size"), False),  # other spellings of kernels.h's types
+    ("const at::Tensor& positions, at::Tensor& query, const std::optional<at::Tensor>& key", True),
+])
+def test_a_bound_function_unlike_its_declaration_is_warned_of(tmp_path, parameters, warned):
+    (tmp_path / "csrc").mkdir()
+    (tmp_path / "csrc/pos_encoding.cpp").write_text(
+        f"#include <torch/all.h>\nnamespace kvl {{\nvoid rotary_embedding({parameters}) {{\n}}\n}}  // namespace kvl\n")
+    (tmp_path / "kopgen.yaml").write_text(ROTARY_SPEC)
+    result = CliRunner().invoke(main, ["check", str(tmp_path / "kopgen.yaml")])
+    assert result.exit_code == 0, result.output
+    assert ("warning: rotary_embedding in 'csrc/pos_encoding.cpp' takes" in result.output) is warned, result.output

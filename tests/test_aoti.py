@@ -65,6 +65,39 @@ def test_an_op_taking_a_scalar_type_with_a_default_is_left_out(tmp_path):
     assert "PROGRAM = (test_twice.TestTwice,)" in program and "memf" not in program
 
 
+EMPTY_LIST = """\
+kopgen: 1
+package: kel
+defaults:
+  registration: library
+  backends: {cpu: python}
+ops:
+  - schema: "view_as_size(Tensor x, SymInt[] size=[]) -> Tensor"
+    kernel: custom
+    reference: "x * 2"
+    fake: {shape: x.shape}
+  - schema: "given_empty(Tensor x, float[] scales) -> Tensor"
+    kernel: custom
+    reference: "x * 2"
+    fake: {shape: x.shape}
+    tests: {args: {scales: {value: []}}}
+  - schema: "given_some(Tensor x, int[] dims=[]) -> Tensor"
+    kernel: custom
+    reference: "x * 2"
+    fake: {shape: x.shape}
+    tests: {args: {dims: {value: [0]}}}
+"""
+
+
+def test_an_op_passed_an_empty_list_is_left_out(tmp_path):
+    """torch's AOTInductor passes an empty int list to the op's kernel as None (an empty float list as it is):
+    the generated test_aoti failed on every op with an `int[] dims=[]` default."""
+    spec = tmp_path / "kopgen.yaml"
+    spec.write_text(EMPTY_LIST)
+    program = rendered(load_spec(spec))["tests/test_aoti.py"]
+    assert "PROGRAM = (test_given_empty.TestGivenEmpty, test_given_some.TestGivenSome)" in program
+
+
 def test_compiled_routes_register_vmap_rules():
     """torch_library and stable_abi ops get the rule from Python, as the Python routes do: the functional
     pointwise ops, not the mutating ones nor backward kernels."""

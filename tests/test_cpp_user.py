@@ -7,11 +7,17 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from kopgen.cli import main
+from kopgen.errors import SpecError
 from kopgen.expr.emitters import cpp_metadata, scalar_type
 from kopgen.expr.metadata import TORCH_DTYPES
 from kopgen.lang import cpp, cpp_user
@@ -243,13 +249,13 @@ def test_a_users_argument_named_like_its_kernel_gets_the_qualified_call():
 # -- bound existing functions (`kernel: {source: ...}`), the model built here
 
 
-def bound_package():
+def bound_package(function: str = "pairsum_host"):
     """pairsum's CPU kernel bound to an existing function (in the op's namespace), its CUDA kernel a skeleton."""
     package = custom_package()
     ops = []
     for op in package.ops:
         if op.name == "pairsum":
-            bound = (BoundKernel(Device.CPU, "csrc/legacy.cpp", "pairsum_host"),)
+            bound = (BoundKernel(Device.CPU, "csrc/legacy.cpp", function),)
             op = dataclasses.replace(op, body=dataclasses.replace(op.body, bound=bound))
         ops.append(op)
     return dataclasses.replace(package, ops=tuple(ops))
@@ -261,8 +267,86 @@ def test_a_bound_function_is_declared_with_the_ops_own_signature_and_wrapped():
     assert "\nat::Tensor pairsum_host(const at::Tensor& x);\n" in header
     assert "void pairsum_cuda(const at::Tensor& x, at::Tensor& out, cudaStream_t stream);" in header
     pairsum = op_named(package, "pairsum")
-    assert pairsum.host_body("cpu") == ["return pairsum_host(x);"]
+    assert pairsum.host_body("cpu") == ["return ::kuser::pairsum_host(x);"]
     assert pairsum.host_body("cuda")[-2] == "pairsum_cuda(as_dense(x), out, current_stream(x));"
     paths = {f.path for f in plan(package)}
     assert "kuser/csrc/pairsum.cpp" not in paths and "kuser/csrc/cuda/pairsum.cu" in paths
     assert '"csrc/legacy.cpp"' in cpp.sources(package)
+
+
+def test_a_bound_function_named_as_its_op_is_called_qualified():
+    """The host function kuser::cpu::pairsum calls the bound kuser::pairsum by its full name: unqualified,
+    the call named the host function itself, which looped forever (a tail call at -O3) at the first call."""
+    package = bound_package("pairsum")
+    assert op_named(package, "pairsum").host_body("cpu") == ["return ::kuser::pairsum(x);"]
+
+
+# setup.py run with setuptools.setup replaced: what the extension compiles and what the sdist holds.
+SETUP_ARGUMENTS = """
+import json, setuptools
+def setup(ext_modules, **_):
+    print(json.dumps([ext_modules[0].sources, ext_modules[0].depends]))
+setuptools.setup = setup
+exec(open("setup.py").read())
+"""
+
+
+def test_setup_compiles_the_users_own_files_and_puts_every_header_in_the_sdist(tmp_path):
+    """A helper .cpp beside the user's kernel compiles with it (it was left out: an undefined symbol at
+    import), and the headers (kopgen's kernels.h, the user's) are the extension's depends, which setuptools
+    puts in the sdist (`python -m build` built the wheel from an sdist without kernels.h, and failed)."""
+    package = custom_package()
+    (tmp_path / "kuser/csrc/cuda").mkdir(parents=True)
+    for file in plan(package):
+        if file.path in ("setup.py", "kuser/csrc/kernels.h", "kuser/csrc/custom.h", "kuser/csrc/ops.cpp"):
+            (tmp_path / file.path).write_text(render(file, package))
+    for path in ("kuser/csrc/rotate_math.cpp", "kuser/csrc/rotate_math.h", "kuser/csrc/cuda/rotate.cuh"):
+        (tmp_path / path).write_text("// the user's\n")
+    shown = subprocess.run([sys.executable, "-c", SETUP_ARGUMENTS], cwd=tmp_path, capture_output=True, text=True,
+                           check=True).stdout
+    sources, depends = json.loads(shown)
+    assert "kuser/csrc/rotate_math.cpp" in sources and "kuser/csrc/ops.cpp" in sources
+    assert {"kuser/csrc/kernels.h", "kuser/csrc/custom.h", "kuser/csrc/rotate_math.h",
+            "kuser/csrc/cuda/rotate.cuh"} <= set(depends)
+
+
+CAST = """\
+kopgen: 1
+package: kcast
+defaults:
+  registration: torch_library
+  backends: {cpu: cpp}
+ops:
+  - schema: "dequantize(Tensor x, ScalarType dtype) -> Tensor"
+    kernel: custom
+    reference: "x.to(dtype)"
+    fake: {shape: x.shape, dtype: dtype}
+    tests: {args: {dtype: {value: float64}}}
+"""
+
+
+def test_fake_takes_the_dtype_a_scalar_type_argument_asks_for():
+    """bitsandbytes' dequantize(..., ScalarType dtype): the output's dtype is the argument's (it was an error,
+    "unknown name 'dtype'"); the host function and the fake kernel allocate with it. A shape names none."""
+    package = load_spec_text(CAST, "kcast.yaml")
+    assert "Tensor out = new_output(x, shape_of(x), dtype);" in op_named(package, "dequantize").host_body("cpu")
+    assert "return torch.empty(x.shape, dtype=dtype, device=x.device)" in rendered(package, "kcast/_support.py")
+    with pytest.raises(SpecError, match="unknown name 'dtype'"):
+        load_spec_text(CAST.replace("shape: x.shape", "shape: dtype"), "kcast.yaml")
+
+
+def test_fake_takes_the_shape_an_int_list_argument_gives(tmp_path):
+    """bitsandbytes' dequantize_4bit(..., int[] shape, ScalarType dtype): `fake: {shape: shape}` was an error;
+    Python reads the list as a tuple (torch passes a list, which `+ (2,)` refuses), C++ through list_shape."""
+    spec = CAST.replace("ScalarType dtype)", "int[] shape, ScalarType dtype)").replace("x.to(dtype)", "x.to(dtype).reshape(shape)")
+    spec = spec.replace("fake: {shape: x.shape", "fake: {shape: shape").replace("{value: float64}", "{value: float64}, shape: {value: [48]}")
+    package = load_spec_text(spec, "kcast.yaml")
+    assert "Tensor out = new_output(x, list_shape(shape), dtype);" in op_named(package, "dequantize").host_body("cpu")
+    assert "return torch.empty(tuple(shape), dtype=dtype, device=x.device)" in rendered(package, "kcast/_support.py")
+    # kopgen check runs fake on meta tensors with the tests' value: a shape the reference does not give is warned of
+    (tmp_path / "kcast.yaml").write_text(spec.replace("{value: [48]}", "{value: [6, 8]}"))
+    result = CliRunner().invoke(main, ["check", str(tmp_path / "kcast.yaml")])
+    assert "warning: fake cannot match the reference" not in result.output, result.output
+    (tmp_path / "kcast.yaml").write_text(spec.replace(".reshape(shape)", ""))
+    result = CliRunner().invoke(main, ["check", str(tmp_path / "kcast.yaml")])
+    assert "`fake` says the output is (48,) float64, the reference returns (8, 6) float64" in result.output, result.output

@@ -5,6 +5,7 @@ adopted kernel under an op gone `compute`, a spec value that reads as a conflict
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -260,3 +261,48 @@ def test_an_adopted_kernel_of_a_renamed_package_says_where_its_code_goes(adopted
     assert ("kept kad/kernels/pairsum.py (yours): its op's kernel is now kad2/kernels/pairsum.py, a new "
             "skeleton: move your code there") in result.output
     assert (adopted / "kad/kernels/pairsum.py").read_text() == MY_PAIRSUM
+
+
+ROTARY = """\
+kopgen: 1
+package: krot
+defaults:
+  registration: torch_library
+  backends: {cpu: cpp}
+ops:
+  - schema: "rotary(Tensor positions, Tensor! query, int head_size) -> ()"
+    kernel: custom
+    reference: {query: "query * 2"}
+"""
+
+
+def test_an_argument_added_to_an_op_merges_into_its_written_kernel(tmp_path):
+    """The skeleton's last parameter line, `int64_t head_size) {`, stands right above the check the user
+    replaced with their body: adding an argument changed that line, and every kernel written conflicted. The
+    change kopgen makes to lines of its own that stand once in the user's file now applies; one to a line the
+    user changed (the check, on another route) still conflicts."""
+    spec = tmp_path / "krot.yaml"
+    spec.write_text(ROTARY)
+    repo = generate(spec, tmp_path / "repo")
+    kernel = repo / "krot/csrc/rotary.cpp"
+    body = "  query.mul_(2);  // mine\n"
+    kernel.write_text(re.sub(r"  TORCH_CHECK\(false.*\n", body, kernel.read_text()))
+    edit_spec(repo, "int head_size)", "int head_size, Tensor? offsets=None)")
+    result = update(repo)
+    assert result.exit_code == 0, result.output
+    assert "int64_t head_size,\n    const std::optional<at::Tensor>& offsets) {\n" + body in kernel.read_text()
+    edit_spec(repo, "torch_library", "stable_abi")
+    assert update(repo).exit_code == 1 and body in kernel.read_text() and "<<<<<<< yours" in kernel.read_text()
+
+
+def test_a_kept_kernel_that_setup_still_compiles_says_so(tmp_path):
+    """setup.py compiles every C++ file of the user's in csrc/: the kernel of a renamed op, kept, still builds
+    beside the new skeleton, and two definitions of one helper would not link, so update names it."""
+    spec = tmp_path / "krot.yaml"
+    spec.write_text(ROTARY + ROTARY[ROTARY.index("  - schema"):].replace("rotary(", "other("))
+    repo = generate(spec, tmp_path / "repo")
+    edit_spec(repo, '"rotary(', '"rope(')
+    result = update(repo)
+    assert result.exit_code == 0, result.output
+    assert ("kept krot/csrc/rotary.cpp (yours; no op of kopgen.yaml has its kernel there now; setup.py still "
+            "compiles it: delete it once its code has moved)") in result.output

@@ -378,6 +378,8 @@ class _MetadataCpp:
         return f"Shape{{{', '.join(self.sub(e, 0)[0] for e in node.elts)}}}", _ATOM, "shape"
 
     def emit_Call(self, node: ast.Call) -> tuple[str, int, str]:
+        if isinstance(node.func, ast.Name):  # tuple(shape): an int[] argument (metadata._AsTuples)
+            return f"list_shape({node.args[0].id})", _ATOM, "shape"
         tensor, method = node.func.value.id, node.func.attr
         if not node.args and method in ("size", "stride"):
             return f"{'shape' if method == 'size' else 'strides'}_of({tensor})", _ATOM, "shape"

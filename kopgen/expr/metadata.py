@@ -40,9 +40,9 @@ class _MetadataChecker(Checker):
     language = "an output shape or dtype"
 
     def __init__(self, text: str, tensors: frozenset[str], ints: frozenset[str], dynamic: bool,
-                 dtypes: frozenset[str] = frozenset()):
+                 dtypes: frozenset[str] = frozenset(), lists: frozenset[str] = frozenset()):
         super().__init__(text)
-        self.tensors, self.ints, self.dynamic, self.dtypes = tensors, ints, dynamic, dtypes
+        self.tensors, self.ints, self.dynamic, self.dtypes, self.lists = tensors, ints, dynamic, dtypes, lists
 
     def visit_Constant(self, node: ast.Constant) -> None:
         if type(node.value) is not int:
@@ -51,11 +51,12 @@ class _MetadataChecker(Checker):
     def visit_Name(self, node: ast.Name) -> None:
         if node.id in self.tensors:
             raise self.error(node, f"use {node.id}.shape or {node.id}.dtype: a shape or dtype reads metadata only")
-        if node.id in self.ints or node.id in self.dtypes:
+        if node.id in self.ints or node.id in self.dtypes or node.id in self.lists:
             return
         if node.id in TORCH_DTYPES:
             raise self.error(node, f"write a dtype as torch.{node.id}")
-        raise self.error(node, f"unknown name {node.id!r}; use the op's Tensor and int arguments")
+        raise self.error(node, f"unknown name {node.id!r}; use the op's Tensor and int arguments (in a shape, its "
+                               "int[] arguments; in a dtype, its ScalarType arguments)")
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         base = node.value
@@ -135,15 +136,28 @@ def fake_source(source: str, ctx: str) -> str:
 
 
 def parse_metadata(text: str, tensors: Iterable[str], ints: Iterable[str], dynamic: bool = False,
-                   dtypes: Iterable[str] = ()) -> str:
+                   dtypes: Iterable[str] = (), lists: Iterable[str] = ()) -> str:
     """Check an output shape, strides or dtype expression of a custom op (only a shape may have a
-    `dynamic()` size, where `dynamic` says so; only a dtype names `dtypes`, the ScalarType arguments);
-    returns it as Python source."""
+    `dynamic()` size, where `dynamic` says so; only a dtype names `dtypes`, the ScalarType arguments,
+    which the generated Python and C++ pass on as they are; only a shape `lists`, the int[] arguments);
+    returns it as Python source, each list as `tuple(name)` (torch passes a list, which `+ (2,)` refuses)."""
     body = parse(text)
-    checker = _MetadataChecker(text, frozenset(tensors), frozenset(ints), dynamic, frozenset(dtypes))
+    checker = _MetadataChecker(text, frozenset(tensors), frozenset(ints), dynamic, frozenset(dtypes), frozenset(lists))
     checker.check(body)
     ExprError.raise_any(checker.errors)
-    return unparse(body)
+    return unparse(_AsTuples(frozenset(lists)).visit(body)) if lists else unparse(body)
+
+
+class _AsTuples(ast.NodeTransformer):
+    """Each int[] argument `shape` as `tuple(shape)`, which C++ reads as list_shape(shape) (csrc/custom.h)."""
+
+    def __init__(self, lists: frozenset[str]):
+        self.lists = lists
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id not in self.lists:
+            return node
+        return ast.copy_location(ast.Call(ast.Name("tuple", ast.Load()), [node], []), node)
 
 
 # The most dimensions a shape evaluated at generation time may have: `(1,) * x.dim()` is a shape, and
@@ -172,4 +186,4 @@ def evaluate(source: str, names: dict) -> object:
     """A metadata expression that parse_metadata returned, evaluated on plain values (sizes as tuples and
     ints, dtypes as `names` gives them), with no builtins and tuple repetition bounded (MAX_DIMS)."""
     tree = ast.fix_missing_locations(_Repeated().visit(ast.parse(source, mode="eval")))
-    return eval(compile(tree, "<metadata>", "eval"), {"__builtins__": {}, "_times": _times}, names)
+    return eval(compile(tree, "<metadata>", "eval"), {"__builtins__": {}, "_times": _times, "tuple": tuple}, names)

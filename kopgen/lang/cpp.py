@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 
 from ..model import Op, Package, PointwiseCompute, RowReduction
 from ..model_kinds import RowNormalization
@@ -432,6 +433,34 @@ def cuda_sources(package: Package) -> str:
             sources.append(f"{package.name}/csrc/cuda/kernels.cu")
         sources += user_sources(package, "cuda")
     return layout.statement("CUDA_SOURCES = " + json.dumps(sources), 0)
+
+
+def source_files(package: Package) -> list[str]:
+    """setup.py's lines after SOURCES and CUDA_SOURCES: the user's own C++ and CUDA files in the package's csrc/
+    (a helper .cpp, a second .cu: extension-cpp compiles its whole csrc/ so), and DEPENDS, every header and CUDA
+    file, which setuptools puts in the sdist that `python -m build` makes the wheel from (without them the
+    wheel did not build: no kernels.h)."""
+    from .cpp_user import user_sources
+
+    csrc = f"{package.name}/csrc"
+    lines = []
+    if package.compiled_custom_ops:  # the user writes into csrc/, and kernels.h is there for their files
+        lines += ["# Your own files beside your kernels (a helper .cpp, a second .cu) compile with them.",
+                  layout.statement(f'SOURCES += [path for path in files("{csrc}", ".cpp", ".cc") if path not in SOURCES]',
+                                   0)]
+        if package.cuda_ops:
+            lines.append(layout.statement(f'CUDA_SOURCES += [path for path in files("{csrc}/cuda", ".cu", ".cpp") '
+                                          "if path not in CUDA_SOURCES]", 0))
+    # The folders of bound files outside csrc/ (the repo's own csrc/): their headers, for the sdist.
+    folders = sorted({str(PurePosixPath(path).parent) for device in ("cpu", "cuda")
+                      for path in user_sources(package, device) if not path.startswith(f"{csrc}/")})
+    depends = [f'files("{csrc}", *HEADERS, ".cu", ".cpp", ".cc", deep=True)']
+    depends += [f'files("{folder}", *HEADERS, deep={folder != "."})' for folder in folders]
+    lines += ["# The sdist, which `python -m build` builds the wheel from, holds every header and CUDA file too:",
+              "# setuptools adds an extension's `depends` to it.",
+              'HEADERS = (".h", ".hpp", ".cuh", ".inl")',
+              layout.statement("DEPENDS = " + " + ".join(depends), 0)]
+    return lines
 
 
 def requirements(package: Package) -> str:

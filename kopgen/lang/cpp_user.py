@@ -131,7 +131,9 @@ class CustomCppOp(CppOp):
             arguments += list(self.op.output_names)
             arguments += [f"current_stream({lead})"] if device == "cuda" else []
         function = self.kernel_name(device)
-        if function in {a.name for a in self.op.args}:
+        if self.op.bound_kernel(device):  # a name of the user's choosing: the op's own hides it in <ns>::cpu
+            function = f"::{self.op.namespace}::{function}"
+        elif function in {a.name for a in self.op.args}:
             function = f"{self.op.namespace}::{function}"
         return wrap(f"{function}(", arguments, ")", indent=2, after=1)
 

@@ -7,6 +7,8 @@ The CPU kernels always; the CUDA kernels too where torch has CUDA and nvcc is fo
 (TORCH_CUDA_ARCH_LIST picks the GPU architectures, as for every torch extension).
 """
 
+from pathlib import Path
+
 import torch
 from setuptools import setup
 from torch.utils.cpp_extension import (
@@ -18,6 +20,18 @@ from torch.utils.cpp_extension import (
 
 SOURCES = ["kfused/csrc/ops.cpp"]
 CUDA_SOURCES = ["kfused/csrc/cuda/ops.cpp", "kfused/csrc/cuda/kernels.cu"]
+
+
+def files(folder: str, *suffixes: str, deep: bool = False) -> list[str]:
+    """The files in `folder` (and below it where `deep`) ending in `suffixes`, relative to the repo."""
+    found = Path(folder).rglob("*") if deep else Path(folder).glob("*")
+    return sorted(p.as_posix() for p in found if p.suffix in suffixes and p.is_file())
+
+
+# The sdist, which `python -m build` builds the wheel from, holds every header and CUDA file too:
+# setuptools adds an extension's `depends` to it.
+HEADERS = (".h", ".hpp", ".cuh", ".inl")
+DEPENDS = files("kfused/csrc", *HEADERS, ".cu", ".cpp", ".cc", deep=True)
 # TORCH_LIBRARY links torch's C++ API, which changes with each release: the wheel requires the torch
 # it is built against, its major.minor (pyproject.toml leaves the dependencies to this file).
 TORCH_VERSION = ".".join(torch.__version__.split("+")[0].split(".")[:2])
@@ -37,12 +51,14 @@ if with_cuda:
     extension = CUDAExtension(
         "kfused._C",
         SOURCES + CUDA_SOURCES,
+        depends=DEPENDS,
         extra_compile_args={"cxx": CXX_FLAGS, "nvcc": NVCC_FLAGS},
     )
 else:
     extension = CppExtension(
         "kfused._C",
         SOURCES,
+        depends=DEPENDS,
         extra_compile_args={"cxx": CXX_FLAGS},
     )
 

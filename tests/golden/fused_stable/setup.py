@@ -7,6 +7,8 @@ The CPU kernels always; the CUDA kernels too where torch has CUDA and nvcc is fo
 (TORCH_CUDA_ARCH_LIST picks the GPU architectures, as for every torch extension).
 """
 
+from pathlib import Path
+
 import torch
 from setuptools import setup
 from torch.utils.cpp_extension import (
@@ -18,6 +20,18 @@ from torch.utils.cpp_extension import (
 
 SOURCES = ["kstable/csrc/ops.cpp"]
 CUDA_SOURCES = ["kstable/csrc/cuda/ops.cpp", "kstable/csrc/cuda/kernels.cu"]
+
+
+def files(folder: str, *suffixes: str, deep: bool = False) -> list[str]:
+    """The files in `folder` (and below it where `deep`) ending in `suffixes`, relative to the repo."""
+    found = Path(folder).rglob("*") if deep else Path(folder).glob("*")
+    return sorted(p.as_posix() for p in found if p.suffix in suffixes and p.is_file())
+
+
+# The sdist, which `python -m build` builds the wheel from, holds every header and CUDA file too:
+# setuptools adds an extension's `depends` to it.
+HEADERS = (".h", ".hpp", ".cuh", ".inl")
+DEPENDS = files("kstable/csrc", *HEADERS, ".cu", ".cpp", ".cc", deep=True)
 # The stable ABI of torch 2.10: the one abi3 wheel serves torch 2.10 and later. -fno-wrapv undoes
 # Python's -fwrapv, with which g++ left loops unvectorized (the bfloat16 row reductions' at 0.2x torch);
 # -fno-trapping-math lets it vectorize the float selects of exp_of (csrc/pointwise.h), results unchanged.
@@ -31,6 +45,7 @@ if with_cuda:
     extension = CUDAExtension(
         "kstable._C",
         SOURCES + CUDA_SOURCES,
+        depends=DEPENDS,
         extra_compile_args={"cxx": CXX_FLAGS, "nvcc": NVCC_FLAGS},
         # USE_CUDA declares aoti_torch_get_current_cuda_stream in the stable ABI's headers.
         define_macros=[("USE_CUDA", None)],
@@ -40,6 +55,7 @@ else:
     extension = CppExtension(
         "kstable._C",
         SOURCES,
+        depends=DEPENDS,
         extra_compile_args={"cxx": CXX_FLAGS},
         py_limited_api=True,
     )
