@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import difflib
 import errno
-import itertools
 import os
 import re
 import shutil
@@ -346,39 +345,7 @@ def merge(ours: str, base: str, theirs: str) -> tuple[str, bool]:
         )
     if result.returncode < 0 or result.returncode > 127:
         raise OutputError(f"git merge-file failed: {result.stderr.decode('utf-8', 'replace').strip()}")
-    if result.returncode > 0 and (applied := apply_changes(ours, base, theirs)) is not None:
-        return applied, False
     return result.stdout.decode("utf-8"), result.returncode > 0
-
-
-def apply_changes(ours: str, base: str, theirs: str) -> str | None:
-    """kopgen's changes from `base` to `theirs` applied to `ours` where git's merge conflicts only because they
-    touch the lines the user changed next to them (a parameter added to the signature line right above the body
-    that replaced the skeleton's check); None unless every change applies exactly: the lines it replaces stand
-    once in `ours`, and an insertion's line before (or after) it stands once."""
-    mine, old, new = (text.splitlines(keepends=True) for text in (ours, base, theirs))
-    edits = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
-        if tag == "equal":
-            continue
-        if i1 < i2:  # replaced or deleted lines: found once, as they were
-            anchors = [(old[i1:i2], 0, 0)]
-        else:  # an insertion: after the line before it, or before the line after it
-            anchors = [(old[i1 - 1:i1], 1, 0), (old[i2:i2 + 1], 0, 1)]
-        for lines, before, after in anchors:
-            where = [k for k in range(len(mine) - len(lines) + 1) if lines and mine[k:k + len(lines)] == lines]
-            if len(where) == 1:
-                start = where[0] + before
-                edits.append((start, where[0] + len(lines) - after, new[j1:j2]))
-                break
-        else:
-            return None
-    edits.sort()
-    if any(a[1] > b[0] for a, b in itertools.pairwise(edits)):
-        return None  # two changes over the same lines of yours
-    for start, end, lines in reversed(edits):
-        mine[start:end] = lines
-    return "".join(mine)
 
 
 def diff(repo: Path, plan: UpdatePlan, only: list[str] | None = None) -> str:

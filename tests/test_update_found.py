@@ -279,8 +279,8 @@ ops:
 def test_an_argument_added_to_an_op_merges_into_its_written_kernel(tmp_path):
     """The skeleton's last parameter line, `int64_t head_size) {`, stands right above the check the user
     replaced with their body: adding an argument changed that line, and every kernel written conflicted. The
-    change kopgen makes to lines of its own that stand once in the user's file now applies; one to a line the
-    user changed (the check, on another route) still conflicts."""
+    merge puts the user's lines in place of the check; on another route too, the new signature above them (their
+    body is theirs to port: the build says where)."""
     spec = tmp_path / "krot.yaml"
     spec.write_text(ROTARY)
     repo = generate(spec, tmp_path / "repo")
@@ -292,7 +292,8 @@ def test_an_argument_added_to_an_op_merges_into_its_written_kernel(tmp_path):
     assert result.exit_code == 0, result.output
     assert "int64_t head_size,\n    const std::optional<at::Tensor>& offsets) {\n" + body in kernel.read_text()
     edit_spec(repo, "torch_library", "stable_abi")
-    assert update(repo).exit_code == 1 and body in kernel.read_text() and "<<<<<<< yours" in kernel.read_text()
+    assert update(repo).exit_code == 0
+    assert "    const std::optional<torch::stable::Tensor>& offsets) {\n" + body + "}\n" in kernel.read_text()
 
 
 def test_a_kept_kernel_that_setup_still_compiles_says_so(tmp_path):
