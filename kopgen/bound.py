@@ -141,8 +141,7 @@ def _check_file(resolver: OpResolver, at, spec_dir: Path, path: str, function: s
         resolver.error(at, f"'{path}' {where} in the spec's folder: a bound kernel is an existing file of "
                        "yours, its path relative to the spec")
         return False
-    with open(file, "rb") as handle:
-        text = handle.read(_MAX_BYTES).decode("utf-8", errors="replace")
+    text = read_source(file)
     pattern = rf"(?<![\w:.]){function}\s*\(" if language.is_compiled else rf"^[ \t]*def[ \t]+{function}[ \t]*\("
     if not re.search(pattern, text, re.MULTILINE):
         form = f"{function}(...)" if language.is_compiled else f"def {function}(...)"
@@ -152,6 +151,12 @@ def _check_file(resolver: OpResolver, at, spec_dir: Path, path: str, function: s
         resolver.error(at.shifted(0, len(path) + 1), f"'{path}': def {function} {problem}")
         return False
     return True
+
+
+def read_source(file: Path) -> str:
+    """A bound file's text, its first _MAX_BYTES: kopgen searches it, never compiles or runs it."""
+    with open(file, "rb") as handle:
+        return handle.read(_MAX_BYTES).decode("utf-8", errors="replace")
 
 
 def _python_call_problem(text: str, function: str, schema: FunctionSchema) -> str | None:

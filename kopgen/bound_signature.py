@@ -10,12 +10,11 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from .bound import read_source
 from .errors import Diagnostic, Position
 from .lang.cpp_types import cpp_parameter
 from .loader import Mapping
 from .model import Op
-
-_MAX_BYTES = 1 << 20  # as bound.py reads the file
 
 
 def signature_warnings(node: Mapping, op: Op) -> Iterator[Diagnostic]:
@@ -26,8 +25,7 @@ def signature_warnings(node: Mapping, op: Op) -> Iterator[Diagnostic]:
         if bound is None or source is None or not bound.path.endswith((".cpp", ".cc", ".cu")):
             continue
         try:
-            with open(Path(source.position.file).parent / bound.path, "rb") as handle:
-                text = handle.read(_MAX_BYTES).decode("utf-8", errors="replace")
+            text = read_source(Path(source.position.file).parent / bound.path)
         except OSError:  # resolution checked it is there; gone since, the build will say so
             continue
         theirs = _parameters(text, bound.function)

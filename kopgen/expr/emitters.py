@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from .syntax import OP_SYMBOLS, node_error
+from .syntax import OP_SYMBOLS, node_error, python_number
 
 if TYPE_CHECKING:
     from .pointwise import Kind
@@ -185,11 +185,6 @@ class Emitter:
 
     def emit_Constant(self, node: ast.Constant) -> tuple[str, int]:
         raise NotImplementedError  # each target spells its numbers and truth values
-
-
-def python_number(value: object) -> str:
-    """A number as Python source, as ruff formats it: `1e30`, not repr's `1e+30`."""
-    return repr(value).replace("e+", "e") if isinstance(value, float) else repr(value)
 
 
 class CppEmitter(Emitter):

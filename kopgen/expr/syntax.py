@@ -94,11 +94,16 @@ def unparse(node: ast.AST) -> str:
     return _RuffSlices().visit(node)
 
 
+def python_number(value: object) -> str:
+    """A number as Python source, as ruff formats it: `1e30`, not repr's `1e+30`."""
+    return repr(value).replace("e+", "e") if isinstance(value, float) else repr(value)
+
+
 class _RuffSlices(ast._Unparser):  # ast.unparse's own printer, two methods changed
     def _write_constant(self, value: object) -> None:
         # ruff's spelling of an exponent: 1e30, where repr writes 1e+30 (inf keeps ast's 1e309)
         if isinstance(value, float) and math.isfinite(value):
-            self.write(repr(value).replace("e+", "e"))
+            self.write(python_number(value))
         else:
             super()._write_constant(value)
 

@@ -45,7 +45,7 @@ def support_imports(package: Package) -> list[str]:
         modules.append("operator")
     modules += sharding.support_imports(package)  # after_import's
     modules.sort()
-    abc = ["Callable", *["Iterator"] * interprets]  # _cached's, always
+    abc = ["Callable", *["Iterator"] * interprets]  # _cached's, always; _nested_interpreted's
     abc += ["Sequence"] if python.typing_imports(custom_ops(package)) else []
     lines = [f"import {module}" for module in modules] + ([f"from collections.abc import {', '.join(abc)}"] if abc else [])
     return lines + ([""] if lines else [])

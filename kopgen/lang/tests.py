@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 from ..backward_kernel import RowGradient, kernel_name
 from ..expr import NOT_DIFFERENTIABLE_DTYPES, is_dynamic
-from ..expr.emitters import python_number
+from ..expr.syntax import python_number
 from ..model import Arg, CustomKernel, Op, Package, PointwiseCompute, RowNormalization, RowReduction, SampleArg
 from ..schema import python_default
 from ..split import GatedSplit, SplitGradient
